@@ -1,0 +1,3 @@
+"""forged: a local memory daemon for LLM agents."""
+
+__version__ = "0.1.0"

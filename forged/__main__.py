@@ -1,0 +1,5 @@
+"""`python -m forged` runs the command line."""
+
+from forged.cli import main
+
+raise SystemExit(main())
