@@ -1,0 +1,111 @@
+"""The local API: routes HTTP requests on the Unix socket to ingest, status and recall."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+import structlog
+
+from forged import __version__
+from forged.config import Config
+from forged.errors import InvalidRequest, StorageFull, StoreError
+from forged.httpserver import Request, Response, error_response
+from forged.hub import Hub
+from forged.ingest import Ingest, parse_body
+from forged.models import LogStatus, Status
+from forged.store import Store
+
+BACKLOG_RETRY_AFTER = 5  # seconds a client is told to wait when the backlog is full
+SHUTDOWN_RETRY_AFTER = 2  # seconds a client is told to wait while the daemon restarts
+
+_JSON = msgspec.json.Encoder()
+log = structlog.get_logger("forged.api")
+Route = Callable[[Request], Awaitable[Response]]
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    return Response(status, _JSON.encode(value))
+
+
+class Api:
+    """Request handlers, and the table that maps paths and methods onto them."""
+
+    def __init__(self, config: Config, store: Store, hub: Hub, ingest: Ingest) -> None:
+        self.config = config
+        self.store = store
+        self.hub = hub
+        self.ingest = ingest
+        self.started = time.monotonic()
+        self.ready = False
+        self.shutting_down = False
+        self.routes: dict[str, dict[str, Route]] = {
+            "/v1/interactions": {"POST": self.push},
+            "/v1/status": {"GET": self.status},
+            "/v1/health": {"GET": self.health},
+        }
+        self.prefix_routes: dict[str, dict[str, Route]] = {}
+
+    def _route(self, request: Request) -> dict[str, Route] | None:
+        if (methods := self.routes.get(request.path)) is not None:
+            return methods
+        for prefix, methods in self.prefix_routes.items():
+            if request.path.startswith(prefix) and len(request.path) > len(prefix):
+                return methods
+        return None
+
+    async def handle(self, request: Request) -> Response:
+        """Answer one request; errors become the API's error shape, never a traceback."""
+        methods = self._route(request)
+        if methods is None:
+            return error_response(404, "not_found", f"no such path: {request.path}")
+        route = methods.get(request.method)
+        if route is None:
+            allowed = ", ".join(methods)
+            return error_response(405, "method_not_allowed", f"{request.path} accepts {allowed}")
+        if self.shutting_down and request.method != "GET":
+            return error_response(503, "shutting_down", "forged is shutting down; retry shortly",
+                                  SHUTDOWN_RETRY_AFTER)  # fmt: skip
+        try:
+            return await route(request)
+        except InvalidRequest as exc:
+            return error_response(exc.status, exc.code, exc.message, exc.retry_after)
+        except StorageFull as exc:
+            log.error("storage_full", error=str(exc))
+            return error_response(507, "storage_full", "the disk holding the database is full; "
+                                  "nothing of this request was stored")  # fmt: skip
+        except StoreError as exc:
+            log.error("store_failed", error=str(exc))
+            return error_response(503, "store_unavailable", "the database is unavailable; "
+                                  "nothing of this request was stored", 1)  # fmt: skip
+        except Exception:  # a bug must cost one request, not the daemon, and leak no traceback
+            log.exception("request_failed", method=request.method, path=request.path)
+            return error_response(500, "internal_error", "internal error; see the daemon's log")
+
+    async def push(self, request: Request) -> Response:
+        items = parse_body(request.body, request.headers.get("content-type", ""), self.config.server)
+        if (backlog := self.hub.backlog()) >= self.config.server.max_backlog:
+            raise InvalidRequest(503, "backlog_full", f"{backlog} interactions wait for "
+                                 "distillation, the limit is "
+                                 f"{self.config.server.max_backlog}; retry later",
+                                 retry_after=BACKLOG_RETRY_AFTER)  # fmt: skip
+        return json_response(await self.ingest.push(items), 202)
+
+    async def status(self, request: Request) -> Response:
+        return json_response(
+            Status(
+                version=__version__,
+                uptime_s=round(time.monotonic() - self.started, 3),
+                ready=self.ready,
+                shutting_down=self.shutting_down,
+                log=LogStatus(last_seq=self.store.last_seq, count=self.store.count),
+                observers=self.hub.statuses(),
+            )
+        )
+
+    async def health(self, request: Request) -> Response:
+        if not self.ready or self.shutting_down:
+            return error_response(503, "not_ready", "forged is not ready")
+        return json_response({"status": "ok"})

@@ -1,0 +1,182 @@
+"""The `forged` command: run the daemon, or talk to it over its Unix socket."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+
+from forged import __version__
+from forged.config import DEFAULT_CONFIG_PATH, Config, load_config
+from forged.errors import ClientError, ConfigError
+
+EXIT_CONFIG = 2  # a bad configuration (or usage): systemd should not restart us in a loop
+CLIENT_TIMEOUT = 120.0  # seconds a command waits for the daemon's answer
+
+
+def _config_path(args: argparse.Namespace, env: Mapping[str, str]) -> Path | None:
+    if args.config:
+        return Path(args.config)
+    if env.get("FORGED_CONFIG"):
+        return Path(env["FORGED_CONFIG"])
+    return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None
+
+
+def _config(args: argparse.Namespace) -> Config:
+    return load_config(_config_path(args, os.environ), os.environ)
+
+
+class Client:
+    """A small HTTP client of the daemon's socket."""
+
+    def __init__(self, socket_path: str) -> None:
+        self.socket_path = socket_path
+        transport = httpx.HTTPTransport(uds=socket_path)
+        self._http = httpx.Client(transport=transport, base_url="http://forged", timeout=CLIENT_TIMEOUT)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """Send a request; return the decoded answer or raise ClientError with the daemon's words."""
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except (httpx.ConnectError, FileNotFoundError) as exc:
+            raise ClientError(
+                f"cannot reach forged at {self.socket_path} ({exc}); is the daemon running?"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise ClientError(f"talking to forged at {self.socket_path} failed: {exc}") from exc
+        try:
+            body = response.json()
+        except json.JSONDecodeError:
+            body = {"error": {"code": "bad_answer", "message": response.text[:200]}}
+        if response.is_error:
+            error = body.get("error", {}) if isinstance(body, dict) else {}
+            raise ClientError(f"{response.status_code} {error.get('code')}: {error.get('message')}")
+        return body
+
+
+def _client(args: argparse.Namespace) -> Client:
+    socket_path = args.socket or os.environ.get("FORGED_SOCKET") or _config(args).server.socket
+    return Client(socket_path)
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import trio
+
+    from forged import log
+    from forged.daemon import run_daemon
+
+    config = _config(args)
+    log.configure(config.log.format, config.log.level)
+    trio.run(lambda: run_daemon(config, bundled_llm=args.bundled_llm))
+    return 0
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    config = _config(args)
+    source = _config_path(args, os.environ) or "embedded defaults"
+    print(f"# effective configuration (from {source}, with FORGED_* overrides)")
+    print(msgspec.toml.encode(config).decode().rstrip())
+    return 0
+
+
+def _read_input(file: str) -> bytes:
+    if file == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(file).read_bytes()
+    except OSError as exc:
+        raise ClientError(f"cannot read {file}: {exc.strerror}") from exc
+
+
+def _content_type(data: bytes, file: str) -> str:
+    """JSON when the input parses as one document, NDJSON otherwise (or by file suffix)."""
+    if file.endswith((".ndjson", ".jsonl")):
+        return "application/x-ndjson"
+    try:
+        msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return "application/x-ndjson"
+    return "application/json"
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    data = _read_input(args.file)
+    headers = {"content-type": _content_type(data, args.file)}
+    _print_json(_client(args).request("POST", "/v1/interactions", content=data, headers=headers))
+    return 0
+
+
+def _format_status(status: dict[str, Any]) -> str:
+    state = "shutting down" if status["shutting_down"] else "ready" if status["ready"] else "starting"
+    lines = [
+        f"forged {status['version']}, {state}, up {status['uptime_s']:.0f} s",
+        f"log: {status['log']['count']} interactions, last seq {status['log']['last_seq']}",
+    ]
+    for o in status["observers"]:
+        lines.append(
+            f"{o['name']}: {o['state']}, watermark {o['watermark']}, backlog {o['backlog']},"
+            f" {o['batches']} batches, {o['llm_calls']} LLM calls"
+            f" ({o['prompt_tokens']} prompt + {o['completion_tokens']} completion tokens,"
+            f" {o['llm_ms'] / 1000:.1f} s), {o['dead_letters']} dead letters"
+        )
+        lines.append(f"  last batch: {o['last_batch_at'] or 'none yet'}")
+        if o["last_error"]:
+            lines.append(f"  last error: {o['last_error']}")
+    return "\n".join(lines)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    status = _client(args).request("GET", "/v1/status")
+    if args.json:
+        _print_json(status)
+    else:
+        print(_format_status(status))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="forged", description="A local memory daemon for LLM agents.")
+    parser.add_argument("--version", action="version", version=f"forged {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", help="configuration file (default: $FORGED_CONFIG or /etc/forged/forged.toml)")
+    common.add_argument("--socket", help="the daemon's socket (default: from the configuration)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=help, description=help)
+        p.set_defaults(handler=handler)
+        return p
+
+    serve = add("serve", cmd_serve, "run the daemon")
+    serve.add_argument("--bundled-llm", action="store_true", help="start the bundled local model and distil with it")
+    add("check-config", cmd_check_config, "print the effective configuration, or the error")
+    push = add("push", cmd_push, "push interactions (a JSON object, a JSON array or NDJSON)")
+    push.add_argument("file", nargs="?", default="-", help="file to push, - for standard input")
+    status = add("status", cmd_status, "show the daemon's status")
+    status.add_argument("--json", action="store_true", help="print the raw JSON answer")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except ConfigError as exc:
+        print(f"forged: config error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except ClientError as exc:
+        print(f"forged: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,160 @@
+"""Configuration: a frozen msgspec Struct tree decoded from TOML, defaults as named constants."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+
+from forged.errors import ConfigError
+
+DEFAULT_CONFIG_PATH = Path("/etc/forged/forged.toml")  # where `forged serve` looks without --config
+DEFAULT_SOCKET = "/run/forged/forged.sock"  # RuntimeDirectory of the systemd unit
+DEFAULT_DATABASE = "/var/lib/forged/forged.db"  # StateDirectory of the systemd unit
+DEFAULT_LLM_URL = "http://127.0.0.1:11434/v1"  # Ollama's OpenAI-compatible endpoint
+DEFAULT_LLM_MODEL = "gemma3:270m"  # Ollama's name for the bundled model
+MIB = 1024 * 1024
+
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+Seconds = Annotated[float, msgspec.Meta(gt=0)]
+StructuredOutput = Literal["auto", "json_schema", "json_object", "none"]
+
+
+class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """A config table: frozen, and an unknown key is an error."""
+
+
+class ServerConfig(_Section):
+    socket: str = DEFAULT_SOCKET
+    socket_mode: Annotated[int, msgspec.Meta(ge=0, le=0o777)] = 0o660
+    allowed_uids: list[Annotated[int, msgspec.Meta(ge=0)]] = []
+    max_connections: Positive = 256
+    header_timeout: Seconds = 10.0
+    body_timeout: Seconds = 30.0
+    idle_timeout: Seconds = 60.0
+    max_body_bytes: Positive = 16 * MIB
+    max_header_bytes: Positive = 16 * 1024
+    max_messages: Annotated[int, msgspec.Meta(ge=1, le=256)] = 256
+    max_text_chars: Positive = 1_000_000
+    max_backlog: Positive = 1_000_000
+    shutdown_grace: Seconds = 20.0
+
+
+class StoreConfig(_Section):
+    path: str = DEFAULT_DATABASE
+    busy_timeout_ms: Positive = 5000
+
+
+class DistillerConfig(_Section):
+    class_: str = msgspec.field(default="", name="class")
+    base_url: str = DEFAULT_LLM_URL
+    model: str = DEFAULT_LLM_MODEL
+    api_key_file: str = ""
+    structured_output: StructuredOutput = "auto"
+    timeout: Seconds = 300.0
+    max_tokens: Annotated[int, msgspec.Meta(ge=16, le=32768)] = 1024
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
+    max_attempts: Positive = 3
+    backoff_initial: Seconds = 1.0
+    backoff_max: Seconds = 60.0
+    max_facts: Positive = 64
+    max_fact_chars: Positive = 2048
+    max_summary_chars: Positive = 8192
+
+    def __post_init__(self) -> None:
+        if not self.class_ and not re.match(r"^https?://[^/\s]+", self.base_url):
+            raise ValueError(f"base_url must be an http:// or https:// URL, got {self.base_url!r}")
+
+
+class DistillConfig(_Section):
+    enabled: bool = True
+    max_batch_interactions: Positive = 32
+    max_batch_tokens: Annotated[int, msgspec.Meta(ge=64)] = 3000
+    channel_capacity: Positive = 256
+
+
+class ObserversConfig(_Section):
+    plugins: list[str] = []
+
+
+class RecallConfig(_Section):
+    half_life_days: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    default_limit: Positive = 10
+    max_limit: Positive = 100
+    default_budget_tokens: Positive = 1000
+
+
+class LogConfig(_Section):
+    format: Literal["auto", "console", "json", "journal"] = "auto"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class Config(_Section):
+    server: ServerConfig = ServerConfig()
+    store: StoreConfig = StoreConfig()
+    distiller: DistillerConfig = DistillerConfig()
+    distill: DistillConfig = DistillConfig()
+    observers: ObserversConfig = ObserversConfig()
+    recall: RecallConfig = RecallConfig()
+    log: LogConfig = LogConfig()
+
+
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>[^`]+)`(?: - at `\$\.?(?P<at>.*)`)?$")
+_AT = re.compile(r"^(?P<problem>.*) - at `\$\.?(?P<at>[^`]*)`$")
+_ENV_OVERRIDES = {  # environment variable -> distiller key it replaces
+    "FORGED_DISTILLER_URL": "base_url",
+    "FORGED_DISTILLER_MODEL": "model",
+    "FORGED_DISTILLER_API_KEY_FILE": "api_key_file",
+}
+
+
+def _explain(error: msgspec.ValidationError | msgspec.DecodeError) -> str:
+    """Turn msgspec's message into `key: problem`, naming the key the way the file spells it."""
+    text = str(error)
+    if not isinstance(error, msgspec.ValidationError):
+        return f"not valid TOML: {text}"
+    if m := _UNKNOWN.match(text):
+        key = ".".join(filter(None, [m["at"], m["key"]]))
+        return f"{key}: unknown key"
+    if m := _AT.match(text):
+        problem = m["problem"]
+        return f"{m['at'] or '(top level)'}: {problem[0].lower()}{problem[1:]}"
+    return text
+
+
+def parse_config(data: bytes | str, source: str = "<config>") -> Config:
+    """Decode TOML text into a Config, or raise ConfigError naming the key and the problem."""
+    try:
+        return msgspec.toml.decode(data, type=Config)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ConfigError(f"{source}: {_explain(exc)}") from exc
+
+
+def with_overrides(config: Config, env: Mapping[str, str]) -> Config:
+    """Apply the FORGED_DISTILLER_* variables present in `env`."""
+    changes = {key: env[var] for var, key in _ENV_OVERRIDES.items() if env.get(var)}
+    if not changes:
+        return config
+    try:
+        distiller = msgspec.structs.replace(config.distiller, **changes)
+        msgspec.convert(msgspec.to_builtins(distiller), DistillerConfig)
+    except (ValueError, msgspec.ValidationError) as exc:
+        names = ", ".join(var for var in _ENV_OVERRIDES if env.get(var))
+        raise ConfigError(f"environment: {names}: {exc}") from exc
+    return msgspec.structs.replace(config, distiller=distiller)
+
+
+def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
+    """Read the file at `path` (embedded defaults when it is None) and apply `env` overrides."""
+    if path is None:
+        config = Config()
+    else:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+        config = parse_config(data, str(path))
+    return with_overrides(config, env)

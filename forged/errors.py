@@ -1,0 +1,76 @@
+"""The exceptions forged raises, one tree under `ForgedError`.
+
+    ForgedError
+    ├── ConfigError          the configuration file or environment is wrong
+    ├── InvalidRequest       a client sent something the API cannot accept (carries status, code)
+    ├── StoreError           SQLite failed
+    │   └── StorageFull      the disk (or the database size limit) is full
+    ├── DistillError         a distiller could not turn a transcript into memory
+    │   ├── LLMUnavailable   transient: connect, timeout, 429, 5xx, model loading; retry forever
+    │   ├── ContextOverflow  the transcript does not fit the model's context; split the batch
+    │   ├── UnsupportedMode  the server rejected the structured-output mode; try the next one
+    │   └── InvalidAnswer    the answer was not valid memory; retry, then split
+    ├── BundledLLMError      the bundled local model could not be started
+    └── ClientError          the command line could not talk to the daemon
+"""
+
+from __future__ import annotations
+
+
+class ForgedError(Exception):
+    """Base class of every error forged raises on purpose."""
+
+
+class ConfigError(ForgedError):
+    """The configuration file or environment holds an unknown key, a wrong type or a bad value."""
+
+
+class InvalidRequest(ForgedError):
+    """A request the API rejects; `status` and `code` become the HTTP error answer."""
+
+    def __init__(self, status: int, code: str, message: str, *, retry_after: int | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+
+
+class StoreError(ForgedError):
+    """SQLite reported an error the store cannot handle."""
+
+
+class StorageFull(StoreError):
+    """SQLite reported the disk or the database full; nothing of the transaction was kept."""
+
+
+class DistillError(ForgedError):
+    """A distiller could not turn a transcript into memory."""
+
+    def __init__(self, message: str, *, raw: str | None = None):
+        super().__init__(message)
+        self.raw = raw
+
+
+class LLMUnavailable(DistillError):
+    """The LLM could not be reached or answered with a transient error; retry later."""
+
+
+class ContextOverflow(DistillError):
+    """The transcript does not fit the model's context; a smaller batch may."""
+
+
+class UnsupportedMode(DistillError):
+    """The server rejected the structured-output mode of the request."""
+
+
+class InvalidAnswer(DistillError):
+    """The answer was not valid memory (not JSON, wrong shape, truncated)."""
+
+
+class BundledLLMError(ForgedError):
+    """The bundled local LLM server could not be started."""
+
+
+class ClientError(ForgedError):
+    """The command line could not reach the daemon or the daemon refused the request."""

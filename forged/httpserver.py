@@ -1,0 +1,233 @@
+"""HTTP/1.1 on a stream listener (h11 on trio): keep-alive, timeouts, size limits, a connection cap."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import h11
+import msgspec
+import structlog
+import trio
+
+from forged.config import ServerConfig
+
+RECEIVE_SIZE = 65536  # bytes read from a socket at once
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+log = structlog.get_logger("forged.http")
+
+
+class Request(msgspec.Struct, frozen=True):
+    """A whole request: the body has been read."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+
+
+class Response(msgspec.Struct, frozen=True):
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+_ERROR = msgspec.json.Encoder()
+
+
+def error_response(status: int, code: str, message: str, retry_after: int | None = None) -> Response:
+    """The API's error shape: `{"error": {"code", "message"}}`."""
+    headers = (("retry-after", str(retry_after)),) if retry_after is not None else ()
+    body = _ERROR.encode({"error": {"code": code, "message": message}})
+    return Response(status, body, headers=headers)
+
+
+class _Timeout(Exception):
+    """The client started a request and was too slow to finish it."""
+
+
+class _TooLarge(Exception):
+    """The request body is over the limit."""
+
+
+def _peer_uid(stream: trio.SocketStream) -> int | None:
+    try:
+        raw = stream.socket.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    except OSError:
+        return None
+    return int(_PEERCRED.unpack(raw)[1])
+
+
+class _Connection:
+    """One client connection: an h11 state machine over a trio stream."""
+
+    def __init__(self, stream: trio.SocketStream, limits: ServerConfig) -> None:
+        self.stream = stream
+        self.limits = limits
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
+        self.idle = True
+        self.scope = trio.CancelScope()
+
+    async def _next_event(self) -> h11.Event | type[h11.PAUSED] | type[h11.NEED_DATA]:
+        while True:
+            event = self.conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            data = await self.stream.receive_some(RECEIVE_SIZE)
+            self.conn.receive_data(data)
+
+    async def _read_head(self) -> h11.Request | None:
+        """Wait up to `idle_timeout` for a request to start, then `header_timeout` for its head."""
+        self.idle = True
+        event = self.conn.next_event()
+        if event is h11.NEED_DATA:
+            data = None
+            with trio.move_on_after(self.limits.idle_timeout):
+                data = await self.stream.receive_some(RECEIVE_SIZE)
+            if data is None:
+                return None  # idle too long: close quietly
+            self.conn.receive_data(data)
+        self.idle = False
+        with trio.move_on_after(self.limits.header_timeout) as timer:
+            event = await self._next_event()
+        if timer.cancelled_caught:
+            raise _Timeout
+        return event if isinstance(event, h11.Request) else None
+
+    async def _read_body(self, head: h11.Request) -> bytes:
+        length = dict(head.headers).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.limits.max_body_bytes:
+            raise _TooLarge
+        if self.conn.they_are_waiting_for_100_continue:
+            await self._send(h11.InformationalResponse(status_code=100, headers=[]))
+        chunks, size = [], 0
+        with trio.move_on_after(self.limits.body_timeout) as timer:
+            while not isinstance(event := await self._next_event(), h11.EndOfMessage):
+                if isinstance(event, h11.ConnectionClosed):
+                    raise h11.RemoteProtocolError("the client closed the connection mid-body")
+                if isinstance(event, h11.Data):
+                    size += len(event.data)
+                    if size > self.limits.max_body_bytes:
+                        raise _TooLarge
+                    chunks.append(event.data)
+        if timer.cancelled_caught:
+            raise _Timeout
+        return b"".join(chunks)
+
+    async def _send(self, event: h11.Event) -> None:
+        data = self.conn.send(event)
+        if data:
+            await self.stream.send_all(data)
+
+    async def respond(self, response: Response, *, close: bool = False) -> None:
+        headers = [
+            ("content-type", response.content_type),
+            ("content-length", str(len(response.body))),
+            *response.headers,
+        ]
+        if close:
+            headers.append(("connection", "close"))
+        if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            return
+        with trio.move_on_after(self.limits.body_timeout):
+            await self._send(h11.Response(status_code=response.status, headers=headers))
+            await self._send(h11.Data(data=response.body))
+            await self._send(h11.EndOfMessage())
+
+    async def serve(self, handler: Handler) -> None:
+        """Answer requests on this connection until it closes or misbehaves."""
+        while True:
+            try:
+                head = await self._read_head()
+                if head is None:
+                    return
+                body = await self._read_body(head)
+            except _Timeout:
+                await self.respond(error_response(408, "request_timeout", "the request took too long to arrive"), close=True)
+                return
+            except _TooLarge:
+                message = f"the body is larger than {self.limits.max_body_bytes} bytes"
+                await self.respond(error_response(413, "body_too_large", message), close=True)
+                return
+            except h11.RemoteProtocolError as exc:
+                status = exc.error_status_hint
+                code = "headers_too_large" if status == 431 else "bad_request"
+                await self.respond(error_response(status, code, f"malformed HTTP request: {exc}"), close=True)
+                return
+            response = await handler(_request(head, body))
+            await self.respond(response)
+            if self.conn.our_state is h11.MUST_CLOSE or self.conn.their_state is h11.MUST_CLOSE:
+                return
+            self.conn.start_next_cycle()
+
+
+def _request(head: h11.Request, body: bytes) -> Request:
+    target = urlsplit(head.target.decode("ascii", "replace"))
+    return Request(
+        method=head.method.decode("ascii", "replace"),
+        path=unquote(target.path),
+        query=dict(parse_qsl(target.query, keep_blank_values=True)),
+        headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in head.headers},
+        body=body,
+    )
+
+
+class HttpServer:
+    """Accepts connections up to a cap, checks the peer's uid, and serves each in its own task."""
+
+    def __init__(self, handler: Handler, limits: ServerConfig) -> None:
+        self.handler = handler
+        self.limits = limits
+        self._connections: OrderedDict[_Connection, None] = OrderedDict()
+
+    async def serve(
+        self, listener: trio.SocketListener, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                stream = await listener.accept()
+                if len(self._connections) >= self.limits.max_connections and not self._evict_idle():
+                    nursery.start_soon(self._refuse, stream, 503, "too_many_connections",
+                                       "the server is at its connection limit; retry shortly")  # fmt: skip
+                    continue
+                nursery.start_soon(self._serve_connection, stream)
+
+    def _evict_idle(self) -> bool:
+        """Make room by closing the longest-idle keep-alive connection, if there is one."""
+        for connection in self._connections:
+            if connection.idle:
+                connection.scope.cancel()
+                del self._connections[connection]
+                return True
+        return False
+
+    async def _refuse(self, stream: trio.SocketStream, status: int, code: str, message: str) -> None:
+        async with stream:
+            connection = _Connection(stream, self.limits)
+            with trio.move_on_after(self.limits.header_timeout):
+                await connection.respond(error_response(status, code, message), close=True)
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        allowed = self.limits.allowed_uids
+        if allowed and (uid := _peer_uid(stream)) not in allowed:
+            log.warning("client_refused", uid=uid, reason="uid not in allowed_uids")
+            await self._refuse(stream, 403, "forbidden", f"uid {uid} may not use this socket")
+            return
+        connection = _Connection(stream, self.limits)
+        self._connections[connection] = None
+        try:
+            with connection.scope:
+                async with stream:
+                    await connection.serve(self.handler)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the client went away
+        finally:
+            self._connections.pop(connection, None)

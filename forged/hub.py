@@ -1,0 +1,203 @@
+"""Observers: each gets its own bounded channel fed from the log at its watermark, and restarts."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
+
+import structlog
+import trio
+
+from forged.models import BatchOutcome, ObserverState, ObserverStatus, StoredInteraction
+from forged.store import Store, now
+
+T = TypeVar("T")
+RESTART_INITIAL = 0.5  # seconds before restarting an observer that raised
+RESTART_MAX = 30.0  # longest wait between restarts
+HEALTHY_RUN = 60.0  # seconds an observer must run before its restart delay resets
+FEED_CHUNK = 256  # log rows a feeder reads per query
+
+log = structlog.get_logger("forged.hub")
+
+
+class Batcher(Generic[T]):
+    """Batched draining: wait for one item, then take what is already queued, up to the limits.
+
+    An item that would overflow `max_weight` is kept for the next batch; a single item heavier
+    than the limit forms a batch of its own.
+    """
+
+    def __init__(
+        self,
+        receive: trio.MemoryReceiveChannel[T],
+        *,
+        max_items: int,
+        max_weight: int | None = None,
+        weight: Callable[[T], int] = lambda _: 1,
+    ) -> None:
+        self._receive = receive
+        self._max_items = max_items
+        self._max_weight = max_weight
+        self._weight = weight
+        self._carry: list[T] = []
+
+    async def next(self) -> list[T]:
+        """The next batch; raises `trio.EndOfChannel` once the channel is closed and empty."""
+        batch = [self._carry.pop() if self._carry else await self._receive.receive()]
+        total = self._weight(batch[0])
+        while len(batch) < self._max_items:
+            try:
+                item = self._receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+            total += self._weight(item)
+            if self._max_weight is not None and total > self._max_weight:
+                self._carry.append(item)
+                break
+            batch.append(item)
+        return batch
+
+
+class Progress:
+    """An observer's handle on its own progress: its watermark, its status and the stop signal."""
+
+    def __init__(self, store: Store, status: ObserverStatus, changed: Callable[[], None]) -> None:
+        self.store = store
+        self.status = status
+        self.stopping = False
+        self._changed = changed
+
+    @property
+    def name(self) -> str:
+        return self.status.name
+
+    def set_state(self, state: ObserverState, error: str | None = None) -> None:
+        self.status.state = state
+        if error is not None:
+            self.status.last_error = error
+        self._changed()
+
+    async def commit(self, seq: int) -> None:
+        """Record that every interaction up to `seq` is done (observers without results)."""
+        await self.store.set_watermark(self.name, seq)
+        self.status.watermark = max(self.status.watermark, seq)
+        self._changed()
+
+    async def commit_batch(self, outcome: BatchOutcome) -> None:
+        """Commit a batch's results together with the watermark, then count it."""
+        await self.store.commit_batch(self.name, outcome)
+        s = self.status
+        if outcome.watermark is not None:
+            s.watermark = max(s.watermark, outcome.watermark)
+            s.batches += 1
+        for run in outcome.runs:
+            s.llm_calls += run.usage.calls
+            s.prompt_tokens += run.usage.prompt_tokens
+            s.completion_tokens += run.usage.completion_tokens
+            s.llm_ms += run.usage.ms
+        s.dead_letters += len(outcome.dead_letters) - len(outcome.resolved_dead_letters)
+        s.last_batch_at = now()
+        self._changed()
+
+
+class Observer(Protocol):
+    """A plugin that sees every stored interaction in seq order and commits its progress."""
+
+    name: str
+
+    async def start(
+        self, interactions: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress
+    ) -> None: ...
+
+
+class Hub:
+    """The observer registry: one supervised feeder and channel per observer."""
+
+    def __init__(self, store: Store, observers: list[Observer], channel_capacity: int) -> None:
+        names = [o.name for o in observers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"observer names must be unique: {names}")
+        self.store = store
+        self._observers = observers
+        self._capacity = channel_capacity
+        self._appended = trio.Event()
+        self._changed = trio.Event()
+        self.progress: dict[str, Progress] = {}
+
+    def notify_appended(self) -> None:
+        """Wake the feeders: the log has grown."""
+        self._appended.set()
+        self._appended = trio.Event()
+
+    def _notify_changed(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def statuses(self) -> list[ObserverStatus]:
+        for p in self.progress.values():
+            p.status.backlog = max(0, self.store.last_seq - p.status.watermark)
+        return [p.status for p in self.progress.values()]
+
+    def backlog(self) -> int:
+        """How far the slowest observer lags behind the log."""
+        return max((s.backlog for s in self.statuses()), default=0)
+
+    async def wait_idle(self) -> None:
+        """Return once no observer is in the middle of a batch."""
+        while any(p.status.state == "distilling" for p in self.progress.values()):
+            await self._changed.wait()
+
+    def stop(self) -> None:
+        """Ask observers to finish the batch in hand and take no new one."""
+        for p in self.progress.values():
+            p.stopping = True
+        self._notify_changed()
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        for observer in self._observers:
+            status = await self.store.observer_totals(observer.name)
+            self.progress[observer.name] = Progress(self.store, status, self._notify_changed)
+        async with trio.open_nursery() as nursery:
+            for observer in self._observers:
+                nursery.start_soon(self._supervise, observer)
+            task_status.started()
+
+    async def _supervise(self, observer: Observer) -> None:
+        progress = self.progress[observer.name]
+        delay = RESTART_INITIAL
+        while True:
+            started = trio.current_time()
+            try:
+                await self._run(observer, progress)
+                log.info("observer_finished", observer=observer.name)
+                return
+            except Exception as exc:  # an observer must never take the daemon down
+                log.exception("observer_failed", observer=observer.name, restart_in=delay)
+                progress.set_state("idle", error=f"{type(exc).__name__}: {exc}")
+            if trio.current_time() - started > HEALTHY_RUN:
+                delay = RESTART_INITIAL
+            await trio.sleep(delay * random.uniform(0.5, 1.0))
+            delay = min(delay * 2, RESTART_MAX)
+
+    async def _run(self, observer: Observer, progress: Progress) -> None:
+        """One life of an observer: a fresh channel fed from the stored watermark."""
+        send, receive = trio.open_memory_channel[StoredInteraction](self._capacity)
+        async with trio.open_nursery() as nursery, receive:
+            nursery.start_soon(self._feed, send, observer.name)
+            await observer.start(receive, progress)
+            nursery.cancel_scope.cancel()
+
+    async def _feed(self, send: trio.MemorySendChannel[StoredInteraction], name: str) -> None:
+        """Send the log from the watermark on; block (never drop) while the channel is full."""
+        cursor = (await self.store.observer_totals(name)).watermark
+        async with send:
+            while True:
+                appended = self._appended
+                rows = await self.store.read_log(cursor, min(FEED_CHUNK, self._capacity))
+                if not rows:
+                    await appended.wait()
+                    continue
+                for row in rows:
+                    await send.send(row)
+                cursor = rows[-1].seq

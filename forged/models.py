@@ -1,0 +1,180 @@
+"""Wire and domain types: every value that crosses a boundary is one of these Structs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+Role = Literal["user", "assistant", "system", "tool"]
+FactKind = Literal["decision", "correction", "preference", "state"]
+FACT_KINDS: tuple[str, ...] = ("decision", "correction", "preference", "state")
+ObserverState = Literal["idle", "distilling", "waiting_for_llm"]
+Key = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]  # ids, scopes and sessions
+
+
+class Message(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One message of a finalized chat interaction."""
+
+    role: Role
+    text: str
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.text.strip():
+            raise ValueError("`text` must not be empty")
+
+
+class Interaction(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What a client pushes: a finalized interaction (one or more messages)."""
+
+    messages: Annotated[list[Message], msgspec.Meta(min_length=1)]
+    id: Key | None = None
+    scope: Key = "default"
+    session: Key | None = None
+    timestamp: str | None = None
+    metadata: dict[str, Any] = {}
+
+
+class StoredInteraction(msgspec.Struct, frozen=True):
+    """An interaction as the log holds it, with its place (`seq`) in acceptance order."""
+
+    seq: int
+    scope: str
+    session: str | None
+    timestamp: str
+    tokens: int
+    messages: list[Message]
+
+
+class Fact(msgspec.Struct, forbid_unknown_fields=True):
+    """One typed, self-contained statement distilled from a transcript."""
+
+    kind: FactKind
+    text: str
+
+
+class Usage(msgspec.Struct, frozen=True):
+    """What one LLM call cost."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    ms: int = 0
+    calls: int = 0
+
+
+class DistilledMemory(msgspec.Struct):
+    """What a distiller returns for one transcript."""
+
+    summary: str
+    facts: list[Fact]
+    usage: Usage = Usage()
+
+
+class Accepted(msgspec.Struct):
+    """Answer to a successful push."""
+
+    accepted: int
+    duplicates: int
+    last_seq: int
+
+
+class ErrorBody(msgspec.Struct):
+    code: str
+    message: str
+
+
+class ErrorAnswer(msgspec.Struct):
+    """Every API error: `{"error": {"code", "message"}}`."""
+
+    error: ErrorBody
+
+
+class ObserverStatus(msgspec.Struct):
+    """One observer's progress as `/v1/status` shows it."""
+
+    name: str
+    watermark: int = 0
+    backlog: int = 0
+    state: ObserverState = "idle"
+    batches: int = 0
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_ms: int = 0
+    dead_letters: int = 0
+    last_batch_at: str | None = None
+    last_error: str | None = None
+
+
+class LogStatus(msgspec.Struct):
+    last_seq: int
+    count: int
+
+
+class Status(msgspec.Struct):
+    """Answer of `/v1/status`."""
+
+    version: str
+    uptime_s: float
+    ready: bool
+    shutting_down: bool
+    log: LogStatus
+    observers: list[ObserverStatus]
+
+
+class NewInteraction(msgspec.Struct, frozen=True):
+    """A validated, scrubbed interaction ready for the log."""
+
+    client_id: str | None
+    scope: str
+    session: str | None
+    timestamp: str
+    received_at: str
+    tokens: int
+    messages: bytes  # JSON
+    metadata: bytes | None  # JSON
+
+
+class ScopeResult(msgspec.Struct, frozen=True):
+    """A distilled summary and its facts for the interactions of one scope in a batch."""
+
+    batch_id: str
+    scope: str
+    session: str | None
+    summary: str
+    facts: list[Fact]
+    first_seq: int
+    last_seq: int
+
+
+class DeadLetter(msgspec.Struct, frozen=True):
+    """An interaction the distiller could not handle even alone."""
+
+    seq: int
+    reason: str
+    raw: str | None = None
+
+
+class DistillRun(msgspec.Struct, frozen=True):
+    """Accounting for one scope group of one batch."""
+
+    batch_id: str
+    model: str
+    scope: str
+    interactions: int
+    first_seq: int
+    last_seq: int
+    usage: Usage
+    outcome: str  # committed, dead_letter, redistilled
+    error: str | None = None
+
+
+class BatchOutcome(msgspec.Struct, frozen=True):
+    """Everything a batch produced, committed in one transaction with the watermark."""
+
+    results: list[ScopeResult]
+    dead_letters: list[DeadLetter]
+    runs: list[DistillRun]
+    watermark: int | None  # None when re-running dead letters: the watermark stays
+    resolved_dead_letters: list[int] = []

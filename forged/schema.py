@@ -1,0 +1,120 @@
+"""Database schema: numbered migrations, each applied once in its own transaction and recorded."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+
+from forged.errors import StoreError
+
+# Each entry is one schema version; append, never edit a released one.
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "log, results, watermarks, dead letters, distill runs",
+        """
+        CREATE TABLE interactions (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- acceptance order; never reused
+            client_id TEXT UNIQUE,                  -- idempotency key from the client
+            scope TEXT NOT NULL,
+            session TEXT,
+            timestamp TEXT NOT NULL,
+            received_at TEXT NOT NULL,
+            tokens INTEGER NOT NULL,                -- estimate, for batch budgets
+            messages BLOB NOT NULL,                 -- JSON, scrubbed
+            metadata BLOB                           -- JSON, scrubbed
+        );
+        CREATE INDEX interactions_by_scope ON interactions (scope);
+        CREATE TABLE summaries (
+            id INTEGER PRIMARY KEY,
+            observer TEXT NOT NULL,
+            batch_id TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            session TEXT,
+            text TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX summaries_by_scope ON summaries (scope, id);
+        CREATE TABLE facts (
+            id INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL CHECK (kind IN ('decision', 'correction', 'preference', 'state')),
+            text TEXT NOT NULL,
+            norm TEXT NOT NULL,                     -- normalised text, for de-duplication
+            scope TEXT NOT NULL,
+            session TEXT,
+            batch_id TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            seen_count INTEGER NOT NULL DEFAULT 1,
+            last_seen_at TEXT NOT NULL,
+            UNIQUE (scope, kind, norm)
+        );
+        CREATE TABLE watermarks (
+            observer TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL                    -- every seq <= this is done for the observer
+        );
+        CREATE TABLE dead_letters (
+            id INTEGER PRIMARY KEY,
+            observer TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            reason TEXT NOT NULL,
+            raw TEXT,                               -- the model's last answer, if any
+            created_at TEXT NOT NULL,
+            resolved_at TEXT
+        );
+        CREATE INDEX dead_letters_open ON dead_letters (observer, seq) WHERE resolved_at IS NULL;
+        CREATE TABLE distill_runs (
+            id INTEGER PRIMARY KEY,
+            observer TEXT NOT NULL,
+            batch_id TEXT NOT NULL,
+            model TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            interactions INTEGER NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            llm_calls INTEGER NOT NULL,
+            prompt_tokens INTEGER NOT NULL,
+            completion_tokens INTEGER NOT NULL,
+            ms INTEGER NOT NULL,
+            outcome TEXT NOT NULL,                  -- committed, dead_letter, redistilled
+            error TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX distill_runs_by_observer ON distill_runs (observer);
+        """,
+    ),
+)
+
+
+def _applied(conn: sqlite3.Connection) -> list[int]:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations"
+        " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    return [v for (v,) in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply the missing migrations in order; return the schema version now in force."""
+    applied = _applied(conn)
+    if applied != list(range(1, len(applied) + 1)):
+        raise StoreError(f"schema_migrations is inconsistent: versions {applied}")
+    if len(applied) > len(MIGRATIONS):
+        raise StoreError(
+            f"the database is at schema version {len(applied)}, newer than this forged"
+            f" knows ({len(MIGRATIONS)}); upgrade forged"
+        )
+    for version, (name, sql) in enumerate(MIGRATIONS, start=1):
+        if version <= len(applied):
+            continue
+        applied_at = datetime.now(UTC).isoformat()
+        record = f"INSERT INTO schema_migrations VALUES ({version}, '{name}', '{applied_at}')"
+        try:  # one script, one transaction: triggers may hold semicolons of their own
+            conn.executescript(f"BEGIN IMMEDIATE;\n{sql};\n{record};\nCOMMIT;")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    return len(MIGRATIONS)
