@@ -1,0 +1,124 @@
+"""Tests for the shipped systemd units, judged by systemd's own tools."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+UNITS = Path(__file__).resolve().parents[1] / "systemd"
+SERVICE, SOCKET, SYSUSERS = (
+    UNITS / "forged.service",
+    UNITS / "forged.socket",
+    UNITS / "forged.sysusers",
+)
+MAX_EXPOSURE = 1.5  # the hardening target of DESIGN.md
+HOST_UNITS = Path("/usr/lib/systemd/system")  # targets our units depend on (sysinit.target, ...)
+TIMEOUT = 60.0  # seconds a systemd tool may take
+_EXPOSURE = re.compile(r"Overall exposure level for \S+: (\d+\.\d+)")
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed"
+)
+
+
+def _run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, capture_output=True, text=True, check=False, timeout=TIMEOUT)
+
+
+def _exposure(unit: Path) -> float:
+    done = _run("systemd-analyze", "security", "--offline=yes", str(unit))
+    found = _EXPOSURE.search(done.stdout)
+    assert found, done.stdout + done.stderr
+    return float(found.group(1))
+
+
+def _settings(unit: Path) -> dict[str, list[str]]:
+    """KEY=value lines of a unit file; a key may repeat."""
+    settings: dict[str, list[str]] = {}
+    for line in unit.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not line.startswith(("#", ";")):
+            settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
+def _install_root(root: Path) -> None:
+    """A system tree holding the units unchanged and executables where Exec*= lines point."""
+    (root / "usr/lib/systemd").mkdir(parents=True)
+    shutil.copytree(HOST_UNITS, root / "usr/lib/systemd/system", symlinks=True)
+    unit_dir = root / "etc/systemd/system"
+    unit_dir.mkdir(parents=True)
+    for unit in (SERVICE, SOCKET):
+        shutil.copyfile(unit, unit_dir / unit.name)
+    service = _settings(SERVICE)
+    for key in ("ExecStart", "ExecReload"):
+        binary = root / service[key][0].split()[0].lstrip("/")
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        binary.write_text("#!/bin/sh\n")
+        binary.chmod(0o755)
+
+
+def test_service_exposure_is_at_most_1_5() -> None:
+    """systemd-analyze security rates the hardened service 1.5 or lower."""
+    exposure = _exposure(SERVICE)
+    print(f"forged.service exposure: {exposure}")
+    assert exposure <= MAX_EXPOSURE
+
+
+def test_exposure_parsing_sees_an_unhardened_unit(tmp_path: Path) -> None:
+    """The same measurement rates a bare service far above the target, so the check can fail."""
+    bare = tmp_path / "bare.service"
+    bare.write_text("[Service]\nExecStart=/bin/true\n")
+    assert _exposure(bare) > 5.0
+
+
+@pytest.mark.skipif(not HOST_UNITS.is_dir(), reason=f"{HOST_UNITS} holds no system units")
+def test_units_verify_clean(tmp_path: Path) -> None:
+    """systemd-analyze verify finds nothing to say about the units, ExecStart included.
+
+    verify checks that ExecStart's binary exists. Rather than edit the unit, it runs with
+    --root on a tree that holds the units byte for byte and a stand-in at the install path.
+    """
+    _install_root(tmp_path)
+    done = _run("systemd-analyze", "verify", f"--root={tmp_path}", SERVICE.name, SOCKET.name)
+    assert [line for line in done.stderr.splitlines() if "forged" in line] == []
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.skipif(not HOST_UNITS.is_dir(), reason=f"{HOST_UNITS} holds no system units")
+def test_verify_reports_a_broken_unit(tmp_path: Path) -> None:
+    """The same verify setup complains about an unknown key, so a clean result means something."""
+    _install_root(tmp_path)
+    unit = tmp_path / "etc/systemd/system" / SERVICE.name
+    unit.write_text(unit.read_text().replace("[Service]\n", "[Service]\nWatchdogSecs=1\n"))
+    done = _run("systemd-analyze", "verify", f"--root={tmp_path}", SERVICE.name)
+    assert "Unknown key 'WatchdogSecs'" in done.stderr
+
+
+def test_socket_hands_the_api_socket_to_the_service() -> None:
+    """The socket unit listens where the daemon expects and names the fd `api`."""
+    socket = _settings(SOCKET)
+    assert socket["ListenStream"] == ["/run/forged/forged.sock"]
+    assert socket["FileDescriptorName"] == ["api"]
+    assert socket["SocketMode"] == ["0660"]
+    assert socket["Service"] == ["forged.service"]
+    service = _settings(SERVICE)
+    assert service["Type"] == ["notify"]
+    assert service["RuntimeDirectoryPreserve"] == ["yes"]  # the socket file outlives a stop
+
+
+@pytest.mark.skipif(shutil.which("systemd-sysusers") is None, reason="systemd-sysusers missing")
+def test_sysusers_creates_the_socket_group(tmp_path: Path) -> None:
+    """systemd-sysusers makes the user and the group the socket unit grants access to."""
+    (tmp_path / "etc").mkdir()
+    done = _run("systemd-sysusers", f"--root={tmp_path}", str(SYSUSERS))
+    assert done.returncode == 0, done.stderr
+    group = _settings(SOCKET)["SocketGroup"][0]
+    groups = (tmp_path / "etc/group").read_text().splitlines()
+    users = (tmp_path / "etc/passwd").read_text().splitlines()
+    assert any(line.startswith(f"{group}:") for line in groups)
+    assert any(line.startswith(f"{_settings(SERVICE)['User'][0]}:") for line in users)
