@@ -94,11 +94,12 @@ class _Connection:
             if data is None:
                 return None  # idle too long: close quietly
             self.conn.receive_data(data)
+            self.idle = False
+            with trio.move_on_after(self.limits.header_timeout) as timer:
+                event = await self._next_event()
+            if timer.cancelled_caught:
+                raise _Timeout
         self.idle = False
-        with trio.move_on_after(self.limits.header_timeout) as timer:
-            event = await self._next_event()
-        if timer.cancelled_caught:
-            raise _Timeout
         return event if isinstance(event, h11.Request) else None
 
     async def _read_body(self, head: h11.Request) -> bytes:
@@ -190,7 +191,7 @@ class HttpServer:
     async def serve(
         self, listener: trio.SocketListener, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        async with trio.open_nursery() as nursery:
+        async with listener, trio.open_nursery() as nursery:
             task_status.started()
             while True:
                 stream = await listener.accept()

@@ -25,9 +25,9 @@ _NOT_WORD = re.compile(r"[^\w]+")
 _INSERT_INTERACTION = """
     INSERT INTO interactions
         (client_id, scope, session, timestamp, received_at, tokens, messages, metadata)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (client_id) DO NOTHING
-"""
+    SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
+    WHERE ?1 IS NULL OR NOT EXISTS (SELECT 1 FROM interactions WHERE client_id = ?1)
+"""  # not ON CONFLICT: a duplicate must not use up a seq
 _INSERT_FACT = """
     INSERT INTO facts (kind, text, norm, scope, session, batch_id, first_seq, last_seq,
                        created_at, last_seen_at)

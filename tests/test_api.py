@@ -1,0 +1,166 @@
+"""The local API over the real Unix socket: shapes, every rejection, keep-alive, idempotency."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from forged.config import load_config
+from tests.conftest import running_daemon, socket_client, write_config
+from tests.fakellm import FakeLLM
+
+ONE = {"messages": [{"role": "user", "text": "Let's use PostgreSQL, we need JSONB."}]}
+
+
+@pytest.fixture
+async def client(short_tmp: Path, fake_llm: FakeLLM) -> AsyncIterator[httpx.AsyncClient]:
+    config = load_config(write_config(short_tmp, fake_llm.base_url, server={"max_body_bytes": 4096, "max_messages": 4}), {})
+    with trio.fail_after(30):
+        async with running_daemon(config), socket_client(config.server.socket) as client:
+            yield client
+
+
+async def _error(response: httpx.Response, status: int, code: str) -> str:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["error"]["code"] == code
+    return str(body["error"]["message"])
+
+
+async def test_push_one_answers_202_with_counts(client: httpx.AsyncClient) -> None:
+    """A single object is accepted and numbered."""
+    response = await client.post("/v1/interactions", json=ONE)
+    assert response.status_code == 202
+    assert response.json() == {"accepted": 1, "duplicates": 0, "last_seq": 1}
+
+
+async def test_push_array_and_ndjson(client: httpx.AsyncClient) -> None:
+    """A JSON array and NDJSON bodies are both accepted whole."""
+    response = await client.post("/v1/interactions", json=[ONE, ONE])
+    assert response.json() == {"accepted": 2, "duplicates": 0, "last_seq": 2}
+    ndjson = "\n".join(json.dumps(ONE) for _ in range(3)) + "\n"
+    response = await client.post(
+        "/v1/interactions", content=ndjson, headers={"content-type": "application/x-ndjson"}
+    )
+    assert response.json() == {"accepted": 3, "duplicates": 0, "last_seq": 5}
+
+
+async def test_curl_form_content_type_is_read_as_json(client: httpx.AsyncClient) -> None:
+    """`curl -d @file.json` sends application/x-www-form-urlencoded; it is JSON all the same."""
+    response = await client.post(
+        "/v1/interactions",
+        content=json.dumps(ONE),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status_code == 202
+
+
+async def test_same_id_is_stored_once(client: httpx.AsyncClient) -> None:
+    """A client id already stored counts as a duplicate, in another request or the same one."""
+    item = {**ONE, "id": "chat-42:turn-7"}
+    assert (await client.post("/v1/interactions", json=item)).json()["accepted"] == 1
+    again = await client.post("/v1/interactions", json=[item, {**ONE, "id": "other"}, item])
+    assert again.json() == {"accepted": 1, "duplicates": 2, "last_seq": 2}
+
+
+BAD_BODIES: list[tuple[Any, str]] = [
+    ({"scope": 7, **ONE}, "$.scope: Expected `str`, got `int`"),
+    ({"scope": "s"}, "Object missing required field `messages`"),
+    ({"messages": [{"role": "user", "text": "  "}]}, "$.messages[0]: `text` must not be empty"),
+    ({"messages": [{"role": "bot", "text": "hi"}]}, "$.messages[0].role: Invalid enum value 'bot'"),
+    ({**ONE, "colour": "red"}, "Object contains unknown field `colour`"),
+    ({"messages": []}, "$.messages: Expected `array` of length >= 1"),
+    ([ONE, {"messages": "hi"}], "$[1].messages: Expected `array`, got `str`"),
+    ({"messages": [ONE["messages"][0]] * 5}, "$.messages: 5 messages, at most 4 allowed"),
+    ({**ONE, "timestamp": "yesterday"}, "timestamp: 'yesterday' is not an ISO 8601 date and time"),
+    ({**ONE, "timestamp": "2026-11-29T17:00:00"}, "timestamp: '2026-11-29T17:00:00' has no time zone (add Z or an offset)"),
+    ([], "the body holds no interactions"),
+]
+
+
+@pytest.mark.parametrize(("body", "message"), BAD_BODIES)
+async def test_invalid_body_names_the_field(client: httpx.AsyncClient, body: Any, message: str) -> None:
+    """Each invalid body is a 400 whose message says where and what; nothing is stored."""
+    response = await client.post("/v1/interactions", json=body)
+    assert await _error(response, 400, "invalid_body") == message
+    assert (await client.get("/v1/status")).json()["log"]["count"] == 0
+
+
+async def test_bad_ndjson_line_is_named(client: httpx.AsyncClient) -> None:
+    """A bad NDJSON line is reported by its number and nothing of the request is stored."""
+    body = json.dumps(ONE) + "\n" + '{"messages": [{"role": "user"}]}\n'
+    response = await client.post(
+        "/v1/interactions", content=body, headers={"content-type": "application/x-ndjson"}
+    )
+    message = await _error(response, 400, "invalid_body")
+    assert message == "line 2: $.messages[0]: Object missing required field `text`"
+    assert (await client.get("/v1/status")).json()["log"]["count"] == 0
+
+
+async def test_not_json_is_a_clear_400(client: httpx.AsyncClient) -> None:
+    """Bytes that are not JSON say so."""
+    response = await client.post("/v1/interactions", content=b"{nope")
+    assert (await _error(response, 400, "invalid_body")).startswith("JSON is malformed")
+
+
+async def test_empty_body_is_a_clear_400(client: httpx.AsyncClient) -> None:
+    """An empty body says what to send."""
+    response = await client.post("/v1/interactions", content=b"")
+    assert await _error(response, 400, "invalid_body") == "the body is empty; send an interaction"
+
+
+async def test_body_too_large_is_413(client: httpx.AsyncClient) -> None:
+    """A body over max_body_bytes is refused before it is read whole."""
+    big = {"messages": [{"role": "user", "text": "x" * 5000}]}
+    response = await client.post("/v1/interactions", json=big)
+    assert await _error(response, 413, "body_too_large") == "the body is larger than 4096 bytes"
+
+
+async def test_other_content_type_is_415(client: httpx.AsyncClient) -> None:
+    """Only JSON and NDJSON are understood."""
+    response = await client.post(
+        "/v1/interactions", content=b"<xml/>", headers={"content-type": "application/xml"}
+    )
+    message = await _error(response, 415, "unsupported_media_type")
+    assert message == "Content-Type 'application/xml' is not supported; send application/json or application/x-ndjson"
+
+
+async def test_unknown_path_and_wrong_method(client: httpx.AsyncClient) -> None:
+    """404 for an unknown path, 405 naming the allowed methods."""
+    assert await _error(await client.get("/v1/nope"), 404, "not_found") == "no such path: /v1/nope"
+    message = await _error(await client.get("/v1/interactions"), 405, "method_not_allowed")
+    assert message == "/v1/interactions accepts POST"
+
+
+async def test_status_and_health_shapes(client: httpx.AsyncClient) -> None:
+    """Status reports the log and each observer; health is ok once ready."""
+    await client.post("/v1/interactions", json=ONE)
+    status = (await client.get("/v1/status")).json()
+    assert status["ready"] is True
+    assert status["log"] == {"last_seq": 1, "count": 1}
+    (distill,) = status["observers"]
+    assert distill["name"] == "distill"
+    assert set(distill) >= {"watermark", "backlog", "state", "batches", "llm_calls", "prompt_tokens",
+                            "completion_tokens", "dead_letters", "last_batch_at", "last_error"}  # fmt: skip
+    assert (await client.get("/v1/health")).json() == {"status": "ok"}
+
+
+async def test_keep_alive_serves_many_requests_on_one_connection(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """Three requests written on one raw connection get three answers on it."""
+    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
+    with trio.fail_after(30):
+        async with running_daemon(config):
+            stream = await trio.open_unix_socket(config.server.socket)
+            async with stream:
+                request = b"GET /v1/health HTTP/1.1\r\nHost: forged\r\n\r\n"
+                await stream.send_all(request * 3)
+                received = b""
+                while received.count(b'{"status":"ok"}') < 3:
+                    received += await stream.receive_some(65536)
+            assert received.count(b"HTTP/1.1 200") == 3
