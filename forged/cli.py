@@ -14,7 +14,7 @@ import httpx
 import msgspec
 
 from forged import __version__
-from forged.config import DEFAULT_CONFIG_PATH, Config, load_config
+from forged.config import DEFAULT_CONFIG_PATH, Config, load_config, render_toml
 from forged.errors import ClientError, ConfigError
 
 EXIT_CONFIG = 2  # a bad configuration (or usage): systemd should not restart us in a loop
@@ -86,7 +86,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     config = _config(args)
     source = _config_path(args, os.environ) or "embedded defaults"
     print(f"# effective configuration (from {source}, with FORGED_* overrides)")
-    print(msgspec.toml.encode(config).decode().rstrip())
+    print(render_toml(config).rstrip())
     return 0
 
 

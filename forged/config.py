@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -158,3 +159,23 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
         config = parse_config(data, str(path))
     return with_overrides(config, env)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return repr(value)
+
+
+def render_toml(config: Config) -> str:
+    """The configuration as a TOML file that decodes back to the same value."""
+    lines = []
+    for section, table in msgspec.to_builtins(config).items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in table.items())
+        lines.append("")
+    return "\n".join(lines)

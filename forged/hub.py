@@ -174,6 +174,8 @@ class Hub:
                 return
             except Exception as exc:  # an observer must never take the daemon down
                 log.exception("observer_failed", observer=observer.name, restart_in=delay)
+                while isinstance(exc, ExceptionGroup):
+                    exc = exc.exceptions[0]  # the observer's own error, not the nursery's wrapper
                 progress.set_state("idle", error=f"{type(exc).__name__}: {exc}")
             if trio.current_time() - started > HEALTHY_RUN:
                 delay = RESTART_INITIAL

@@ -1,0 +1,106 @@
+"""Observers: batched draining, feeders that block instead of dropping, restarts from the watermark."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from forged.config import load_config
+from forged.hub import Batcher
+from tests.conftest import running_daemon, socket_client, write_config
+from tests.fakellm import FakeLLM
+from tests.observers import Recorder
+
+ONE = {"messages": [{"role": "user", "text": "hello"}]}
+
+
+async def test_batcher_takes_what_is_queued_up_to_the_count() -> None:
+    """One blocking receive, then whatever is already there, capped by max_items."""
+    send, receive = trio.open_memory_channel[int](10)
+    for i in range(7):
+        send.send_nowait(i)
+    batcher = Batcher(receive, max_items=3)
+    assert [await batcher.next() for _ in range(3)] == [[0, 1, 2], [3, 4, 5], [6]]
+
+
+async def test_batcher_keeps_the_overflowing_item_for_the_next_batch() -> None:
+    """An item that would pass the weight limit starts the next batch; nothing is lost."""
+    send, receive = trio.open_memory_channel[int](10)
+    for weight in (4, 4, 4, 20, 1):
+        send.send_nowait(weight)
+    batcher = Batcher(receive, max_items=10, max_weight=10, weight=lambda w: w)
+    assert await batcher.next() == [4, 4]
+    assert await batcher.next() == [4]
+    assert await batcher.next() == [20]  # heavier than the limit alone: a batch of its own
+    assert await batcher.next() == [1]
+
+
+async def test_batcher_ends_with_the_channel() -> None:
+    """A closed, empty channel ends the batches."""
+    send, receive = trio.open_memory_channel[int](1)
+    await send.aclose()
+    with pytest.raises(trio.EndOfChannel):
+        await Batcher(receive, max_items=2).next()
+
+
+@pytest.fixture
+def recorder() -> Iterator[type[Recorder]]:
+    Recorder.seen, Recorder.gate, Recorder.fail_once_at, Recorder.lives = [], trio.Event(), None, 0
+    yield Recorder
+
+
+async def test_full_channel_blocks_the_feeder_and_drops_nothing(
+    short_tmp: Path, fake_llm: FakeLLM, recorder: type[Recorder]
+) -> None:
+    """A stalled observer with a 2-slot channel later sees all 60 interactions in order."""
+    config = load_config(
+        write_config(short_tmp, fake_llm.base_url, distill={"enabled": False, "channel_capacity": 2},
+                     observers={"plugins": ["tests.observers:Recorder"]}),  # fmt: skip
+        {},
+    )
+    with trio.fail_after(30):
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+            for _ in range(60):
+                await client.post("/v1/interactions", json=ONE)
+            assert api.hub.backlog() == 60
+            recorder.gate.set()
+            while api.hub.backlog():
+                await trio.sleep(0.01)
+    assert recorder.seen == list(range(1, 61))
+
+
+async def test_failed_observer_restarts_from_its_watermark(
+    short_tmp: Path, fake_llm: FakeLLM, recorder: type[Recorder]
+) -> None:
+    """A plugin that raises is restarted; it resumes after its last commit, skipping nothing."""
+    recorder.gate.set()
+    recorder.fail_once_at = 4
+    config = load_config(
+        write_config(short_tmp, fake_llm.base_url, distill={"enabled": False},
+                     observers={"plugins": ["tests.observers:Recorder"]}),  # fmt: skip
+        {},
+    )
+    with trio.fail_after(30):
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+            await client.post("/v1/interactions", json=[ONE] * 8)
+            while api.hub.backlog():
+                await trio.sleep(0.01)
+            status = (await client.get("/v1/status")).json()["observers"][0]
+    assert recorder.seen == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert recorder.lives == 2
+    assert status["last_error"] == "RuntimeError: plugin failed at seq 4"
+
+
+def test_unknown_plugin_is_a_config_error(short_tmp: Path) -> None:
+    """A plugin path that does not import names the key and the problem."""
+    from forged.daemon import _observers
+    from forged.errors import ConfigError
+
+    config = load_config(
+        write_config(short_tmp, "http://127.0.0.1:9/v1", observers={"plugins": ["tests.nope:Thing"]}), {}
+    )
+    with pytest.raises(ConfigError, match=r"^observers.plugins\[0\]: cannot import 'tests.nope'"):
+        _observers(config, None)
