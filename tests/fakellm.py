@@ -1,0 +1,439 @@
+"""A fake OpenAI-compatible LLM server on loopback that tests can make slow, wrong or absent."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import h11
+import msgspec
+import trio
+
+HOST = "127.0.0.1"  # loopback only: the fake is never reachable from elsewhere
+DEFAULT_PORT = 8089  # standalone default, so benchmarks can point at a fixed URL
+MAX_READ = 65536  # bytes per receive; request bodies arrive in as many chunks as needed
+FACT_TEXT_CHARS = 60  # how much of an interaction's first line a fact quotes
+TRUNCATE_INTO_STRING = 10  # characters kept past the opening quote of the first fact's text
+WHITESPACE_TAIL = "\n" + " " * 7  # repeated after the JSON for the "whitespace" behaviour
+WHITESPACE_REPEAT = 2000  # 16,000 characters of trailing whitespace
+SEQ_TAG = re.compile(r'<interaction seq="(\d+)"[^>]*>')  # how the daemon marks an interaction
+INTERACTION_END = "</interaction>"  # closes an interaction's transcript in the prompt
+OVERFLOW_MESSAGE = "the request exceeds the available context size, try increasing it"
+N_CTX = 4096  # context size the overflow errors report, as llama-server does
+# Behaviours that answer 200 with some content; the rest answer with an error or not at all.
+CONTENT_BEHAVIOURS = frozenset(
+    {"ok", "prose", "fence", "whitespace", "truncated", "truncated_stop", "length"}
+    | {"schema_echo", "wrong_shape", "unknown_kind", "garbage", "empty"}
+)
+BEHAVIOURS = CONTENT_BEHAVIOURS | {"overflow400", "overflow500", "hang"}  # plus "status:<code>"
+# Error type and message per status, shaped like llama-server's error bodies.
+STATUS_ERRORS: dict[int, tuple[str, str]] = {
+    429: ("rate_limit_error", "Too many requests"),
+    500: ("server_error", "Internal server error"),
+    503: ("unavailable_error", "Loading model"),
+}
+# What the daemon asks for; "schema_echo" sends it back when the request carries none.
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string"},
+        "facts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "kind": {"enum": ["decision", "correction", "preference", "state"]},
+                    "text": {"type": "string"},
+                },
+                "required": ["kind", "text"],
+            },
+        },
+    },
+    "required": ["summary", "facts"],
+}
+
+_encoder = msgspec.json.Encoder()
+
+
+def is_behaviour(name: str) -> bool:
+    """Tell whether `name` is a behaviour the fake knows."""
+    code = name.removeprefix("status:")
+    return name in BEHAVIOURS or (code != name and code.isdigit() and 100 <= int(code) < 600)
+
+
+def _prompt_text(body: dict[str, Any]) -> str:
+    """All message contents of a request, plain strings and text parts alike."""
+    texts = []
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [p.get("text", "") for p in content if isinstance(p, dict)]
+    return "\n".join(t for t in texts if isinstance(t, str))
+
+
+def _interactions(text: str) -> list[tuple[int, str]]:
+    """Each tagged interaction's seq and first non-empty line, in prompt order, once per seq."""
+    found: dict[int, str] = {}
+    for match in SEQ_TAG.finditer(text):
+        transcript = text[match.end() :].split(INTERACTION_END, 1)[0]
+        transcript = SEQ_TAG.split(transcript, 1)[0]
+        lines = [line.strip() for line in transcript.splitlines() if line.strip()]
+        found.setdefault(int(match.group(1)), lines[0] if lines else "")
+    return list(found.items())
+
+
+def _quote(line: str) -> str:
+    """The start of a line, without trailing stops so the fact ends in exactly one."""
+    return line[:FACT_TEXT_CHARS].rstrip(" .")
+
+
+def answer_for(body: dict[str, Any]) -> dict[str, Any]:
+    """The valid, deterministic answer to a completion request: one fact per tagged seq."""
+    found = _interactions(_prompt_text(body))
+    if not found:
+        fact = {"kind": "state", "text": "A conversation was recorded."}
+        return {"summary": "The conversation was recorded.", "facts": [fact]}
+    seqs = [seq for seq, _ in found]
+    span = f"Interaction {seqs[0]}" if len(seqs) == 1 else f"Interactions {min(seqs)}-{max(seqs)}"
+    facts = [
+        {"kind": "state", "text": f"Interaction {seq} was recorded: {_quote(line)}."}
+        for seq, line in found
+    ]
+    return {"summary": f"{span} discussed {len(seqs)} recorded exchanges.", "facts": facts}
+
+
+def _echoed_schema(body: dict[str, Any]) -> Any:
+    """The JSON schema a request carried (OpenAI or llama-server form), else the daemon's."""
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict):
+        inner = fmt.get("json_schema")
+        if isinstance(inner, dict) and "schema" in inner:
+            return inner["schema"]
+        if "schema" in fmt:
+            return fmt["schema"]
+    return ANSWER_SCHEMA
+
+
+def _content(behaviour: str, body: dict[str, Any]) -> tuple[str, str]:
+    """Message content and finish_reason for a behaviour that answers 200."""
+    answer = _encoder.encode(answer_for(body)).decode()
+    cut = answer.index('"text":"') + len('"text":"') + TRUNCATE_INTO_STRING
+    facts = answer_for(body)["facts"]
+    contents = {
+        "ok": answer,
+        "length": answer,
+        "prose": f"Sure! Here is the JSON you asked for:\n{answer}\nLet me know if that helps.",
+        "fence": f"```json\n{answer}\n```",
+        "whitespace": answer + WHITESPACE_TAIL * WHITESPACE_REPEAT,
+        "truncated": answer[:cut],
+        "truncated_stop": answer[:cut],
+        "schema_echo": _encoder.encode(_echoed_schema(body)).decode(),
+        "wrong_shape": _encoder.encode({"memories": [f["text"] for f in facts]}).decode(),
+        "unknown_kind": _encoder.encode(
+            {"summary": "Odd kinds.", "facts": [{**f, "kind": "opinion"} for f in facts]}
+        ).decode(),
+        "garbage": "I am sorry, but I cannot produce that. As an AI language model I ramble.",
+        "empty": "",
+    }
+    return contents[behaviour], "length" if behaviour in {"truncated", "length"} else "stop"
+
+
+def _error(behaviour: str, prompt_tokens: int) -> tuple[int, dict[str, Any]]:
+    """Status and body for a behaviour that answers with an HTTP error."""
+    if behaviour.startswith("overflow"):
+        code = int(behaviour.removeprefix("overflow"))
+        error = {"code": code, "message": OVERFLOW_MESSAGE, "type": "exceed_context_size_error"}
+        return code, {"error": error | {"n_prompt_tokens": prompt_tokens, "n_ctx": N_CTX}}
+    code = int(behaviour.removeprefix("status:"))
+    kind, message = STATUS_ERRORS.get(code, ("server_error", f"Error {code}"))
+    return code, {"error": {"code": code, "message": message, "type": kind}}
+
+
+def _rejection(status: int, fmt_type: str) -> dict[str, Any]:
+    """How servers that cannot do a response_format type refuse it."""
+    if status == 500:  # llama-cpp-python's server: a pydantic validation error, as a 500
+        message = (
+            "1 validation error for CreateChatCompletionRequest\nresponse_format\n"
+            f"  Input tag '{fmt_type}' found using 'type' does not match any of the expected tags"
+        )
+        return {"error": {"message": message, "type": "internal_server_error"}}
+    message = f"response_format: unsupported type '{fmt_type}'"
+    return {"error": {"code": status, "message": message, "type": "invalid_request_error"}}
+
+
+def _json_response(status: int, body: Any, *, close: bool) -> tuple[h11.Response, bytes]:
+    """An h11 response head and its JSON payload."""
+    payload = _encoder.encode(body)
+    headers = [("content-type", "application/json"), ("content-length", str(len(payload)))]
+    if close:
+        headers.append(("connection", "close"))
+    return h11.Response(status_code=status, headers=headers), payload
+
+
+async def _read_request(
+    stream: trio.SocketStream, conn: h11.Connection
+) -> tuple[h11.Request, bytes] | None:
+    """The next whole request on a connection, or None once the client has gone."""
+    request, body = None, bytearray()
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            conn.receive_data(await stream.receive_some(MAX_READ))
+        elif isinstance(event, h11.Request):
+            request = event
+        elif isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage) and request is not None:
+            return request, bytes(body)
+        elif isinstance(event, h11.ConnectionClosed):
+            return None
+
+
+async def _until_closed(stream: trio.SocketStream) -> None:
+    """Wait, answering nothing, until the client closes the connection."""
+    while await stream.receive_some(MAX_READ):
+        pass
+
+
+class FakeLLM:
+    """An OpenAI-compatible chat completions server whose behaviour tests switch at will."""
+
+    def __init__(self, *, port: int = 0, latency: float = 0.0, model: str = "fake-model") -> None:
+        self.latency = latency  # seconds of simulated model time before each completion answer
+        self.model = model  # listed by /v1/models
+        self.script: collections.deque[str] = collections.deque()  # one behaviour per call
+        self.default = "ok"  # behaviour once the script is empty
+        self.poison: str | None = None  # prompts containing this get poison_behaviour
+        self.poison_behaviour = "overflow400"
+        self.reject_response_formats: set[str] = set()  # response_format types refused
+        self.reject_status = 500  # 500 like llama-cpp-python's server, or 400
+        self.prompt_tokens_factor = 1.0  # below 1 simulates a server truncating silently
+        self.requests: list[dict[str, Any]] = []  # every decoded completion request body
+        self.calls = 0
+        self._port = port
+        self._changed = trio.Event()  # set and replaced whenever calls or in-flight work change
+        self._in_flight = 0
+        self._listener: trio.SocketListener | None = None
+        self._idle: set[trio.SocketStream] = set()  # keep-alive connections between requests
+        self._nursery: trio.Nursery | None = None
+
+    @property
+    def port(self) -> int:
+        """The port served on (0 until serve() has bound)."""
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL: the daemon posts to `{base_url}/chat/completions`."""
+        return f"http://{HOST}:{self._port}/v1"
+
+    @property
+    def in_flight(self) -> int:
+        """Completion requests received and not yet answered (hanging ones included)."""
+        return self._in_flight
+
+    @property
+    def down(self) -> bool:
+        """Whether the fake is in an outage (not listening)."""
+        return self._listener is None
+
+    async def wait_until(self, condition: Callable[[FakeLLM], bool]) -> None:
+        """Return once `condition(self)` holds, checked after every call and every answer."""
+        while not condition(self):
+            await self._changed.wait()
+
+    async def wait_for_calls(self, n: int) -> None:
+        """Return once at least `n` completion requests have arrived."""
+        await self.wait_until(lambda llm: llm.calls >= n)
+
+    async def go_down(self) -> None:
+        """Stop listening, so new connections are refused, and close idle keep-alive ones."""
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            await listener.aclose()
+        for stream in list(self._idle):
+            await stream.aclose()
+
+    async def come_back(self) -> None:
+        """Listen again on the same port after go_down()."""
+        if self._listener is None:
+            await self._listen()
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen on loopback and serve until cancelled; started() once listening."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(trio.sleep_forever)  # an outage must not end serve()
+                await self._listen()
+                task_status.started()
+        finally:
+            if self._listener is not None:
+                with trio.CancelScope(shield=True):
+                    await self._listener.aclose()
+
+    async def _listen(self) -> None:
+        assert self._nursery is not None, "serve() is not running"
+        (listener,) = await trio.open_tcp_listeners(self._port, host=HOST)
+        self._port = listener.socket.getsockname()[1]
+        self._listener = listener
+        self._nursery.start_soon(self._accept, listener)
+
+    async def _accept(self, listener: trio.SocketListener) -> None:
+        assert self._nursery is not None
+        while True:
+            try:
+                stream = await listener.accept()
+            except trio.ClosedResourceError:  # go_down() closed the listener
+                return
+            self._nursery.start_soon(self._serve_connection, stream)
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER)
+        async with stream:
+            try:
+                while not self.down:
+                    self._idle.add(stream)
+                    try:
+                        got = await _read_request(stream, conn)
+                    finally:
+                        self._idle.discard(stream)
+                    if got is None or not await self._respond(stream, conn, *got):
+                        return
+                    conn.start_next_cycle()
+            except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
+                return  # the client went away or spoke bad HTTP: just drop the connection
+
+    async def _respond(
+        self, stream: trio.SocketStream, conn: h11.Connection, request: h11.Request, body: bytes
+    ) -> bool:
+        """Answer one request; False when the connection must close."""
+        target, method = request.target.split(b"?")[0], request.method
+        if target == b"/v1/chat/completions" and method == b"POST":
+            answer = await self._complete(stream, body)
+            if answer is None:
+                return False
+            status, payload = answer
+        elif target == b"/v1/models" and method == b"GET":
+            status, payload = 200, {"object": "list", "data": [self._model_entry()]}
+        elif target in {b"/v1/chat/completions", b"/v1/models"}:
+            status, payload = 405, {"error": {"code": 405, "message": "Method not allowed"}}
+        else:
+            status, payload = 404, {"error": {"code": 404, "message": "Not found"}}
+        head, data = _json_response(status, payload, close=self.down)
+        await stream.send_all(conn.send(head) + conn.send(h11.Data(data=data)))
+        await stream.send_all(conn.send(h11.EndOfMessage()))
+        return conn.our_state is not h11.MUST_CLOSE
+
+    def _model_entry(self) -> dict[str, Any]:
+        return {"id": self.model, "object": "model", "created": 0, "owned_by": "fakellm"}
+
+    async def _complete(self, stream: trio.SocketStream, raw: bytes) -> tuple[int, Any] | None:
+        """Status and body for one completion request; None after a hang ends."""
+        try:
+            body = msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            return 400, {"error": {"code": 400, "message": "Request body is not JSON"}}
+        if not isinstance(body, dict):
+            return 400, {"error": {"code": 400, "message": "Request body is not an object"}}
+        self.requests.append(body)
+        self.calls += 1
+        self._in_flight += 1
+        self._notify()
+        try:
+            return await self._behave(stream, body)
+        finally:
+            self._in_flight -= 1
+            self._notify()
+
+    async def _behave(
+        self, stream: trio.SocketStream, body: dict[str, Any]
+    ) -> tuple[int, Any] | None:
+        text = _prompt_text(body)
+        prompt_tokens = int(len(text) / 4 * self.prompt_tokens_factor)
+        fmt = body.get("response_format")
+        fmt_type = fmt.get("type") if isinstance(fmt, dict) else None
+        if fmt_type in self.reject_response_formats:  # validation fails before any model work
+            return self.reject_status, _rejection(self.reject_status, str(fmt_type))
+        behaviour = self._pick(text)
+        if behaviour == "hang":
+            await _until_closed(stream)
+            return None
+        await trio.sleep(self.latency)
+        if behaviour not in CONTENT_BEHAVIOURS:
+            return _error(behaviour, prompt_tokens)
+        content, finish = _content(behaviour, body)
+        return 200, self._completion(body, content, finish, prompt_tokens)
+
+    def _pick(self, text: str) -> str:
+        """This call's behaviour; the poison marker wins without consuming the script."""
+        if self.poison is not None and self.poison in text:
+            behaviour = self.poison_behaviour
+        else:
+            behaviour = self.script.popleft() if self.script else self.default
+        if not is_behaviour(behaviour):  # a typo in a test must fail loudly, not look like a 500
+            raise ValueError(f"fakellm: unknown behaviour {behaviour!r}")
+        return behaviour
+
+    def _completion(
+        self, body: dict[str, Any], content: str, finish: str, prompt_tokens: int
+    ) -> dict[str, Any]:
+        completion_tokens = len(content) // 4
+        return {
+            "id": f"chatcmpl-fake-{self.calls}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", self.model),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": finish,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+
+async def _serve_forever(llm: FakeLLM) -> None:
+    async with trio.open_nursery() as nursery:
+        await nursery.start(llm.serve)
+        print(llm.base_url, flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve a fake LLM until interrupted, printing its base URL once listening."""
+    parser = argparse.ArgumentParser(prog="python -m tests.fakellm", description=__doc__)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 picks a free port")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per completion")
+    parser.add_argument("--default", default="ok", help="behaviour of every completion")
+    parser.add_argument("--prompt-tokens-factor", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    if not is_behaviour(args.default):
+        parser.error(f"unknown behaviour {args.default!r}")
+    llm = FakeLLM(port=args.port, latency=args.latency)
+    llm.default = args.default
+    llm.prompt_tokens_factor = args.prompt_tokens_factor
+    try:
+        trio.run(_serve_forever, llm)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()
