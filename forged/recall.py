@@ -87,6 +87,7 @@ def fts_query(text: str) -> str | None:
     syntax. OR lets BM25 rank what matches more and rarer words first: a question asked in
     full sentences still finds memory that shares only some of its words.
     """
+    text = text.replace("\x00", " ")  # FTS5 reads its query as a C string: NUL would cut it
     terms = list(dict.fromkeys(text.split()))[:MAX_QUERY_TERMS]
     words = [t for t in terms if any(c.isalnum() for c in t)]  # the tokenizer drops the rest
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words) or None
