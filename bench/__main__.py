@@ -39,9 +39,9 @@ NOTES = """\
   forged's own migrations ran on it, over {scopes} scopes, dated over a year; the schema's
   triggers fill the full-text index. {queries} two-word queries per endpoint, one scope each,
   one at a time over keep-alive, after {warm} warm-up queries. The baseline runs the same words
-  as a bare FTS5 `MATCH … ORDER BY rank` on facts in that scope, straight on the file (no HTTP,
-  no recency decay, no summaries, no packing). Building is compared with writing the same rows
-  into a plain table without indexes.
+  as bare FTS5 `MATCH … ORDER BY rank LIMIT 10` queries on facts and on summaries in that scope,
+  straight on the file (no HTTP, no recency decay, no merging, no packing). Building is
+  compared with writing the same rows into a plain table without indexes.
 - **memory**: VmHWM from `/proc/<pid>/status`. The backlog store is written straight with SQLite
   (forged's schema, one bulk transaction) before the daemon starts, and kept in the cache
   directory; the fake LLM never answers, so the first batch hangs and the rest waits on disk. The

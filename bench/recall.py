@@ -21,8 +21,11 @@ LIMIT = 10  # results per search
 BUDGET = 1000  # tokens per context block
 NO_LLM = "http://127.0.0.1:9/v1"  # distillation is off: only recall is asked
 MISSING = "recall not available"
-_BARE = """SELECT f.id FROM facts_fts JOIN facts AS f ON f.id = facts_fts.rowid
-           WHERE facts_fts MATCH ? AND f.scope = ? ORDER BY rank LIMIT ?"""
+_BARE = [  # the same words in the same scope, ranked by BM25 alone, in facts and in summaries
+    f"""SELECT t.id FROM {table}_fts JOIN {table} AS t ON t.id = {table}_fts.rowid
+        WHERE {table}_fts MATCH ? AND t.scope = ? ORDER BY rank LIMIT ?"""
+    for table in ("facts", "summaries")
+]
 
 
 def _queries(n: int) -> list[tuple[str, str]]:
@@ -54,7 +57,7 @@ async def _timed(
 
 
 def _bare(path: Path, queries: list[tuple[str, str]]) -> list[float] | None:
-    """The same lookups straight on the file: FTS5 MATCH, BM25 rank, scope, no HTTP, no decay."""
+    """The same lookups straight on the file: FTS5 MATCH, BM25 rank, scope; no HTTP, no decay."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         conn.execute("SELECT 1 FROM facts_fts LIMIT 1")
@@ -64,7 +67,8 @@ def _bare(path: Path, queries: list[tuple[str, str]]) -> list[float] | None:
     for i, (q, scope) in enumerate([*queries[:WARM_UP], *queries]):
         match = " OR ".join(f'"{w}"' for w in q.split())
         started = time.perf_counter()
-        conn.execute(_BARE, (match, scope, LIMIT)).fetchall()
+        for sql in _BARE:
+            conn.execute(sql, (match, scope, LIMIT)).fetchall()
         if i >= WARM_UP:
             samples.append(time.perf_counter() - started)
     conn.close()
@@ -79,6 +83,11 @@ async def _through_socket(
     )
     if status == 404:
         return None
+    found = await client.get(
+        "/v1/search?" + urlencode({"q": queries[0][0], "scope": queries[0][1]})
+    )
+    if not found["results"]:
+        raise RuntimeError(f"recall: {queries[0]} found nothing; the store was not indexed")
     search = await _timed(
         queries,
         lambda q, s: client.get("/v1/search?" + urlencode({"q": q, "scope": s, "limit": LIMIT})),

@@ -19,6 +19,7 @@ from forged.schema import MIGRATIONS
 from forged.store import Store, normalise
 
 CHUNK = 10_000  # rows per executemany
+ROW_OVERHEAD = 340  # bytes an interaction row costs besides its text (columns, indexes), measured
 SCOPES = 100  # facts spread over this many scopes; queries name one
 FACTS_PER_SUMMARY = 10  # one summary row per this many facts
 SPAN_DAYS = 365  # facts are dated over the last year, so recency decay has work to do
@@ -57,7 +58,7 @@ def size_mb(path: Path) -> float:
 def build_backlog(path: Path, corpus: list[Turn], n: int, target_bytes: int) -> None:
     """`n` undistilled interactions of about `target_bytes / n` bytes each."""
     conn = _fresh(path)
-    per_row = max(1, target_bytes // n)
+    per_row = max(1, target_bytes // n - ROW_OVERHEAD)
 
     def rows() -> Iterator[tuple[Any, ...]]:
         for i in range(n):
