@@ -38,10 +38,11 @@ NOTES = """\
 - **recall**: facts (and one summary per ten) written straight into a store with SQLite after
   forged's own migrations ran on it, over {scopes} scopes, dated over a year; the schema's
   triggers fill the full-text index. {queries} two-word queries per endpoint, one scope each,
-  one at a time over keep-alive, after {warm} warm-up queries. The baseline runs the same words
-  as bare FTS5 `MATCH … ORDER BY rank LIMIT 10` queries on facts and on summaries in that scope,
-  straight on the file (no HTTP, no recency decay, no merging, no packing). Building is
-  compared with writing the same rows into a plain table without indexes.
+  one at a time over keep-alive, after {warm} warm-up queries. The baseline runs the same
+  queries through forged's own recall functions on a bare sqlite3 connection in the benchmark's
+  process: the SQL's own cost, without daemon, socket, thread hop or JSON. Building (rows in
+  bulk, then each full-text index rebuilt once) is compared with writing the same rows into a
+  plain table without indexes.
 - **memory**: VmHWM from `/proc/<pid>/status`. The backlog store is written straight with SQLite
   (forged's schema, one bulk transaction) before the daemon starts, and kept in the cache
   directory; the fake LLM never answers, so the first batch hangs and the rest waits on disk. The

@@ -1,4 +1,4 @@
-"""Recall: search and context latency through the socket as the store grows, against bare FTS5."""
+"""Recall: search and context latency through the socket as the store grows, and its floor."""
 
 from __future__ import annotations
 
@@ -15,17 +15,13 @@ from bench.report import Row
 from bench.runner import Client, running
 from bench.sizes import Context
 from bench.stores import SCOPES, build_facts, build_plain, size_mb
+from forged.config import RecallConfig
+from forged.recall import SearchQuery, pack, search
 
 WARM_UP = 10  # queries sent before timing, so the first page reads are not counted
 LIMIT = 10  # results per search
 BUDGET = 1000  # tokens per context block
 NO_LLM = "http://127.0.0.1:9/v1"  # distillation is off: only recall is asked
-MISSING = "recall not available"
-_BARE = [  # the same words in the same scope, ranked by BM25 alone, in facts and in summaries
-    f"""SELECT t.id FROM {table}_fts JOIN {table} AS t ON t.id = {table}_fts.rowid
-        WHERE {table}_fts MATCH ? AND t.scope = ? ORDER BY rank LIMIT ?"""
-    for table in ("facts", "summaries")
-]
 
 
 def _queries(n: int) -> list[tuple[str, str]]:
@@ -56,49 +52,41 @@ async def _timed(
     return samples
 
 
-def _bare(path: Path, queries: list[tuple[str, str]]) -> list[float] | None:
-    """The same lookups straight on the file: FTS5 MATCH, BM25 rank, scope; no HTTP, no decay."""
+async def _in_process(path: Path, queries: list[tuple[str, str]]) -> dict[str, list[float]]:
+    """The same searches and packing by forged's recall code on a bare connection: no daemon."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        conn.execute("SELECT 1 FROM facts_fts LIMIT 1")
-    except sqlite3.OperationalError:
-        return None  # no full-text index in this schema yet
-    samples = []
-    for i, (q, scope) in enumerate([*queries[:WARM_UP], *queries]):
-        match = " OR ".join(f'"{w}"' for w in q.split())
-        started = time.perf_counter()
-        for sql in _BARE:
-            conn.execute(sql, (match, scope, LIMIT)).fetchall()
-        if i >= WARM_UP:
-            samples.append(time.perf_counter() - started)
+    half_life, max_limit = RecallConfig().half_life_days, RecallConfig().max_limit
+
+    async def ask_search(q: str, scope: str) -> object:
+        return search(conn, SearchQuery(q, scope, LIMIT), half_life)
+
+    async def ask_context(q: str, scope: str) -> object:
+        return pack(search(conn, SearchQuery(q, scope, max_limit), half_life), BUDGET)
+
+    timed = {
+        "search": await _timed(queries, ask_search),
+        "context": await _timed(queries, ask_context),
+    }
     conn.close()
-    return samples
+    return timed
 
 
-async def _through_socket(
-    client: Client, queries: list[tuple[str, str]]
-) -> dict[str, list[float]] | None:
-    status, _ = await client.request(
-        "GET", "/v1/search?" + urlencode({"q": "x", "scope": "user:0"})
-    )
-    if status == 404:
-        return None
-    found = await client.get(
-        "/v1/search?" + urlencode({"q": queries[0][0], "scope": queries[0][1]})
-    )
-    if not found["results"]:
-        raise RuntimeError(f"recall: {queries[0]} found nothing; the store was not indexed")
-    search = await _timed(
-        queries,
-        lambda q, s: client.get("/v1/search?" + urlencode({"q": q, "scope": s, "limit": LIMIT})),
-    )
-    context = await _timed(
-        queries,
-        lambda q, s: client.get(
-            "/v1/context?" + urlencode({"q": q, "scope": s, "budget_tokens": BUDGET})
-        ),
-    )
-    return {"search": search, "context": context}
+async def _through_socket(client: Client, queries: list[tuple[str, str]]) -> dict[str, list[float]]:
+    q, scope = queries[0]
+    if not (await client.get("/v1/search?" + urlencode({"q": q, "scope": scope})))["results"]:
+        raise RuntimeError(f"recall: {q!r} in {scope} found nothing; the store is not indexed")
+
+    async def ask_search(q: str, scope: str) -> object:
+        return await client.get("/v1/search?" + urlencode({"q": q, "scope": scope, "limit": LIMIT}))
+
+    async def ask_context(q: str, scope: str) -> object:
+        query = urlencode({"q": q, "scope": scope, "budget_tokens": BUDGET})
+        return await client.get("/v1/context?" + query)
+
+    return {
+        "search": await _timed(queries, ask_search),
+        "context": await _timed(queries, ask_context),
+    }
 
 
 async def _one_size(ctx: Context, n: int) -> list[Row]:
@@ -116,16 +104,15 @@ async def _one_size(ctx: Context, n: int) -> list[Row]:
         client = await daemon.client()
         timed = await _through_socket(client, queries)
         await client.aclose()
-    bare = _bare(store, queries)
+    bare = await _in_process(store, queries)
     at = f"recall: {n:,} facts,"
-    baseline = "bare SQLite FTS5 query"
+    baseline = "same query in-process, no daemon"
     rows = []
     for endpoint in ("search", "context"):
-        got = _stats(timed[endpoint]) if timed else (None, None)
-        floor = _stats(bare) if bare else (None, None)
+        (median, p99), (floor_median, floor_p99) = _stats(timed[endpoint]), _stats(bare[endpoint])
         rows += [
-            Row(f"{at} {endpoint} median", got[0], "ms", baseline, floor[0], MISSING),
-            Row(f"{at} {endpoint} p99", got[1], "ms", baseline, floor[1], MISSING),
+            Row(f"{at} {endpoint} median", median, "ms", baseline, floor_median),
+            Row(f"{at} {endpoint} p99", p99, "ms", baseline, floor_p99),
         ]
     plain_table = "the same rows, plain table"
     rows += [

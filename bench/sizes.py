@@ -23,32 +23,22 @@ class Size:
 
 
 SIZES = {
-    "quick": Size("quick", 300, 100, 40, 0.02, (300, 1_000), 20, 2_000, 2 << 20, 1),
+    "quick": Size(
+        "quick", ingest=300, ingest_bulk=100, burst=40, llm_latency=0.02,
+        recall_facts=(300, 1_000), recall_queries=20, backlog=2_000, backlog_bytes=2 << 20,
+        starts=1,
+    ),
     "default": Size(
-        "default",
-        10_000,
-        1_000,
-        1_000,
-        0.2,
-        (10_000, 100_000, 1_000_000),
-        200,
-        1_000_000,
-        1 << 30,
-        3,
+        "default", ingest=10_000, ingest_bulk=1_000, burst=1_000, llm_latency=0.2,
+        recall_facts=(10_000, 100_000, 1_000_000), recall_queries=100, backlog=1_000_000,
+        backlog_bytes=1 << 30, starts=3,
     ),
     "large": Size(
-        "large",
-        50_000,
-        1_000,
-        3_000,
-        0.2,
-        (10_000, 100_000, 1_000_000, 5_000_000),
-        500,
-        5_000_000,
-        5 << 30,
-        5,
+        "large", ingest=50_000, ingest_bulk=1_000, burst=3_000, llm_latency=0.2,
+        recall_facts=(10_000, 100_000, 1_000_000, 5_000_000), recall_queries=300,
+        backlog=5_000_000, backlog_bytes=5 << 30, starts=5,
     ),
-}
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
