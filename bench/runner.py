@@ -26,7 +26,7 @@ RECEIVE_SIZE = 65536
 def write_config(directory: Path, llm_url: str, **sections: dict[str, Any]) -> Path:
     """A config file with socket and database in `directory`; `sections` override keys."""
     tables: dict[str, dict[str, Any]] = {
-        "server": {"socket": str(directory / "forged.sock"), "shutdown_grace": 2.0},
+        "server": {"socket": str(directory / "forged.sock"), "shutdown_grace": 0.5},
         "store": {"path": str(directory / "forged.db")},
         "distiller": {"base_url": llm_url},
         "log": {"format": "json"},
