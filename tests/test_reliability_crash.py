@@ -1,4 +1,4 @@
-"""Crash loop: SIGKILL the daemon at random moments while a client pushes; nothing is lost or doubled."""
+"""Crash loop: SIGKILL the daemon at random moments under load; nothing is lost or doubled."""
 
 from __future__ import annotations
 
@@ -104,7 +104,15 @@ async def test_sigkill_loop_loses_and_doubles_nothing(short_tmp: Path, fake_llm:
     assert integrity(db) == "ok"
     assert mid_batch > 0, "no kill landed while the LLM was answering"
     record(
-        "crash_loop", kills=KILLS, kills_mid_llm_call=mid_batch, acknowledged=len(pusher.acknowledged),
-        stored=len(stored), requests=pusher.requests, interrupted_pushes=pusher.retries,
-        llm_calls=fake_llm.calls, batches=status["observers"][0]["batches"], lost=0, duplicates=0,
-    )  # fmt: skip
+        "crash_loop",
+        kills=KILLS,
+        kills_mid_llm_call=mid_batch,
+        acknowledged=len(pusher.acknowledged),
+        stored=len(stored),
+        requests=pusher.requests,
+        interrupted_pushes=pusher.retries,
+        llm_calls=fake_llm.calls,
+        batches=status["observers"][0]["batches"],
+        lost=0,
+        duplicates=0,
+    )
