@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 import trio
 
 from forged.config import load_config
@@ -101,6 +102,7 @@ async def test_concurrent_pushes_cannot_cross_the_limit_together(
     assert query(config.store.path, "SELECT count(*) FROM interactions") == [(SMALL_LIMIT,)]
 
 
+@pytest.mark.slow  # in the default run too; `-m "not slow"` skips it
 async def test_backlog_of_200k_grows_on_disk_not_in_ram(short_tmp: Path, fake_llm: FakeLLM) -> None:
     """With the LLM stalled, 200,000 waiting interactions leave the daemon's RSS bounded."""
     fake_llm.default = "hang"

@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 
 import httpx
+import pytest
 import trio
 
 from tests.conftest import DaemonProcess, socket_client, wait_for_watermark, write_config
@@ -66,6 +67,7 @@ class _Pusher:
             self.retries += 1
 
 
+@pytest.mark.slow  # in the default run too; `-m "not slow"` skips it
 async def test_sigkill_loop_loses_and_doubles_nothing(short_tmp: Path, fake_llm: FakeLLM) -> None:
     """Twenty SIGKILLs under load: every 202 stored and distilled exactly once, file intact."""
     fake_llm.latency = LLM_LATENCY

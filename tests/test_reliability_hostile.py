@@ -200,6 +200,7 @@ async def _well_behaved(daemon: _Daemon, done: trio.Event, served: list[float]) 
         await trio.sleep(0.02)  # a polite pace, not a wait for anything
 
 
+@pytest.mark.slow  # in the default run too; `-m "not slow"` skips it
 async def test_hostile_requests_get_4xx_or_close_and_store_nothing(daemon: _Daemon) -> None:
     """Garbage, truncation, bad UTF-8, deep and huge JSON and headers, slow drips, 1,000 idlers."""
     rng = random.Random(SEED)
