@@ -293,3 +293,24 @@ def test_generated_bodies_never_get_a_500(daemon: _Daemon, body: bytes, content_
             "body_too_large",
         )
         assert after == before
+
+
+async def test_deep_json_is_a_400_naming_the_problem(short_tmp: Path) -> None:
+    """Nesting past the decoder's or metadata's depth is refused with an exact message."""
+    from forged.config import load_config
+    from tests.conftest import running_daemon
+
+    config = load_config(
+        write_config(short_tmp, "http://127.0.0.1:9/v1", distill={"enabled": False}), {}
+    )
+    deep_metadata = {**interaction("deep"), "metadata": {"a": json.loads("[" * 70 + "]" * 70)}}
+    with trio.fail_after(30):
+        async with running_daemon(config), socket_client(config.server.socket) as client:
+            deepest = b'{"messages":[{"role":"user","text":"x"}],"metadata":{"a":%s}}' % (
+                b"[" * 5000 + b"]" * 5000
+            )
+            decoder = await client.post("/v1/interactions", content=deepest)
+            metadata = await client.post("/v1/interactions", json=deep_metadata)
+    assert decoder.status_code == metadata.status_code == 400
+    assert decoder.json()["error"]["message"] == "the JSON is nested too deeply"
+    assert metadata.json()["error"]["message"] == "$.metadata: nested deeper than 64 levels"
