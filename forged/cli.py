@@ -39,7 +39,9 @@ class Client:
     def __init__(self, socket_path: str) -> None:
         self.socket_path = socket_path
         transport = httpx.HTTPTransport(uds=socket_path)
-        self._http = httpx.Client(transport=transport, base_url="http://forged", timeout=CLIENT_TIMEOUT)
+        self._http = httpx.Client(
+            transport=transport, base_url="http://forged", timeout=CLIENT_TIMEOUT
+        )
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """Send a request; return the decoded answer or raise ClientError with the daemon's words."""
@@ -118,7 +120,9 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 
 def _format_status(status: dict[str, Any]) -> str:
-    state = "shutting down" if status["shutting_down"] else "ready" if status["ready"] else "starting"
+    state = (
+        "shutting down" if status["shutting_down"] else "ready" if status["ready"] else "starting"
+    )
     lines = [
         f"forged {status['version']}, {state}, up {status['uptime_s']:.0f} s",
         f"log: {status['log']['count']} interactions, last seq {status['log']['last_seq']}",
@@ -146,20 +150,30 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="forged", description="A local memory daemon for LLM agents.")
+    parser = argparse.ArgumentParser(
+        prog="forged", description="A local memory daemon for LLM agents."
+    )
     parser.add_argument("--version", action="version", version=f"forged {__version__}")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", help="configuration file (default: $FORGED_CONFIG or /etc/forged/forged.toml)")
+    common.add_argument(
+        "--config", help="configuration file (default: $FORGED_CONFIG or /etc/forged/forged.toml)"
+    )
     common.add_argument("--socket", help="the daemon's socket (default: from the configuration)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+    def add(
+        name: str, handler: Callable[[argparse.Namespace], int], help: str
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[common], help=help, description=help)
         p.set_defaults(handler=handler)
         return p
 
     serve = add("serve", cmd_serve, "run the daemon")
-    serve.add_argument("--bundled-llm", action="store_true", help="start the bundled local model and distil with it")
+    serve.add_argument(
+        "--bundled-llm",
+        action="store_true",
+        help="start the bundled local model and distil with it",
+    )
     add("check-config", cmd_check_config, "print the effective configuration, or the error")
     push = add("push", cmd_push, "push interactions (a JSON object, a JSON array or NDJSON)")
     push.add_argument("file", nargs="?", default="-", help="file to push, - for standard input")

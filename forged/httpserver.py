@@ -42,7 +42,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 _ERROR = msgspec.json.Encoder()
 
 
-def error_response(status: int, code: str, message: str, retry_after: int | None = None) -> Response:
+def error_response(
+    status: int, code: str, message: str, retry_after: int | None = None
+) -> Response:
     """The API's error shape: `{"error": {"code", "message"}}`."""
     headers = (("retry-after", str(retry_after)),) if retry_after is not None else ()
     body = _ERROR.encode({"error": {"code": code, "message": message}})
@@ -151,7 +153,10 @@ class _Connection:
                     return
                 body = await self._read_body(head)
             except _Timeout:
-                await self.respond(error_response(408, "request_timeout", "the request took too long to arrive"), close=True)
+                await self.respond(
+                    error_response(408, "request_timeout", "the request took too long to arrive"),
+                    close=True,
+                )
                 return
             except _TooLarge:
                 message = f"the body is larger than {self.limits.max_body_bytes} bytes"
@@ -160,7 +165,9 @@ class _Connection:
             except h11.RemoteProtocolError as exc:
                 status = exc.error_status_hint
                 code = "headers_too_large" if status == 431 else "bad_request"
-                await self.respond(error_response(status, code, f"malformed HTTP request: {exc}"), close=True)
+                await self.respond(
+                    error_response(status, code, f"malformed HTTP request: {exc}"), close=True
+                )
                 return
             response = await handler(_request(head, body))
             await self.respond(response)
@@ -189,15 +196,23 @@ class HttpServer:
         self._connections: OrderedDict[_Connection, None] = OrderedDict()
 
     async def serve(
-        self, listener: trio.SocketListener, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self,
+        listener: trio.SocketListener,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         async with listener, trio.open_nursery() as nursery:
             task_status.started()
             while True:
                 stream = await listener.accept()
                 if len(self._connections) >= self.limits.max_connections and not self._evict_idle():
-                    nursery.start_soon(self._refuse, stream, 503, "too_many_connections",
-                                       "the server is at its connection limit; retry shortly")  # fmt: skip
+                    nursery.start_soon(
+                        self._refuse,
+                        stream,
+                        503,
+                        "too_many_connections",
+                        "the server is at its connection limit; retry shortly",
+                    )
                     continue
                 nursery.start_soon(self._serve_connection, stream)
 
@@ -210,7 +225,9 @@ class HttpServer:
                 return True
         return False
 
-    async def _refuse(self, stream: trio.SocketStream, status: int, code: str, message: str) -> None:
+    async def _refuse(
+        self, stream: trio.SocketStream, status: int, code: str, message: str
+    ) -> None:
         async with stream:
             connection = _Connection(stream, self.limits)
             with trio.move_on_after(self.limits.header_timeout):
