@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from pathlib import Path
 
 import msgspec
@@ -103,12 +104,8 @@ def test_normalise_folds_case_space_and_punctuation() -> None:
 @given(texts=st.lists(st.text(min_size=1).filter(str.strip), min_size=1, max_size=5))
 async def test_interactions_round_trip(tmp_path: Path, texts: list[str]) -> None:
     """What is appended is read back unchanged, in order."""
-    path = tmp_path / "rt.db"
-    path.unlink(missing_ok=True)
-    store = Store(str(path))
+    store = Store(str(tmp_path / f"rt-{uuid.uuid4().hex}.db"))  # a fresh file per example
     await store.append([[new(t) for t in texts]])
     read = await store.read_log(0, 100)
     store.close()
-    for p in tmp_path.glob("rt.db*"):
-        p.unlink()
     assert [i.messages[0].text for i in read] == texts
