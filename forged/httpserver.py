@@ -139,10 +139,11 @@ class _Connection:
             headers.append(("connection", "close"))
         if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return
+        head = self.conn.send(h11.Response(status_code=response.status, headers=headers)) or b""
+        body = self.conn.send(h11.Data(data=response.body)) or b""
+        end = self.conn.send(h11.EndOfMessage()) or b""
         with trio.move_on_after(self.limits.body_timeout):
-            await self._send(h11.Response(status_code=response.status, headers=headers))
-            await self._send(h11.Data(data=response.body))
-            await self._send(h11.EndOfMessage())
+            await self.stream.send_all(head + body + end)  # one write: one wake-up for the client
 
     async def serve(self, handler: Handler) -> None:
         """Answer requests on this connection until it closes or misbehaves."""
