@@ -22,6 +22,7 @@ JSON_TYPES = {"", "application/json", "application/x-www-form-urlencoded", "text
 NDJSON_TYPES = {"application/x-ndjson", "application/jsonl", "application/x-jsonlines"}
 GROUP_MAX_REQUESTS = 64  # requests committed in one transaction at most
 QUEUE_CAPACITY = 256  # requests waiting for the committer
+OFFLOAD_CHARS = 256 * 1024  # scrub bigger requests in a worker thread, off the event loop
 
 _ONE = msgspec.json.Decoder(Interaction)
 _MANY = msgspec.json.Decoder(list[Interaction])
@@ -145,6 +146,10 @@ def prepare(item: Interaction, received_at: str) -> NewInteraction:
     )
 
 
+def _prepare_all(items: list[Interaction], received_at: str) -> list[NewInteraction]:
+    return [prepare(item, received_at) for item in items]
+
+
 class _Pending:
     """A request waiting for the group commit."""
 
@@ -167,7 +172,10 @@ class Ingest:
     async def push(self, items: list[Interaction]) -> Accepted:
         """Store the interactions durably; return only after COMMIT."""
         received_at = now()
-        rows = [prepare(item, received_at) for item in items]
+        if sum(len(m.text) for i in items for m in i.messages) > OFFLOAD_CHARS:
+            rows = await trio.to_thread.run_sync(_prepare_all, items, received_at)
+        else:
+            rows = _prepare_all(items, received_at)
         pending = _Pending(rows)
         await self._send.send(pending)
         await pending.done.wait()
