@@ -15,7 +15,7 @@ import msgspec
 
 from forged import __version__
 from forged.config import DEFAULT_CONFIG_PATH, Config, load_config, render_toml
-from forged.errors import ClientError, ConfigError
+from forged.errors import ClientError, ConfigError, ForgedError
 
 EXIT_CONFIG = 2  # a bad configuration (or usage): systemd should not restart us in a loop
 CLIENT_TIMEOUT = 120.0  # seconds a command waits for the daemon's answer
@@ -182,15 +182,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _leaf(exc: BaseException) -> BaseException:
+    """The one error inside nested exception groups (trio wraps what a nursery raises)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.handler(args))
-    except ConfigError as exc:
-        print(f"forged: config error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except ClientError as exc:
-        print(f"forged: {exc}", file=sys.stderr)
-        return 1
+    except (ForgedError, BaseExceptionGroup) as exc:
+        error = _leaf(exc)
+        if isinstance(error, ConfigError):
+            print(f"forged: config error: {error}", file=sys.stderr)
+            return EXIT_CONFIG
+        if isinstance(error, ForgedError):
+            print(f"forged: {error}", file=sys.stderr)
+            return 1
+        raise
     except KeyboardInterrupt:
         return 130

@@ -80,3 +80,12 @@ async def test_daemon_not_running_is_one_clear_line(short_tmp: Path) -> None:
     assert len(lines) == 1
     assert lines[0].startswith(f"forged: cannot reach forged at {socket} (")
     assert lines[0].endswith("); is the daemon running?")
+
+
+async def test_second_daemon_on_a_live_socket_exits_2(daemon: Config, short_tmp: Path) -> None:
+    """`forged serve` never steals a running daemon's socket; it says so in one line."""
+    result = await forged("serve", "--config", str(short_tmp / "forged.toml"))
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines()[-1] == (
+        f"forged: config error: server.socket: {daemon.server.socket} is in use by a running daemon"
+    )
