@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ import trio
 
 from tests.conftest import DaemonProcess, socket_client, wait_for_watermark, write_config
 from tests.fakellm import SEQ_TAG, FakeLLM
+from tests.journald_ns import namespaces_unavailable
 from tests.test_flow import interaction, results_per_seq, rows
 
 TIMEOUT = 60.0  # seconds any one scenario may take
@@ -329,3 +331,41 @@ async def test_only_allowed_uids_are_served(short_tmp: Path, fake_llm: FakeLLM) 
         (STRANGER, "warning", "uid not in allowed_uids"),
         (0, "warning", "uid not in allowed_uids"),
     ]
+
+
+# journald
+
+
+async def test_daemon_logs_structured_fields_into_a_real_journald(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """With [log] format = "journal", journalctl -o json shows a real batch_committed's fields."""
+    if reason := namespaces_unavailable():
+        pytest.skip(reason)
+    config_path = write_config(short_tmp, fake_llm.base_url, log={"format": "journal"})
+    private_journald = ["unshare", "--mount", "--propagation", "private", sys.executable,
+                        str(Path(__file__).with_name("journald_ns.py"))]  # fmt: skip
+    async with DaemonProcess(config_path, short_tmp) as daemon:
+        with trio.fail_after(TIMEOUT):
+            await daemon.start(wrapper=private_journald)
+            assert daemon.process is not None and daemon.pid != daemon.process.pid
+            await _push(daemon.socket, 1, 2)
+            async with socket_client(daemon.socket) as client:
+                await wait_for_watermark(client, 2)
+            assert await daemon.stop() == 0
+    entries = [json.loads(line) for line in daemon.output_path.read_text().splitlines()]
+    events = [e["MESSAGE"].split(" ")[0] for e in entries]
+    assert events[0] == "ready" and events[-1] == "stopped", events
+    committed = [e for e in entries if e["MESSAGE"].startswith("batch_committed ")]
+    assert sum(int(e["INTERACTIONS"]) for e in committed) == 2
+    last = committed[-1]
+    assert (last["OBSERVER"], last["WATERMARK"]) == ("distill", "2")
+    assert re.fullmatch(r"[0-9a-f]{16}", last["BATCH_ID"])
+    assert last["LLM_MS"].isdigit()
+    assert (last["SYSLOG_IDENTIFIER"], last["PRIORITY"], last["_PID"]) == (
+        "forged",
+        "6",
+        str(daemon.pid),
+    )
+    assert (Path(last["CODE_FILE"]).name, last["CODE_FUNC"]) == ("distill.py", "start")
+    assert daemon.events("batch_committed") == []  # nothing fell back to stderr
