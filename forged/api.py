@@ -96,16 +96,23 @@ class Api:
         items = parse_body(
             request.body, request.headers.get("content-type", ""), self.config.server
         )
-        if (backlog := self.hub.backlog()) >= self.config.server.max_backlog:
-            raise InvalidRequest(
-                503,
-                "backlog_full",
-                f"{backlog} interactions wait for "
-                "distillation, the limit is "
-                f"{self.config.server.max_backlog}; retry later",
-                retry_after=BACKLOG_RETRY_AFTER,
-            )
+        self._check_room(len(items))
+        # No checkpoint between the check and push() counting the items: concurrent requests
+        # see each other, so together they cannot cross the limit either.
         return json_response(await self.ingest.push(items), 202)
+
+    def _check_room(self, count: int) -> None:
+        """Refuse a request whose interactions would take the backlog past `max_backlog`."""
+        limit = self.config.server.max_backlog
+        if count > limit:
+            raise InvalidRequest(413, "body_too_large", f"{count} interactions in one request, "
+                                 f"more than max_backlog ({limit}); split the request")  # fmt: skip
+        backlog = self.hub.backlog() + self.ingest.queued
+        if backlog + count > limit:
+            raise InvalidRequest(503, "backlog_full", f"{backlog} interactions wait for "
+                                 f"distillation and this request adds {count}, the limit is "
+                                 f"{limit}; retry later",
+                                 retry_after=BACKLOG_RETRY_AFTER)  # fmt: skip
 
     async def status(self, request: Request) -> Response:
         return json_response(

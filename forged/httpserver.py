@@ -91,6 +91,12 @@ class _InFlight:
         await self._quiet.wait()
 
 
+def _head_size(head: h11.Request) -> int:
+    """The size of a request head as sent: request line, header lines, blank line."""
+    line = len(head.method) + len(head.target) + len(b"  HTTP/1.1\r\n")
+    return line + sum(len(name) + len(value) + 4 for name, value in head.headers) + 2
+
+
 class _Connection:
     """One client connection: an h11 state machine over a trio stream."""
 
@@ -129,6 +135,9 @@ class _Connection:
             if timer.cancelled_caught:
                 raise _Timeout
         self.idle = False
+        if isinstance(event, h11.Request) and _head_size(event) > self.limits.max_header_bytes:
+            # h11 caps only a head still incomplete; one that arrived whole in a read is checked here
+            raise h11.RemoteProtocolError("the request head is too large", error_status_hint=431)
         return event if isinstance(event, h11.Request) else None
 
     async def _read_body(self, head: h11.Request) -> bytes:
