@@ -374,7 +374,7 @@ async def test_context_answers_block_tokens_and_items(
 
 @pytest.mark.parametrize("q", NASTY_QUERIES[:-2])  # the longest ones do not fit a request line
 async def test_no_query_is_a_server_error(daemon: tuple[Api, httpx.AsyncClient], q: str) -> None:
-    """Every special character and operator in q gets a 200 (or the empty-query 400), never a 500."""
+    """Every special character and operator in q gets a 200 (or the blank-query 400), never 500."""
     api, client = daemon
     await _insert(api, ("default", "We chose PostgreSQL for JSONB."))
     for path in ("/v1/search", "/v1/context"):
@@ -396,7 +396,8 @@ BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
     ("/v1/search", {"q": "x", "limit": "101"}, LIMIT + "'101'"),
     ("/v1/search", {"q": "x", "limit": "-1"}, LIMIT + "'-1'"),
     ("/v1/search", {"q": "x", "scope": ""}, "`scope` must be 1 to 512 characters, got 0"),
-    ("/v1/search", {"q": "x", "session": "s" * 513}, "`session` must be 1 to 512 characters, got 513"),
+    ("/v1/search", {"q": "x", "session": "s" * 513},
+     "`session` must be 1 to 512 characters, got 513"),
     ("/v1/search", {"q": "x", "colour": "red"},
      "unknown parameter `colour`; /v1/search accepts q, scope, kind, session, limit"),
     ("/v1/context", {"q": ""}, "`q` must not be empty"),
