@@ -19,11 +19,13 @@ from forged.config import load_config
 from forged.models import BatchOutcome, Fact, MemoryItem, ScopeResult
 from forged.recall import (
     FRAME_TOKENS,
+    SELECTIVE_MIN_ROWS,
     SearchQuery,
     fts_query,
     julian_now,
     list_facts,
     pack,
+    query_phrases,
     search,
 )
 from forged.schema import MIGRATIONS
@@ -167,8 +169,25 @@ def test_limit_caps_results(db: sqlite3.Connection) -> None:
 
 def test_query_words_are_quoted() -> None:
     """Each word becomes a quoted phrase with inner quotes doubled; operators are plain words."""
-    assert fts_query('say "hi" OR NEAR(x)') == '"say" OR """hi""" OR "OR" OR "NEAR(x)"'
-    assert fts_query("- + * 🎉") is None
+    assert (
+        fts_query(query_phrases('say "hi" OR NEAR(x)')) == '"say" OR """hi""" OR "OR" OR "NEAR(x)"'
+    )
+    assert query_phrases("- + * 🎉") == []
+
+
+def test_words_in_most_rows_of_a_large_table_do_not_match_alone(db: sqlite3.Connection) -> None:
+    """Over 1,000 rows, a word in more than half of them (no BM25 weight) makes no match alone."""
+    db.executemany(
+        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, created_at,"
+        " last_seen_at) VALUES ('state', ?, ?, 'a', 'b', 1, 1, ?, ?)",
+        (
+            (f"The service runs job {n}.", f"n{n}", stamp(0), stamp(0))
+            for n in range(SELECTIVE_MIN_ROWS)
+        ),
+    )
+    zebra = add_fact(db, "The service feeds the zebra.")
+    assert [i.id for i in find(db, "what does the service feed the zebra?")] == [zebra]
+    assert len(find(db, "the service")) == 10  # only common words: they are searched all the same
 
 
 @pytest.mark.parametrize("q", NASTY_QUERIES)
