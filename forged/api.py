@@ -85,31 +85,45 @@ class Api:
             allowed = ", ".join(methods)
             return error_response(405, "method_not_allowed", f"{request.path} accepts {allowed}")
         if self.shutting_down and request.method != "GET":
-            return error_response(503, "shutting_down", "forged is shutting down; retry shortly",
-                                  SHUTDOWN_RETRY_AFTER)  # fmt: skip
+            return error_response(
+                503, "shutting_down", "forged is shutting down; retry shortly", SHUTDOWN_RETRY_AFTER
+            )
         try:
             return await route(request)
         except InvalidRequest as exc:
             return error_response(exc.status, exc.code, exc.message, exc.retry_after)
         except StorageFull as exc:
             log.error("storage_full", error=str(exc))
-            return error_response(507, "storage_full", "the disk holding the database is full; "
-                                  "nothing of this request was stored")  # fmt: skip
+            return error_response(
+                507,
+                "storage_full",
+                "the disk holding the database is full; nothing of this request was stored",
+            )
         except StoreError as exc:
             log.error("store_failed", error=str(exc))
-            return error_response(503, "store_unavailable", "the database is unavailable; "
-                                  "nothing of this request was stored", 1)  # fmt: skip
+            return error_response(
+                503,
+                "store_unavailable",
+                "the database is unavailable; nothing of this request was stored",
+                1,
+            )
         except Exception:  # a bug must cost one request, not the daemon, and leak no traceback
             log.exception("request_failed", method=request.method, path=request.path)
             return error_response(500, "internal_error", "internal error; see the daemon's log")
 
     async def push(self, request: Request) -> Response:
-        items = parse_body(request.body, request.headers.get("content-type", ""), self.config.server)
+        items = parse_body(
+            request.body, request.headers.get("content-type", ""), self.config.server
+        )
         if (backlog := self.hub.backlog()) >= self.config.server.max_backlog:
-            raise InvalidRequest(503, "backlog_full", f"{backlog} interactions wait for "
-                                 "distillation, the limit is "
-                                 f"{self.config.server.max_backlog}; retry later",
-                                 retry_after=BACKLOG_RETRY_AFTER)  # fmt: skip
+            raise InvalidRequest(
+                503,
+                "backlog_full",
+                f"{backlog} interactions wait for "
+                "distillation, the limit is "
+                f"{self.config.server.max_backlog}; retry later",
+                retry_after=BACKLOG_RETRY_AFTER,
+            )
         return json_response(await self.ingest.push(items), 202)
 
     async def status(self, request: Request) -> Response:

@@ -117,7 +117,10 @@ async def _shutdown(api: Api, grace: float) -> None:
 
 
 async def run_daemon(
-    config: Config, *, bundled_llm: bool = False, task_status: trio.TaskStatus[Api] = trio.TASK_STATUS_IGNORED
+    config: Config,
+    *,
+    bundled_llm: bool = False,
+    task_status: trio.TaskStatus[Api] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until SIGTERM or SIGINT; return after a bounded drain."""
     store = await trio.to_thread.run_sync(Store, config.store.path, config.store.busy_timeout_ms)
@@ -140,8 +143,13 @@ async def run_daemon(
             await nursery.start(HttpServer(api.handle, config.server).serve, listener)
             api.ready = True
             systemd.notify("READY=1", _status_line(api))
-            log.info("ready", socket=config.server.socket, database=config.store.path,
-                     last_seq=store.last_seq, schema=store.schema_version)  # fmt: skip
+            log.info(
+                "ready",
+                socket=config.server.socket,
+                database=config.store.path,
+                last_seq=store.last_seq,
+                schema=store.schema_version,
+            )
             nursery.start_soon(_heartbeat, api)
             task_status.started(api)
             signum = await _until_stop_signal()
@@ -162,4 +170,3 @@ async def run_daemon(
 def _with_llm(config: Config, url: str) -> Config:
     distiller = msgspec.structs.replace(config.distiller, base_url=url)
     return msgspec.structs.replace(config, distiller=distiller)
-

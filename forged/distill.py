@@ -97,8 +97,13 @@ class DistillObserver:
             memory = await self._call(items, progress)
         except (ContextOverflow, InvalidAnswer) as exc:
             if len(items) > 1:
-                log.warning("batch_split", observer=self.name, scope=scope,
-                            interactions=len(items), reason=str(exc))  # fmt: skip
+                log.warning(
+                    "batch_split",
+                    observer=self.name,
+                    scope=scope,
+                    interactions=len(items),
+                    reason=str(exc),
+                )
                 half = len(items) // 2
                 await self._distill_group(scope, items[:half], out, progress)
                 await self._distill_group(scope, items[half:], out, progress)
@@ -167,8 +172,9 @@ class DistillObserver:
             except InvalidAnswer as exc:
                 attempts += 1
                 progress.status.last_error = str(exc)
-                log.warning("llm_invalid_answer", observer=self.name, error=str(exc),
-                            attempt=attempts)  # fmt: skip
+                log.warning(
+                    "llm_invalid_answer", observer=self.name, error=str(exc), attempt=attempts
+                )
                 if attempts >= self.policy.max_attempts:
                     raise
                 continue

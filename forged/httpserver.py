@@ -42,7 +42,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 _ERROR = msgspec.json.Encoder()
 
 
-def error_response(status: int, code: str, message: str, retry_after: int | None = None) -> Response:
+def error_response(
+    status: int, code: str, message: str, retry_after: int | None = None
+) -> Response:
     """The API's error shape: `{"error": {"code", "message"}}`."""
     headers = (("retry-after", str(retry_after)),) if retry_after is not None else ()
     body = _ERROR.encode({"error": {"code": code, "message": message}})
@@ -137,10 +139,11 @@ class _Connection:
             headers.append(("connection", "close"))
         if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return
+        head = self.conn.send(h11.Response(status_code=response.status, headers=headers)) or b""
+        body = self.conn.send(h11.Data(data=response.body)) or b""
+        end = self.conn.send(h11.EndOfMessage()) or b""
         with trio.move_on_after(self.limits.body_timeout):
-            await self._send(h11.Response(status_code=response.status, headers=headers))
-            await self._send(h11.Data(data=response.body))
-            await self._send(h11.EndOfMessage())
+            await self.stream.send_all(head + body + end)  # one write: one wake-up for the client
 
     async def serve(self, handler: Handler) -> None:
         """Answer requests on this connection until it closes or misbehaves."""
@@ -151,7 +154,10 @@ class _Connection:
                     return
                 body = await self._read_body(head)
             except _Timeout:
-                await self.respond(error_response(408, "request_timeout", "the request took too long to arrive"), close=True)
+                await self.respond(
+                    error_response(408, "request_timeout", "the request took too long to arrive"),
+                    close=True,
+                )
                 return
             except _TooLarge:
                 message = f"the body is larger than {self.limits.max_body_bytes} bytes"
@@ -160,7 +166,9 @@ class _Connection:
             except h11.RemoteProtocolError as exc:
                 status = exc.error_status_hint
                 code = "headers_too_large" if status == 431 else "bad_request"
-                await self.respond(error_response(status, code, f"malformed HTTP request: {exc}"), close=True)
+                await self.respond(
+                    error_response(status, code, f"malformed HTTP request: {exc}"), close=True
+                )
                 return
             response = await handler(_request(head, body))
             await self.respond(response)
@@ -189,15 +197,23 @@ class HttpServer:
         self._connections: OrderedDict[_Connection, None] = OrderedDict()
 
     async def serve(
-        self, listener: trio.SocketListener, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self,
+        listener: trio.SocketListener,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         async with listener, trio.open_nursery() as nursery:
             task_status.started()
             while True:
                 stream = await listener.accept()
                 if len(self._connections) >= self.limits.max_connections and not self._evict_idle():
-                    nursery.start_soon(self._refuse, stream, 503, "too_many_connections",
-                                       "the server is at its connection limit; retry shortly")  # fmt: skip
+                    nursery.start_soon(
+                        self._refuse,
+                        stream,
+                        503,
+                        "too_many_connections",
+                        "the server is at its connection limit; retry shortly",
+                    )
                     continue
                 nursery.start_soon(self._serve_connection, stream)
 
@@ -210,7 +226,9 @@ class HttpServer:
                 return True
         return False
 
-    async def _refuse(self, stream: trio.SocketStream, status: int, code: str, message: str) -> None:
+    async def _refuse(
+        self, stream: trio.SocketStream, status: int, code: str, message: str
+    ) -> None:
         async with stream:
             connection = _Connection(stream, self.limits)
             with trio.move_on_after(self.limits.header_timeout):

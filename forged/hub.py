@@ -143,10 +143,14 @@ class Hub:
         """How far the slowest observer lags behind the log."""
         return max((s.backlog for s in self.statuses()), default=0)
 
+    async def changed(self) -> None:
+        """Return at the next change of any observer's state or progress."""
+        await self._changed.wait()
+
     async def wait_idle(self) -> None:
         """Return once no observer is in the middle of a batch."""
         while any(p.status.state == "distilling" for p in self.progress.values()):
-            await self._changed.wait()
+            await self.changed()
 
     def stop(self) -> None:
         """Ask observers to finish the batch in hand and take no new one."""

@@ -117,7 +117,8 @@ class OpenAIDistiller:
     def __init__(self, config: DistillerConfig, transport: httpx.AsyncBaseTransport | None = None):
         self.config = config
         self.model = config.model
-        self._modes = MODES if config.structured_output == "auto" else (config.structured_output,)
+        auto = config.structured_output == "auto"
+        self._modes: tuple[str, ...] = MODES if auto else (config.structured_output,)
         headers = {}
         if config.api_key_file:
             headers["Authorization"] = f"Bearer {_read_key(config.api_key_file)}"
@@ -190,7 +191,9 @@ class OpenAIDistiller:
         if status in (400, 422, 500) and mode != "none" and "response_format" in text:
             raise UnsupportedMode(_error_text(response), raw=text)
         if status == 400:
-            raise InvalidAnswer(f"the server refused the request: {_error_text(response)}", raw=text)
+            raise InvalidAnswer(
+                f"the server refused the request: {_error_text(response)}", raw=text
+            )
         raise LLMUnavailable(_error_text(response))  # 401/404 too: an operator can fix those
 
     def _check_truncation(self, body: dict[str, Any], usage: Usage) -> None:

@@ -47,7 +47,7 @@ _OUR_TAGS = re.compile(r"</?(?:transcript|interaction)\b", re.IGNORECASE)
 
 def _quote(text: str) -> str:
     """Keep a message from closing or opening our own tags."""
-    return _OUR_TAGS.sub(lambda m: m.group(0).replace("<", "‹"), text)
+    return _OUR_TAGS.sub(lambda m: m.group(0).replace("<", "&lt;"), text)
 
 
 def render_interaction(item: StoredInteraction) -> str:

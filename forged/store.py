@@ -113,13 +113,32 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
             conn.execute(
                 "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
                 " last_seq, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (observer, r.batch_id, r.scope, r.session, r.summary, r.first_seq, r.last_seq, created),
+                (
+                    observer,
+                    r.batch_id,
+                    r.scope,
+                    r.session,
+                    r.summary,
+                    r.first_seq,
+                    r.last_seq,
+                    created,
+                ),
             )
             conn.executemany(
                 _INSERT_FACT,
                 (
-                    (f.kind, f.text, normalise(f.text), r.scope, r.session, r.batch_id,
-                     r.first_seq, r.last_seq, created, created)
+                    (
+                        f.kind,
+                        f.text,
+                        normalise(f.text),
+                        r.scope,
+                        r.session,
+                        r.batch_id,
+                        r.first_seq,
+                        r.last_seq,
+                        created,
+                        created,
+                    )
                     for f in r.facts
                 ),
             )
@@ -136,9 +155,22 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
             " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                (observer, r.batch_id, r.model, r.scope, r.interactions, r.first_seq, r.last_seq,
-                 r.usage.calls, r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.ms,
-                 r.outcome, r.error, created)
+                (
+                    observer,
+                    r.batch_id,
+                    r.model,
+                    r.scope,
+                    r.interactions,
+                    r.first_seq,
+                    r.last_seq,
+                    r.usage.calls,
+                    r.usage.prompt_tokens,
+                    r.usage.completion_tokens,
+                    r.usage.ms,
+                    r.outcome,
+                    r.error,
+                    created,
+                )
                 for r in outcome.runs
             ),
         )
@@ -169,10 +201,16 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
     ).fetchone()
     batches, calls, prompt, completion, ms, last = row
     return ObserverStatus(
-        name=observer, watermark=watermark, batches=batches, llm_calls=calls,
-        prompt_tokens=prompt, completion_tokens=completion, llm_ms=ms, dead_letters=dead,
+        name=observer,
+        watermark=watermark,
+        batches=batches,
+        llm_calls=calls,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        llm_ms=ms,
+        dead_letters=dead,
         last_batch_at=last,
-    )  # fmt: skip
+    )
 
 
 class Store:
@@ -203,11 +241,15 @@ class Store:
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(writer_connection, *args)` in a thread, one writer at a time."""
-        return await trio.to_thread.run_sync(self._call, fn, self._writer, args, limiter=self._write_limiter)
+        return await trio.to_thread.run_sync(
+            self._call, fn, self._writer, args, limiter=self._write_limiter
+        )
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(reader_connection, *args)` in a thread."""
-        return await trio.to_thread.run_sync(self._call, fn, self._reader, args, limiter=self._read_limiter)
+        return await trio.to_thread.run_sync(
+            self._call, fn, self._reader, args, limiter=self._read_limiter
+        )
 
     @staticmethod
     def _call(fn: Callable[..., T], conn: sqlite3.Connection, args: tuple[Any, ...]) -> T:

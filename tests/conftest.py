@@ -83,7 +83,9 @@ async def running_daemon(config: Config) -> AsyncIterator[Api]:
         nursery.cancel_scope.cancel()
 
 
-async def wait_for_watermark(client: httpx.AsyncClient, seq: int, observer: str = "distill") -> dict[str, Any]:
+async def wait_for_watermark(
+    client: httpx.AsyncClient, seq: int, observer: str = "distill"
+) -> dict[str, Any]:
     """Poll-free wait: the daemon's status is read after each batch the fake LLM answers."""
     while True:
         status = (await client.get("/v1/status")).json()
@@ -113,7 +115,7 @@ class DaemonProcess:
         notify = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_DGRAM)
         await notify.bind(str(notify_path))
         env = {**os.environ, "NOTIFY_SOCKET": str(notify_path), **(extra_env or {})}
-        with notify, open(self.log_path, "ab") as log_file:
+        with notify, open(self.log_path, "ab") as log_file:  # noqa: ASYNC230 (a local file, opened once)
             self.process = await trio.lowlevel.open_process(
                 [sys.executable, "-m", "forged", "serve", "--config", str(self.config_path)],
                 env=env,
