@@ -59,11 +59,15 @@ async def build(store: Store, facts: int, scopes: int, rng: random.Random) -> li
                 facts=batch[s::scopes],
                 first_seq=start + 1,
                 last_seq=start + len(batch),
-            )  # fmt: skip
+            )
             for s in range(scopes)
         ]
         await store.commit_batch("distill", BatchOutcome(results, [], [], watermark=None))
     return words
+
+
+def _mebibytes(directory: Path) -> float:
+    return sum(p.stat().st_size for p in directory.glob("forged.db*")) / 2**20
 
 
 def _percentiles(samples: list[float]) -> str:
@@ -87,7 +91,7 @@ async def main(args: argparse.Namespace) -> None:
         store = Store(str(Path(directory) / "forged.db"))
         started = time.perf_counter()
         words = await build(store, args.facts, args.scopes, rng)
-        size = sum(p.stat().st_size for p in Path(directory).glob("forged.db*")) / 2**20
+        size = _mebibytes(Path(directory))
         print(f"built {args.facts} facts in {args.scopes} scope(s) in"
               f" {time.perf_counter() - started:.1f} s ({size:.0f} MiB)")  # fmt: skip
         recall = Recall(store, RecallConfig())
