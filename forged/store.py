@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -60,6 +61,10 @@ def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous = FULL")  # 202 means durable, even across power loss
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA secure_delete = ON")  # forgotten text must leave the file
+    try:
+        conn.execute("SELECT pow(2, 1)")  # recall's recency decay
+    except sqlite3.OperationalError:  # a SQLite built without its math functions
+        conn.create_function("pow", 2, math.pow, deterministic=True)
     return conn
 
 
