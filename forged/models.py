@@ -178,3 +178,40 @@ class BatchOutcome(msgspec.Struct, frozen=True):
     runs: list[DistillRun]
     watermark: int | None  # None when re-running dead letters: the watermark stays
     resolved_dead_letters: list[int] = []
+
+
+class DeadLetterInfo(msgspec.Struct, frozen=True):
+    """An open dead letter as `GET /v1/dead-letters` lists it."""
+
+    id: int
+    seq: int
+    scope: str
+    reason: str
+    raw_excerpt: str | None
+    created_at: str
+
+
+class OpenDeadLetter(msgspec.Struct, frozen=True):
+    """An open dead letter with the interaction it stands for, ready to be distilled again."""
+
+    id: int
+    reason: str
+    interaction: StoredInteraction
+
+
+class RedistillResult(msgspec.Struct, frozen=True):
+    """What re-running one dead letter did."""
+
+    seq: int
+    dead_letter_id: int
+    outcome: Literal["redistilled", "still_failing"]
+    facts: int = 0
+    reason: str | None = None
+
+
+class RedistillReport(msgspec.Struct, frozen=True):
+    """Answer of `POST /v1/dead-letters/redistill`."""
+
+    redistilled: int
+    still_failing: int
+    results: list[RedistillResult]
