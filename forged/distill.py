@@ -235,9 +235,12 @@ class DistillObserver:
                 attempts += 1
                 if progress is not None:
                     progress.status.last_error = f"{type(exc).__name__}: {exc}"
-                log.warning(
-                    "llm_invalid_answer", observer=self.name, error=str(exc), attempt=attempts
+                event = (
+                    "llm_context_overflow"
+                    if isinstance(exc, ContextOverflow)
+                    else "llm_invalid_answer"
                 )
+                log.warning(event, observer=self.name, error=str(exc), attempt=attempts)
                 if isinstance(exc, ContextOverflow) or attempts >= self.policy.max_attempts:
                     exc.usage = spent if spent.calls else None
                     raise
