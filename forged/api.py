@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from forged import __version__
+from forged import __version__, deadletters
 from forged.config import Config
 from forged.errors import InvalidRequest, StorageFull, StoreError
 from forged.httpserver import Request, Response, error_response
@@ -56,6 +56,8 @@ class Api:
             "/v1/interactions": {"POST": self.push},
             "/v1/status": {"GET": self.status},
             "/v1/health": {"GET": self.health},
+            "/v1/dead-letters": {"GET": lambda r: deadletters.list_dead_letters(hub, r)},
+            "/v1/dead-letters/redistill": {"POST": lambda r: deadletters.redistill(hub, r)},
         }
         self.prefix_routes: dict[str, dict[str, Route]] = {}
         self.recall = Recall(store, config.recall)

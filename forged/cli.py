@@ -286,6 +286,24 @@ def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     export.add_argument("--output", "-o", help="file to write (default: standard output)")
 
 
+def _seq_range(args: argparse.Namespace) -> dict[str, int]:
+    return {k: v for k, v in (("from", args.from_seq), ("to", args.to_seq)) if v is not None}
+
+
+def cmd_redistill(args: argparse.Namespace) -> int:
+    # No client timeout: a slow local model may take minutes per dead letter.
+    report = _client(args).request(
+        "POST", "/v1/dead-letters/redistill", params=_seq_range(args), timeout=None
+    )
+    _print_json(report)
+    return 0 if report["still_failing"] == 0 else 1
+
+
+def cmd_dead_letters(args: argparse.Namespace) -> int:
+    _print_json(_client(args).request("GET", "/v1/dead-letters", params=_seq_range(args)))
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="forged", description="A local memory daemon for LLM agents."
@@ -317,6 +335,13 @@ def _parser() -> argparse.ArgumentParser:
     status = add("status", cmd_status, "show the daemon's status")
     status.add_argument("--json", action="store_true", help="print the raw JSON answer")
     _add_recall_commands(add)
+    for name, handler, text in (
+        ("redistill", cmd_redistill, "distil the dead letters again (all, or a seq range)"),
+        ("dead-letters", cmd_dead_letters, "list the open dead letters"),
+    ):
+        p = add(name, handler, text)
+        p.add_argument("--from", dest="from_seq", type=int, metavar="SEQ", help="first seq")
+        p.add_argument("--to", dest="to_seq", type=int, metavar="SEQ", help="last seq")
     return parser
 
 

@@ -16,6 +16,11 @@ ForgedError
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from forged.models import Usage
+
 
 class ForgedError(Exception):
     """Base class of every error forged raises on purpose."""
@@ -47,9 +52,10 @@ class StorageFull(StoreError):
 class DistillError(ForgedError):
     """A distiller could not turn a transcript into memory."""
 
-    def __init__(self, message: str, *, raw: str | None = None):
+    def __init__(self, message: str, *, raw: str | None = None, usage: Usage | None = None):
         super().__init__(message)
         self.raw = raw
+        self.usage = usage  # what the failed call(s) cost, when the model did answer
 
 
 class LLMUnavailable(DistillError):

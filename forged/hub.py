@@ -140,6 +140,10 @@ class Hub:
         self._changed = trio.Event()
         self.progress: dict[str, Progress] = {}
 
+    def observer(self, name: str) -> Observer | None:
+        """The registered observer called `name`, if any."""
+        return next((o for o in self._observers if o.name == name), None)
+
     def notify_appended(self) -> None:
         """Wake the feeders: the log has grown."""
         self._appended.set()

@@ -15,7 +15,15 @@ import msgspec
 import trio
 
 from forged.errors import StorageFull, StoreError
-from forged.models import BatchOutcome, Message, NewInteraction, ObserverStatus, StoredInteraction
+from forged.models import (
+    BatchOutcome,
+    DeadLetterInfo,
+    Message,
+    NewInteraction,
+    ObserverStatus,
+    OpenDeadLetter,
+    StoredInteraction,
+)
 from forged.schema import migrate
 
 P = ParamSpec("P")
@@ -37,6 +45,14 @@ _INSERT_FACT = """
         seen_count = seen_count + 1,
         last_seen_at = excluded.last_seen_at,
         last_seq = max(last_seq, excluded.last_seq)
+"""
+RAW_EXCERPT_CHARS = 500  # how much of a dead letter's raw answer a listing shows
+_OPEN_DEAD_LETTERS = """
+    SELECT d.id, d.seq, d.reason, d.raw, d.created_at,
+           i.seq, i.scope, i.session, i.timestamp, i.tokens, i.messages
+    FROM dead_letters d JOIN interactions i ON i.seq = d.seq
+    WHERE d.observer = ? AND d.resolved_at IS NULL AND d.seq BETWEEN ? AND ?
+    ORDER BY d.seq, d.id
 """
 _READ_LOG = """
     SELECT seq, scope, session, timestamp, tokens, messages FROM interactions
@@ -147,7 +163,7 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
             ((observer, d.seq, d.reason, d.raw, created) for d in outcome.dead_letters),
         )
         conn.executemany(
-            "UPDATE dead_letters SET resolved_at = ? WHERE id = ?",
+            "UPDATE dead_letters SET resolved_at = ? WHERE id = ? AND resolved_at IS NULL",
             ((created, i) for i in outcome.resolved_dead_letters),
         )
         conn.executemany(
@@ -278,6 +294,34 @@ class Store:
 
     async def observer_totals(self, observer: str) -> ObserverStatus:
         return await self.read(_observer_totals, observer)
+
+    async def open_dead_letters(
+        self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1
+    ) -> list[OpenDeadLetter]:
+        """The observer's unresolved dead letters with seq in the range, with their interactions."""
+        rows = await self.read(
+            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
+        )
+        return [OpenDeadLetter(r[0], r[2], _row_to_interaction(r[5:])) for r in rows]
+
+    async def list_dead_letters(
+        self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1
+    ) -> list[DeadLetterInfo]:
+        """The observer's unresolved dead letters, for inspection."""
+        rows = await self.read(
+            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
+        )
+        return [
+            DeadLetterInfo(
+                id=r[0],
+                seq=r[1],
+                scope=r[6],
+                reason=r[2],
+                raw_excerpt=None if r[3] is None else r[3][:RAW_EXCERPT_CHARS],
+                created_at=r[4],
+            )
+            for r in rows
+        ]
 
 
 def _with_atomic(conn: sqlite3.Connection, fn: Callable[..., None], *args: Any) -> None:
