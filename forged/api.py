@@ -9,17 +9,28 @@ from typing import Any
 import msgspec
 import structlog
 
-from forged import __version__
+from forged import __version__, deadletters
 from forged.config import Config
 from forged.errors import InvalidRequest, StorageFull, StoreError
 from forged.httpserver import Request, Response, error_response
 from forged.hub import Hub
 from forged.ingest import Ingest, parse_body
-from forged.models import LogStatus, Status
+from forged.models import (
+    DEFAULT_SCOPE,
+    FACT_KINDS,
+    RECALL_KINDS,
+    ForgetAnswer,
+    LogStatus,
+    SearchAnswer,
+    Status,
+)
+from forged.params import MAX_KEY_CHARS, Params
+from forged.recall import PAGE_DEFAULT, PAGE_MAX, Recall, SearchQuery
 from forged.store import Store
 
 BACKLOG_RETRY_AFTER = 5  # seconds a client is told to wait when the backlog is full
 SHUTDOWN_RETRY_AFTER = 2  # seconds a client is told to wait while the daemon restarts
+SCOPES_PREFIX = "/v1/scopes/"  # DELETE /v1/scopes/{scope} forgets a scope
 
 _JSON = msgspec.json.Encoder()
 log = structlog.get_logger("forged.api")
@@ -45,8 +56,18 @@ class Api:
             "/v1/interactions": {"POST": self.push},
             "/v1/status": {"GET": self.status},
             "/v1/health": {"GET": self.health},
+            "/v1/dead-letters": {"GET": lambda r: deadletters.list_dead_letters(hub, r)},
+            "/v1/dead-letters/redistill": {"POST": lambda r: deadletters.redistill(hub, r)},
         }
         self.prefix_routes: dict[str, dict[str, Route]] = {}
+        self.recall = Recall(store, config.recall)
+        self.routes.update({
+            "/v1/search": {"GET": self.search},
+            "/v1/context": {"GET": self.context},
+            "/v1/facts": {"GET": self.facts},
+            "/v1/summaries": {"GET": self.summaries},
+        })  # fmt: skip
+        self.prefix_routes[SCOPES_PREFIX] = {"DELETE": self.forget}
 
     def _route(self, request: Request) -> dict[str, Route] | None:
         if (methods := self.routes.get(request.path)) is not None:
@@ -66,26 +87,36 @@ class Api:
             allowed = ", ".join(methods)
             return error_response(405, "method_not_allowed", f"{request.path} accepts {allowed}")
         if self.shutting_down and request.method != "GET":
-            return error_response(503, "shutting_down", "forged is shutting down; retry shortly",
-                                  SHUTDOWN_RETRY_AFTER)  # fmt: skip
+            return error_response(
+                503, "shutting_down", "forged is shutting down; retry shortly", SHUTDOWN_RETRY_AFTER
+            )
         try:
             return await route(request)
         except InvalidRequest as exc:
             return error_response(exc.status, exc.code, exc.message, exc.retry_after)
         except StorageFull as exc:
             log.error("storage_full", error=str(exc))
-            return error_response(507, "storage_full", "the disk holding the database is full; "
-                                  "nothing of this request was stored")  # fmt: skip
+            return error_response(
+                507,
+                "storage_full",
+                "the disk holding the database is full; nothing of this request was stored",
+            )
         except StoreError as exc:
             log.error("store_failed", error=str(exc))
-            return error_response(503, "store_unavailable", "the database is unavailable; "
-                                  "nothing of this request was stored", 1)  # fmt: skip
+            return error_response(
+                503,
+                "store_unavailable",
+                "the database is unavailable; nothing of this request was stored",
+                1,
+            )
         except Exception:  # a bug must cost one request, not the daemon, and leak no traceback
             log.exception("request_failed", method=request.method, path=request.path)
             return error_response(500, "internal_error", "internal error; see the daemon's log")
 
     async def push(self, request: Request) -> Response:
-        items = parse_body(request.body, request.headers.get("content-type", ""), self.config.server)
+        items = parse_body(
+            request.body, request.headers.get("content-type", ""), self.config.server
+        )
         self._check_room(len(items))
         # No checkpoint between the check and push() counting the items: concurrent requests
         # see each other, so together they cannot cross the limit either.
@@ -120,3 +151,55 @@ class Api:
         if not self.ready or self.shutting_down:
             return error_response(503, "not_ready", "forged is not ready")
         return json_response({"status": "ok"})
+
+    def _search_query(self, params: Params, limit: int) -> SearchQuery:
+        return SearchQuery(
+            q=params.text("q"),
+            scope=params.key("scope", DEFAULT_SCOPE) or DEFAULT_SCOPE,
+            kind=params.choice("kind", RECALL_KINDS),
+            session=params.key("session"),
+            limit=limit,
+        )
+
+    async def search(self, request: Request) -> Response:
+        params = Params(request.query, request.path, ("q", "scope", "kind", "session", "limit"))
+        recall = self.config.recall
+        limit = params.integer("limit", recall.default_limit, 1, recall.max_limit)
+        results = await self.recall.search(self._search_query(params, limit))
+        return json_response(SearchAnswer(results))
+
+    async def context(self, request: Request) -> Response:
+        accepted = ("q", "scope", "kind", "session", "budget_tokens")
+        params = Params(request.query, request.path, accepted)
+        recall = self.config.recall
+        budget = params.integer(
+            "budget_tokens", recall.default_budget_tokens, 1, recall.max_budget_tokens
+        )
+        query = self._search_query(params, recall.max_limit)
+        return json_response(await self.recall.context(query, budget))
+
+    async def facts(self, request: Request) -> Response:
+        params = Params(request.query, request.path, ("scope", "kind", "after", "limit"))
+        page = await self.recall.facts(
+            scope=params.key("scope"),
+            kind=params.choice("kind", FACT_KINDS),
+            after=params.cursor("after"),
+            limit=params.integer("limit", PAGE_DEFAULT, 1, PAGE_MAX),
+        )
+        return json_response(page)
+
+    async def summaries(self, request: Request) -> Response:
+        params = Params(request.query, request.path, ("scope", "after", "limit"))
+        page = await self.recall.summaries(
+            scope=params.key("scope"),
+            after=params.cursor("after"),
+            limit=params.integer("limit", PAGE_DEFAULT, 1, PAGE_MAX),
+        )
+        return json_response(page)
+
+    async def forget(self, request: Request) -> Response:
+        scope = request.path.removeprefix(SCOPES_PREFIX)
+        if len(scope) > MAX_KEY_CHARS:
+            raise InvalidRequest(400, "invalid_parameter", f"the scope must be 1 to {MAX_KEY_CHARS}"
+                                 f" characters, got {len(scope)}")  # fmt: skip
+        return json_response(ForgetAnswer(await self.recall.forget(scope)))

@@ -140,6 +140,10 @@ class Hub:
         self._changed = trio.Event()
         self.progress: dict[str, Progress] = {}
 
+    def observer(self, name: str) -> Observer | None:
+        """The registered observer called `name`, if any."""
+        return next((o for o in self._observers if o.name == name), None)
+
     def notify_appended(self) -> None:
         """Wake the feeders: the log has grown."""
         self._appended.set()
@@ -158,10 +162,14 @@ class Hub:
         """How far the slowest observer lags behind the log."""
         return max((s.backlog for s in self.statuses()), default=0)
 
+    async def changed(self) -> None:
+        """Return at the next change of any observer's state or progress."""
+        await self._changed.wait()
+
     async def wait_idle(self) -> None:
         """Return once no observer is in the middle of a batch."""
         while any(p.status.state == "distilling" for p in self.progress.values()):
-            await self._changed.wait()
+            await self.changed()
 
     def stop(self) -> None:
         """Ask observers to finish the batch in hand and take no new one."""

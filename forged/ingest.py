@@ -23,6 +23,7 @@ NDJSON_TYPES = {"application/x-ndjson", "application/jsonl", "application/x-json
 GROUP_MAX_REQUESTS = 64  # requests committed in one transaction at most
 MAX_DEPTH = 64  # nesting levels allowed in metadata: deeper JSON would exhaust the stack
 QUEUE_CAPACITY = 256  # requests waiting for the committer
+OFFLOAD_CHARS = 256 * 1024  # scrub bigger requests in a worker thread, off the event loop
 
 _ONE = msgspec.json.Decoder(Interaction)
 _MANY = msgspec.json.Decoder(list[Interaction])
@@ -86,13 +87,21 @@ def _check_limits(items: list[Interaction], limits: ServerConfig) -> None:
             raise InvalidRequest(400, "invalid_body", f"{at}.metadata: nested deeper than "
                                  f"{MAX_DEPTH} levels")  # fmt: skip
         if len(item.messages) > limits.max_messages:
-            raise InvalidRequest(400, "invalid_body", f"{at}.messages: {len(item.messages)} "
-                                 f"messages, at most {limits.max_messages} allowed")  # fmt: skip
+            raise InvalidRequest(
+                400,
+                "invalid_body",
+                f"{at}.messages: {len(item.messages)} "
+                f"messages, at most {limits.max_messages} allowed",
+            )
         for j, message in enumerate(item.messages):
             if len(message.text) > limits.max_text_chars:
-                raise InvalidRequest(400, "invalid_body", f"{at}.messages[{j}].text: "
-                                     f"{len(message.text)} characters, at most "
-                                     f"{limits.max_text_chars} allowed")  # fmt: skip
+                raise InvalidRequest(
+                    400,
+                    "invalid_body",
+                    f"{at}.messages[{j}].text: "
+                    f"{len(message.text)} characters, at most "
+                    f"{limits.max_text_chars} allowed",
+                )
 
 
 def parse_body(body: bytes, content_type: str, limits: ServerConfig) -> list[Interaction]:
@@ -105,8 +114,12 @@ def parse_body(body: bytes, content_type: str, limits: ServerConfig) -> list[Int
             raise InvalidRequest(400, "invalid_body", "the body is empty; send an interaction")
         items = _decode_json(body)
     else:
-        raise InvalidRequest(415, "unsupported_media_type", f"Content-Type {media!r} is not "
-                             "supported; send application/json or application/x-ndjson")  # fmt: skip
+        raise InvalidRequest(
+            415,
+            "unsupported_media_type",
+            f"Content-Type {media!r} is not "
+            "supported; send application/json or application/x-ndjson",
+        )
     if not items:
         raise InvalidRequest(400, "invalid_body", "the body holds no interactions")
     _check_limits(items, limits)
@@ -129,11 +142,13 @@ def _timestamp(value: str | None, received_at: str) -> str:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise InvalidRequest(400, "invalid_body", f"timestamp: {value!r} is not an ISO 8601 "
-                             "date and time") from None  # fmt: skip
+        raise InvalidRequest(
+            400, "invalid_body", f"timestamp: {value!r} is not an ISO 8601 date and time"
+        ) from None
     if parsed.tzinfo is None:
-        raise InvalidRequest(400, "invalid_body", f"timestamp: {value!r} has no time zone "
-                             "(add Z or an offset)")  # fmt: skip
+        raise InvalidRequest(
+            400, "invalid_body", f"timestamp: {value!r} has no time zone (add Z or an offset)"
+        )
     return parsed.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -153,6 +168,10 @@ def prepare(item: Interaction, received_at: str) -> NewInteraction:
         messages=_JSON.encode(messages),
         metadata=_JSON.encode(_scrub_value(item.metadata)) if item.metadata else None,
     )
+
+
+def _prepare_all(items: list[Interaction], received_at: str) -> list[NewInteraction]:
+    return [prepare(item, received_at) for item in items]
 
 
 class _Pending:
@@ -180,7 +199,10 @@ class Ingest:
         self.queued += len(items)  # before any checkpoint: the backlog check counts them at once
         try:
             received_at = now()
-            rows = [prepare(item, received_at) for item in items]
+            if sum(len(m.text) for i in items for m in i.messages) > OFFLOAD_CHARS:
+                rows = await trio.to_thread.run_sync(_prepare_all, items, received_at)
+            else:
+                rows = _prepare_all(items, received_at)
             pending = _Pending(rows)
             await self._send.send(pending)
             await pending.done.wait()

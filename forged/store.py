@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -14,7 +15,15 @@ import msgspec
 import trio
 
 from forged.errors import StorageFull, StoreError
-from forged.models import BatchOutcome, Message, NewInteraction, ObserverStatus, StoredInteraction
+from forged.models import (
+    BatchOutcome,
+    DeadLetterInfo,
+    Message,
+    NewInteraction,
+    ObserverStatus,
+    OpenDeadLetter,
+    StoredInteraction,
+)
 from forged.schema import migrate
 
 P = ParamSpec("P")
@@ -36,6 +45,14 @@ _INSERT_FACT = """
         seen_count = seen_count + 1,
         last_seen_at = excluded.last_seen_at,
         last_seq = max(last_seq, excluded.last_seq)
+"""
+RAW_EXCERPT_CHARS = 500  # how much of a dead letter's raw answer a listing shows
+_OPEN_DEAD_LETTERS = """
+    SELECT d.id, d.seq, d.reason, d.raw, d.created_at,
+           i.seq, i.scope, i.session, i.timestamp, i.tokens, i.messages
+    FROM dead_letters d JOIN interactions i ON i.seq = d.seq
+    WHERE d.observer = ? AND d.resolved_at IS NULL AND d.seq BETWEEN ? AND ?
+    ORDER BY d.seq, d.id
 """
 _READ_LOG = """
     SELECT seq, scope, session, timestamp, tokens, messages FROM interactions
@@ -60,6 +77,10 @@ def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous = FULL")  # 202 means durable, even across power loss
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA secure_delete = ON")  # forgotten text must leave the file
+    try:
+        conn.execute("SELECT pow(2, 1)")  # recall's recency decay
+    except sqlite3.OperationalError:  # a SQLite built without its math functions
+        conn.create_function("pow", 2, math.pow, deterministic=True)
     return conn
 
 
@@ -108,13 +129,32 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
             conn.execute(
                 "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
                 " last_seq, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (observer, r.batch_id, r.scope, r.session, r.summary, r.first_seq, r.last_seq, created),
+                (
+                    observer,
+                    r.batch_id,
+                    r.scope,
+                    r.session,
+                    r.summary,
+                    r.first_seq,
+                    r.last_seq,
+                    created,
+                ),
             )
             conn.executemany(
                 _INSERT_FACT,
                 (
-                    (f.kind, f.text, normalise(f.text), r.scope, r.session, r.batch_id,
-                     r.first_seq, r.last_seq, created, created)
+                    (
+                        f.kind,
+                        f.text,
+                        normalise(f.text),
+                        r.scope,
+                        r.session,
+                        r.batch_id,
+                        r.first_seq,
+                        r.last_seq,
+                        created,
+                        created,
+                    )
                     for f in r.facts
                 ),
             )
@@ -123,7 +163,7 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
             ((observer, d.seq, d.reason, d.raw, created) for d in outcome.dead_letters),
         )
         conn.executemany(
-            "UPDATE dead_letters SET resolved_at = ? WHERE id = ?",
+            "UPDATE dead_letters SET resolved_at = ? WHERE id = ? AND resolved_at IS NULL",
             ((created, i) for i in outcome.resolved_dead_letters),
         )
         conn.executemany(
@@ -131,9 +171,22 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
             " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                (observer, r.batch_id, r.model, r.scope, r.interactions, r.first_seq, r.last_seq,
-                 r.usage.calls, r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.ms,
-                 r.outcome, r.error, created)
+                (
+                    observer,
+                    r.batch_id,
+                    r.model,
+                    r.scope,
+                    r.interactions,
+                    r.first_seq,
+                    r.last_seq,
+                    r.usage.calls,
+                    r.usage.prompt_tokens,
+                    r.usage.completion_tokens,
+                    r.usage.ms,
+                    r.outcome,
+                    r.error,
+                    created,
+                )
                 for r in outcome.runs
             ),
         )
@@ -164,10 +217,16 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
     ).fetchone()
     batches, calls, prompt, completion, ms, last = row
     return ObserverStatus(
-        name=observer, watermark=watermark, batches=batches, llm_calls=calls,
-        prompt_tokens=prompt, completion_tokens=completion, llm_ms=ms, dead_letters=dead,
+        name=observer,
+        watermark=watermark,
+        batches=batches,
+        llm_calls=calls,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        llm_ms=ms,
+        dead_letters=dead,
         last_batch_at=last,
-    )  # fmt: skip
+    )
 
 
 class Store:
@@ -198,11 +257,15 @@ class Store:
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(writer_connection, *args)` in a thread, one writer at a time."""
-        return await trio.to_thread.run_sync(self._call, fn, self._writer, args, limiter=self._write_limiter)
+        return await trio.to_thread.run_sync(
+            self._call, fn, self._writer, args, limiter=self._write_limiter
+        )
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(reader_connection, *args)` in a thread."""
-        return await trio.to_thread.run_sync(self._call, fn, self._reader, args, limiter=self._read_limiter)
+        return await trio.to_thread.run_sync(
+            self._call, fn, self._reader, args, limiter=self._read_limiter
+        )
 
     @staticmethod
     def _call(fn: Callable[..., T], conn: sqlite3.Connection, args: tuple[Any, ...]) -> T:
@@ -231,6 +294,34 @@ class Store:
 
     async def observer_totals(self, observer: str) -> ObserverStatus:
         return await self.read(_observer_totals, observer)
+
+    async def open_dead_letters(
+        self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1
+    ) -> list[OpenDeadLetter]:
+        """The observer's unresolved dead letters with seq in the range, with their interactions."""
+        rows = await self.read(
+            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
+        )
+        return [OpenDeadLetter(r[0], r[2], _row_to_interaction(r[5:])) for r in rows]
+
+    async def list_dead_letters(
+        self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1
+    ) -> list[DeadLetterInfo]:
+        """The observer's unresolved dead letters, for inspection."""
+        rows = await self.read(
+            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
+        )
+        return [
+            DeadLetterInfo(
+                id=r[0],
+                seq=r[1],
+                scope=r[6],
+                reason=r[2],
+                raw_excerpt=None if r[3] is None else r[3][:RAW_EXCERPT_CHARS],
+                created_at=r[4],
+            )
+            for r in rows
+        ]
 
 
 def _with_atomic(conn: sqlite3.Connection, fn: Callable[..., None], *args: Any) -> None:
