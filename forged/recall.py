@@ -294,6 +294,7 @@ class Recall:
         return await self.store.read(list_summaries, scope, after, limit)
 
     async def forget(self, scope: str) -> Deleted:
+        self.store.forgotten[scope] = self.store.last_seq  # before: a batch may commit meanwhile
         deleted = await self.store.write(forget, scope)
         self.store.count -= deleted.interactions
         log.info("scope_forgotten", scope=scope, interactions=deleted.interactions,

@@ -171,7 +171,7 @@ class DaemonProcess:
         inherited = {k: v for k, v in os.environ.items() if k not in SYSTEMD_VARIABLES}
         env = {**inherited, "NOTIFY_SOCKET": str(self.notify.path), **(extra_env or {})}
         command = [sys.executable, "-m", "forged", "serve", "--config", str(self.config_path)]
-        with open(self.log_path, "ab") as log_file, open(self.output_path, "ab") as out_file:
+        with open(self.log_path, "ab") as log_file, open(self.output_path, "ab") as out_file:  # noqa: ASYNC230 (local, once)
             self.process = await trio.lowlevel.open_process(
                 [*wrapper, *command], env=env, stdout=out_file, stderr=log_file
             )

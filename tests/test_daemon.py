@@ -125,7 +125,7 @@ async def test_binds_its_own_socket_0660_and_removes_it(
             assert stat.S_IMODE(mode) == 0o660
             assert daemon.events("socket_activated") == []
             assert await daemon.stop(signum) == 0
-    assert not os.path.exists(daemon.socket)
+    assert not await trio.Path(daemon.socket).exists()
     assert [e["signal"] for e in daemon.events("stopping")] == [signum.name]
 
 
@@ -308,7 +308,9 @@ async def _request_as(uid: int, socket_path: str) -> tuple[int, str]:
 )
 async def test_only_allowed_uids_are_served(short_tmp: Path, fake_llm: FakeLLM) -> None:
     """A listed uid is served; any other, root included, gets 403 `forbidden` and a log entry."""
-    short_tmp.chmod(0o711)  # other users may reach the socket, not list the directory
+    await trio.Path(short_tmp).chmod(
+        0o711
+    )  # other users may reach the socket, not list the directory
     config_path = write_config(short_tmp, fake_llm.base_url,
                                server={"allowed_uids": [NOBODY], "socket_mode": 0o666})  # fmt: skip
     async with DaemonProcess(config_path, short_tmp) as daemon:

@@ -162,3 +162,20 @@ async def test_forget_needs_delete(distilled: tuple[Config, Api, httpx.AsyncClie
     response = await client.get("/v1/scopes/secret")
     assert response.status_code == 405
     assert response.json()["error"]["message"] == "/v1/scopes/secret accepts DELETE"
+
+
+async def test_a_batch_in_flight_brings_nothing_back(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """Forgetting a scope while its batch is with the LLM: the late answer is not stored."""
+    fake_llm.latency = 0.5
+    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
+    with trio.fail_after(30):
+        async with running_daemon(config), socket_client(config.server.socket) as client:
+            await client.post(
+                "/v1/interactions", json=[said(n, "gone", SECRET_WORD) for n in range(3)]
+            )
+            await fake_llm.wait_for_calls(1)
+            assert (await client.delete("/v1/scopes/gone")).status_code == 200
+            await wait_for_watermark(client, 3)
+    with sqlite3.connect(config.store.path) as conn:
+        counts = [conn.execute(sql, ("gone",)).fetchone()[0] for sql in TABLES_BY_SCOPE.values()]
+    assert counts[:3] == [0, 0, 0]
