@@ -109,7 +109,12 @@ class DaemonProcess:
     def socket(self) -> str:
         return self.config.server.socket
 
-    async def start(self, extra_env: dict[str, str] | None = None) -> None:
+    async def start(
+        self,
+        extra_env: dict[str, str] | None = None,
+        extra_args: tuple[str, ...] = (),
+        ready_timeout: float = READY_TIMEOUT,
+    ) -> None:
         notify_path = self.directory / "notify.sock"
         notify_path.unlink(missing_ok=True)
         notify = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_DGRAM)
@@ -117,11 +122,14 @@ class DaemonProcess:
         env = {**os.environ, "NOTIFY_SOCKET": str(notify_path), **(extra_env or {})}
         with notify, open(self.log_path, "ab") as log_file:  # noqa: ASYNC230 (a local file, opened once)
             self.process = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "forged", "serve", "--config", str(self.config_path)],
+                [
+                    *(sys.executable, "-m", "forged", "serve"),
+                    *("--config", str(self.config_path), *extra_args),
+                ],
                 env=env,
                 stderr=log_file,
             )
-            with trio.fail_after(READY_TIMEOUT):
+            with trio.fail_after(ready_timeout):
                 while b"READY=1" not in (await notify.recv(4096)).split(b"\n"):
                     pass
 
