@@ -15,11 +15,22 @@ from forged.errors import InvalidRequest, StorageFull, StoreError
 from forged.httpserver import Request, Response, error_response
 from forged.hub import Hub
 from forged.ingest import Ingest, parse_body
-from forged.models import LogStatus, Status
+from forged.models import (
+    DEFAULT_SCOPE,
+    FACT_KINDS,
+    RECALL_KINDS,
+    ForgetAnswer,
+    LogStatus,
+    SearchAnswer,
+    Status,
+)
+from forged.params import MAX_KEY_CHARS, Params
+from forged.recall import PAGE_DEFAULT, PAGE_MAX, Recall, SearchQuery
 from forged.store import Store
 
 BACKLOG_RETRY_AFTER = 5  # seconds a client is told to wait when the backlog is full
 SHUTDOWN_RETRY_AFTER = 2  # seconds a client is told to wait while the daemon restarts
+SCOPES_PREFIX = "/v1/scopes/"  # DELETE /v1/scopes/{scope} forgets a scope
 
 _JSON = msgspec.json.Encoder()
 log = structlog.get_logger("forged.api")
@@ -49,6 +60,14 @@ class Api:
             "/v1/dead-letters/redistill": {"POST": lambda r: deadletters.redistill(hub, r)},
         }
         self.prefix_routes: dict[str, dict[str, Route]] = {}
+        self.recall = Recall(store, config.recall)
+        self.routes.update({
+            "/v1/search": {"GET": self.search},
+            "/v1/context": {"GET": self.context},
+            "/v1/facts": {"GET": self.facts},
+            "/v1/summaries": {"GET": self.summaries},
+        })  # fmt: skip
+        self.prefix_routes[SCOPES_PREFIX] = {"DELETE": self.forget}
 
     def _route(self, request: Request) -> dict[str, Route] | None:
         if (methods := self.routes.get(request.path)) is not None:
@@ -98,16 +117,23 @@ class Api:
         items = parse_body(
             request.body, request.headers.get("content-type", ""), self.config.server
         )
-        if (backlog := self.hub.backlog()) >= self.config.server.max_backlog:
-            raise InvalidRequest(
-                503,
-                "backlog_full",
-                f"{backlog} interactions wait for "
-                "distillation, the limit is "
-                f"{self.config.server.max_backlog}; retry later",
-                retry_after=BACKLOG_RETRY_AFTER,
-            )
+        self._check_room(len(items))
+        # No checkpoint between the check and push() counting the items: concurrent requests
+        # see each other, so together they cannot cross the limit either.
         return json_response(await self.ingest.push(items), 202)
+
+    def _check_room(self, count: int) -> None:
+        """Refuse a request whose interactions would take the backlog past `max_backlog`."""
+        limit = self.config.server.max_backlog
+        if count > limit:
+            raise InvalidRequest(413, "body_too_large", f"{count} interactions in one request, "
+                                 f"more than max_backlog ({limit}); split the request")  # fmt: skip
+        backlog = self.hub.backlog() + self.ingest.queued
+        if backlog + count > limit:
+            raise InvalidRequest(503, "backlog_full", f"{backlog} interactions wait for "
+                                 f"distillation and this request adds {count}, the limit is "
+                                 f"{limit}; retry later",
+                                 retry_after=BACKLOG_RETRY_AFTER)  # fmt: skip
 
     async def status(self, request: Request) -> Response:
         return json_response(
@@ -125,3 +151,55 @@ class Api:
         if not self.ready or self.shutting_down:
             return error_response(503, "not_ready", "forged is not ready")
         return json_response({"status": "ok"})
+
+    def _search_query(self, params: Params, limit: int) -> SearchQuery:
+        return SearchQuery(
+            q=params.text("q"),
+            scope=params.key("scope", DEFAULT_SCOPE) or DEFAULT_SCOPE,
+            kind=params.choice("kind", RECALL_KINDS),
+            session=params.key("session"),
+            limit=limit,
+        )
+
+    async def search(self, request: Request) -> Response:
+        params = Params(request.query, request.path, ("q", "scope", "kind", "session", "limit"))
+        recall = self.config.recall
+        limit = params.integer("limit", recall.default_limit, 1, recall.max_limit)
+        results = await self.recall.search(self._search_query(params, limit))
+        return json_response(SearchAnswer(results))
+
+    async def context(self, request: Request) -> Response:
+        accepted = ("q", "scope", "kind", "session", "budget_tokens")
+        params = Params(request.query, request.path, accepted)
+        recall = self.config.recall
+        budget = params.integer(
+            "budget_tokens", recall.default_budget_tokens, 1, recall.max_budget_tokens
+        )
+        query = self._search_query(params, recall.max_limit)
+        return json_response(await self.recall.context(query, budget))
+
+    async def facts(self, request: Request) -> Response:
+        params = Params(request.query, request.path, ("scope", "kind", "after", "limit"))
+        page = await self.recall.facts(
+            scope=params.key("scope"),
+            kind=params.choice("kind", FACT_KINDS),
+            after=params.cursor("after"),
+            limit=params.integer("limit", PAGE_DEFAULT, 1, PAGE_MAX),
+        )
+        return json_response(page)
+
+    async def summaries(self, request: Request) -> Response:
+        params = Params(request.query, request.path, ("scope", "after", "limit"))
+        page = await self.recall.summaries(
+            scope=params.key("scope"),
+            after=params.cursor("after"),
+            limit=params.integer("limit", PAGE_DEFAULT, 1, PAGE_MAX),
+        )
+        return json_response(page)
+
+    async def forget(self, request: Request) -> Response:
+        scope = request.path.removeprefix(SCOPES_PREFIX)
+        if len(scope) > MAX_KEY_CHARS:
+            raise InvalidRequest(400, "invalid_parameter", f"the scope must be 1 to {MAX_KEY_CHARS}"
+                                 f" characters, got {len(scope)}")  # fmt: skip
+        return json_response(ForgetAnswer(await self.recall.forget(scope)))

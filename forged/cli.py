@@ -6,16 +6,18 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+from urllib.parse import quote
 
 import httpx
 import msgspec
 
 from forged import __version__
 from forged.config import DEFAULT_CONFIG_PATH, Config, load_config, render_toml
-from forged.errors import ClientError, ConfigError
+from forged.errors import ClientError, ConfigError, ForgedError
+from forged.models import FACT_KINDS, RECALL_KINDS
 
 EXIT_CONFIG = 2  # a bad configuration (or usage): systemd should not restart us in a loop
 CLIENT_TIMEOUT = 120.0  # seconds a command waits for the daemon's answer
@@ -149,6 +151,141 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _query(**params: Any) -> dict[str, Any]:
+    """Query parameters without the options left unset."""
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def _format_result(item: dict[str, Any]) -> str:
+    date = item["last_seen_at"][:10]
+    return f"{item['score']:8.4f}  {item['kind']:<10}  {date}  {item['text']}"
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    params = _query(q=args.query, scope=args.scope, kind=args.kind, session=args.session,
+                    limit=args.limit)  # fmt: skip
+    results = _client(args).request("GET", "/v1/search", params=params)["results"]
+    if args.json:
+        _print_json(results)
+        return 0
+    if not results:
+        print("no memory matches", file=sys.stderr)
+    for item in results:
+        print(_format_result(item))
+    return 0
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    params = _query(q=args.query, scope=args.scope, kind=args.kind, session=args.session,
+                    budget_tokens=args.budget)  # fmt: skip
+    answer = _client(args).request("GET", "/v1/context", params=params)
+    if args.json:
+        _print_json(answer)
+    elif not answer["items"]:
+        print("no memory matches, or none fits the budget", file=sys.stderr)
+    else:
+        print(answer["text"])
+    return 0
+
+
+def _pages(client: Client, path: str, key: str, **params: Any) -> Iterator[dict[str, Any]]:
+    """Every row of a paged listing, following the `next` cursor to the end."""
+    after = None
+    while True:
+        page = client.request("GET", path, params=_query(after=after, **params))
+        yield from page[key]
+        if (after := page["next"]) is None:
+            return
+
+
+def cmd_facts(args: argparse.Namespace) -> int:
+    for fact in _pages(_client(args), "/v1/facts", "facts", scope=args.scope, kind=args.kind):
+        if args.json:
+            print(json.dumps(fact, ensure_ascii=False))
+        else:
+            seen = f"  (seen {fact['seen_count']}x)" if fact["seen_count"] > 1 else ""
+            print(f"{fact['id']:>6}  {fact['scope']}  {fact['kind']:<10}"
+                  f"  {fact['last_seen_at'][:10]}  {fact['text']}{seen}")  # fmt: skip
+    return 0
+
+
+def _confirmed(scope: str) -> bool:
+    """Ask on the terminal; without one, refuse (a script must say --yes)."""
+    if not sys.stdin.isatty():
+        raise ClientError(f"refusing to erase scope {scope!r} without confirmation:"
+                          " no terminal to ask on; pass --yes")  # fmt: skip
+    print(f"Erase all memory of scope {scope!r} (interactions, summaries, facts)?"
+          " This cannot be undone. [y/N] ", end="", file=sys.stderr, flush=True)  # fmt: skip
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    if not args.yes and not _confirmed(args.scope):
+        print("nothing erased", file=sys.stderr)
+        return 1
+    path = "/v1/scopes/" + quote(args.scope, safe="")
+    deleted = _client(args).request("DELETE", path)["deleted"]
+    print(f"erased scope {args.scope!r}: {deleted['interactions']} interactions,"
+          f" {deleted['summaries']} summaries, {deleted['facts']} facts")  # fmt: skip
+    return 0
+
+
+def _export(client: Client, scope: str | None, out: TextIO) -> tuple[int, int]:
+    counts = []
+    for path, key, kind in (("/v1/summaries", "summaries", "summary"),
+                            ("/v1/facts", "facts", "fact")):  # fmt: skip
+        n = 0
+        for row in _pages(client, path, key, scope=scope):
+            out.write(json.dumps({"type": kind, **row}, ensure_ascii=False) + "\n")
+            n += 1
+        counts.append(n)
+    return counts[0], counts[1]
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    client = _client(args)
+    if args.output is None:
+        summaries, facts = _export(client, args.scope, sys.stdout)
+    else:
+        try:
+            with open(args.output, "w", encoding="utf-8") as out:
+                summaries, facts = _export(client, args.scope, out)
+        except OSError as exc:
+            raise ClientError(f"cannot write {args.output}: {exc.strerror}") from exc
+    where = args.output or "standard output"
+    print(f"exported {summaries} summaries and {facts} facts to {where}", file=sys.stderr)
+    return 0
+
+
+def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
+    def filters(p: argparse.ArgumentParser, kinds: tuple[str, ...]) -> None:
+        p.add_argument("--scope", help='the scope to look in (default: "default")')
+        p.add_argument("--kind", choices=kinds, help="only memory of this kind")
+
+    search = add("search", cmd_search, "search distilled memory (facts and summaries)")
+    search.add_argument("query", help="words to look for; no search syntax is needed or read")
+    filters(search, RECALL_KINDS)
+    search.add_argument("--session", help="only memory from this session")
+    search.add_argument("--limit", type=int, help="how many results (default: from the config)")
+    search.add_argument("--json", action="store_true", help="print the raw JSON results")
+    context = add("context", cmd_context, "print the memory block an agent would be given")
+    context.add_argument("query", help="words to look for")
+    filters(context, RECALL_KINDS)
+    context.add_argument("--session", help="only memory from this session")
+    context.add_argument("--budget", type=int, help="tokens the block may use (default: config)")
+    context.add_argument("--json", action="store_true", help="print the raw JSON answer")
+    facts = add("facts", cmd_facts, "list stored facts, oldest first")
+    facts.add_argument("--scope", help="only this scope (default: every scope)")
+    facts.add_argument("--kind", choices=FACT_KINDS, help="only facts of this kind")
+    facts.add_argument("--json", action="store_true", help="one JSON object per line")
+    forget = add("forget", cmd_forget, "erase everything of a scope, for good")
+    forget.add_argument("scope", help="the scope to erase")
+    forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    export = add("export", cmd_export, "write summaries and facts as JSON lines")
+    export.add_argument("--scope", help="only this scope (default: every scope)")
+    export.add_argument("--output", "-o", help="file to write (default: standard output)")
+
+
 def _seq_range(args: argparse.Namespace) -> dict[str, int]:
     return {k: v for k, v in (("from", args.from_seq), ("to", args.to_seq)) if v is not None}
 
@@ -197,6 +334,7 @@ def _parser() -> argparse.ArgumentParser:
     push.add_argument("file", nargs="?", default="-", help="file to push, - for standard input")
     status = add("status", cmd_status, "show the daemon's status")
     status.add_argument("--json", action="store_true", help="print the raw JSON answer")
+    _add_recall_commands(add)
     for name, handler, text in (
         ("redistill", cmd_redistill, "distil the dead letters again (all, or a seq range)"),
         ("dead-letters", cmd_dead_letters, "list the open dead letters"),
@@ -207,15 +345,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _leaf(exc: BaseException) -> BaseException:
+    """The one error inside nested exception groups (trio wraps what a nursery raises)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.handler(args))
-    except ConfigError as exc:
-        print(f"forged: config error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except ClientError as exc:
-        print(f"forged: {exc}", file=sys.stderr)
-        return 1
+    except (ForgedError, BaseExceptionGroup) as exc:
+        error = _leaf(exc)
+        if isinstance(error, ConfigError):
+            print(f"forged: config error: {error}", file=sys.stderr)
+            return EXIT_CONFIG
+        if isinstance(error, ForgedError):
+            print(f"forged: {error}", file=sys.stderr)
+            return 1
+        raise
     except KeyboardInterrupt:
         return 130

@@ -86,6 +86,7 @@ class RecallConfig(_Section, frozen=True):
     default_limit: Positive = 10
     max_limit: Positive = 100
     default_budget_tokens: Positive = 1000
+    max_budget_tokens: Positive = 100_000
 
 
 class LogConfig(_Section, frozen=True):

@@ -10,6 +10,7 @@ Role = Literal["user", "assistant", "system", "tool"]
 FactKind = Literal["decision", "correction", "preference", "state"]
 FACT_KINDS: tuple[str, ...] = ("decision", "correction", "preference", "state")
 ObserverState = Literal["idle", "distilling", "waiting_for_llm"]
+DEFAULT_SCOPE = "default"  # the scope of an interaction that names none, and of recall without one
 Key = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]  # ids, scopes and sessions
 
 
@@ -30,7 +31,7 @@ class Interaction(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
 
     messages: Annotated[list[Message], msgspec.Meta(min_length=1)]
     id: Key | None = None
-    scope: Key = "default"
+    scope: Key = DEFAULT_SCOPE
     session: Key | None = None
     timestamp: str | None = None
     metadata: dict[str, Any] = {}
@@ -178,6 +179,99 @@ class BatchOutcome(msgspec.Struct, frozen=True):
     runs: list[DistillRun]
     watermark: int | None  # None when re-running dead letters: the watermark stays
     resolved_dead_letters: list[int] = []
+
+
+MemoryType = Literal["fact", "summary"]
+RecallKind = Literal["decision", "correction", "preference", "state", "summary"]
+RECALL_KINDS: tuple[str, ...] = (*FACT_KINDS, "summary")
+
+
+class MemoryItem(msgspec.Struct, frozen=True):
+    """One recalled memory, a fact or a summary, with its search score."""
+
+    id: int
+    type: MemoryType
+    kind: RecallKind  # a fact's kind, or "summary"
+    scope: str
+    session: str | None
+    text: str
+    score: float
+    created_at: str
+    last_seen_at: str  # when a fact was last distilled again; a summary's created_at
+    first_seq: int
+    last_seq: int
+
+
+class SearchAnswer(msgspec.Struct):
+    """Answer of `/v1/search`, best first."""
+
+    results: list[MemoryItem]
+
+
+class ContextAnswer(msgspec.Struct):
+    """Answer of `/v1/context`: the delimited block, the tokens it costs and what it holds."""
+
+    text: str
+    tokens: int
+    items: list[MemoryItem]
+
+
+class StoredFact(msgspec.Struct, frozen=True):
+    """A fact as the store holds it, for inspection and export."""
+
+    id: int
+    kind: FactKind
+    scope: str
+    session: str | None
+    text: str
+    created_at: str
+    last_seen_at: str
+    seen_count: int
+    first_seq: int
+    last_seq: int
+    batch_id: str
+
+
+class StoredSummary(msgspec.Struct, frozen=True):
+    """A summary as the store holds it, for inspection and export."""
+
+    id: int
+    scope: str
+    session: str | None
+    text: str
+    created_at: str
+    first_seq: int
+    last_seq: int
+    batch_id: str
+    observer: str
+
+
+class FactsPage(msgspec.Struct):
+    """Answer of `/v1/facts`: one page in id order; `next` is the cursor of the following one."""
+
+    facts: list[StoredFact]
+    next: str | None
+
+
+class SummariesPage(msgspec.Struct):
+    """Answer of `/v1/summaries`: one page in id order; `next` is the following page's cursor."""
+
+    summaries: list[StoredSummary]
+    next: str | None
+
+
+class Deleted(msgspec.Struct):
+    """What forgetting a scope erased."""
+
+    interactions: int
+    summaries: int
+    facts: int
+
+
+class ForgetAnswer(msgspec.Struct):
+    """Answer of `DELETE /v1/scopes/{scope}`."""
+
+    deleted: Deleted
 
 
 class DeadLetterInfo(msgspec.Struct, frozen=True):

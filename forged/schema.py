@@ -25,7 +25,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         CREATE INDEX interactions_by_scope ON interactions (scope);
         CREATE TABLE summaries (
-            id INTEGER PRIMARY KEY,
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: paging cursors stay valid
             observer TEXT NOT NULL,
             batch_id TEXT NOT NULL,
             scope TEXT NOT NULL,
@@ -37,7 +37,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         CREATE INDEX summaries_by_scope ON summaries (scope, id);
         CREATE TABLE facts (
-            id INTEGER PRIMARY KEY,
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: paging cursors stay valid
             kind TEXT NOT NULL CHECK (kind IN ('decision', 'correction', 'preference', 'state')),
             text TEXT NOT NULL,
             norm TEXT NOT NULL,                     -- normalised text, for de-duplication
@@ -83,6 +83,45 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             created_at TEXT NOT NULL
         );
         CREATE INDEX distill_runs_by_observer ON distill_runs (observer);
+        """,
+    ),
+    (
+        "full-text index over facts and summaries",
+        """
+        CREATE VIRTUAL TABLE facts_fts USING fts5(
+            text, content='facts', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER facts_fts_insert AFTER INSERT ON facts BEGIN
+            INSERT INTO facts_fts (rowid, text) VALUES (new.id, new.text);
+        END;
+        CREATE TRIGGER facts_fts_delete AFTER DELETE ON facts BEGIN
+            INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END;
+        CREATE TRIGGER facts_fts_update AFTER UPDATE OF text ON facts BEGIN
+            INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.id, old.text);
+            INSERT INTO facts_fts (rowid, text) VALUES (new.id, new.text);
+        END;
+        CREATE VIRTUAL TABLE summaries_fts USING fts5(
+            text, content='summaries', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER summaries_fts_insert AFTER INSERT ON summaries BEGIN
+            INSERT INTO summaries_fts (rowid, text) VALUES (new.id, new.text);
+        END;
+        CREATE TRIGGER summaries_fts_delete AFTER DELETE ON summaries BEGIN
+            INSERT INTO summaries_fts (summaries_fts, rowid, text)
+                VALUES ('delete', old.id, old.text);
+        END;
+        CREATE TRIGGER summaries_fts_update AFTER UPDATE OF text ON summaries BEGIN
+            INSERT INTO summaries_fts (summaries_fts, rowid, text)
+                VALUES ('delete', old.id, old.text);
+            INSERT INTO summaries_fts (rowid, text) VALUES (new.id, new.text);
+        END;
+        INSERT INTO facts_fts (facts_fts) VALUES ('rebuild');
+        INSERT INTO summaries_fts (summaries_fts) VALUES ('rebuild');
+        CREATE INDEX facts_by_scope ON facts (scope, id);
+        CREATE INDEX distill_runs_by_scope ON distill_runs (scope);
         """,
     ),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -76,6 +77,10 @@ def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous = FULL")  # 202 means durable, even across power loss
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA secure_delete = ON")  # forgotten text must leave the file
+    try:
+        conn.execute("SELECT pow(2, 1)")  # recall's recency decay
+    except sqlite3.OperationalError:  # a SQLite built without its math functions
+        conn.create_function("pow", 2, math.pow, deterministic=True)
     return conn
 
 
@@ -243,6 +248,7 @@ class Store:
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
         self.path = path
+        self.forgotten: dict[str, int] = {}  # scope -> last seq when it was forgotten
         self._write_limiter = trio.CapacityLimiter(1)
         self._read_limiter = trio.CapacityLimiter(1)
 
@@ -281,7 +287,15 @@ class Store:
         return [_row_to_interaction(r) for r in rows]
 
     async def commit_batch(self, observer: str, outcome: BatchOutcome) -> None:
-        """Write a batch's results, dead letters, runs and watermark in one transaction."""
+        """Write a batch's results, dead letters, runs and watermark in one transaction.
+
+        Results of a scope forgotten while the batch was with the LLM are dropped: forgetting
+        must not be undone by an answer that arrives late. (After a restart such a batch is
+        read again from the log, where the forgotten interactions no longer are.)
+        """
+        kept = [r for r in outcome.results if r.last_seq > self.forgotten.get(r.scope, 0)]
+        if len(kept) < len(outcome.results):
+            outcome = msgspec.structs.replace(outcome, results=kept)
         await self.write(_commit_batch, observer, outcome)
 
     async def set_watermark(self, observer: str, seq: int) -> None:

@@ -140,3 +140,15 @@ def test_rendered_config_round_trips() -> None:
     """render_toml writes what parse_config reads back unchanged."""
     config = load_config(None, {"FORGED_DISTILLER_MODEL": 'a "quoted" model'})
     assert parse_config(render_toml(config)) == config
+
+
+def test_check_config_reports_a_bad_file_in_one_line(tmp_path: Path) -> None:
+    """check-config on an invalid file prints nothing on stdout, one line on stderr, exits 2."""
+    path = tmp_path / "forged.toml"
+    path.write_text("[server]\nsocket_mode = 0o1777\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "forged", "check-config", "--config", str(path)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"forged: config error: {path}: server.socket_mode: expected `int` <= 511\n"

@@ -49,7 +49,7 @@ async def test_the_json_object_is_found_in_any_wrapping(
     fake_llm.default = behaviour
     with trio.fail_after(TIMEOUT):
         memory = await client.distill(TRANSCRIPT)
-    assert memory.summary == "Interaction 7 discussed 1 recorded exchanges."
+    assert memory.summary == "Interaction 7 discussed 1 recorded exchange."
     assert memory.facts == [EXPECTED_FACT]
 
 

@@ -1,0 +1,184 @@
+"""The real daemon as a subprocess: config, READY on a notify socket, a lean client, stop by pid."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from forged.config import Config, render_toml
+from tests.fakellm import FakeLLM
+
+READY_TIMEOUT = 600.0  # seconds; a large store on a cold page cache opens slowly
+STOP_TIMEOUT = 30.0  # seconds after SIGTERM before SIGKILL
+STATUS_POLL = 0.02  # seconds between status reads while waiting on the daemon (another process)
+RECEIVE_SIZE = 65536
+
+
+def write_config(directory: Path, llm_url: str, **sections: dict[str, Any]) -> Path:
+    """A config file with socket and database in `directory`; `sections` override keys."""
+    tables: dict[str, dict[str, Any]] = {
+        "server": {"socket": str(directory / "forged.sock"), "shutdown_grace": 2.0},
+        "store": {"path": str(directory / "forged.db")},
+        "distiller": {"base_url": llm_url},
+        "log": {"format": "json"},
+    }
+    for name, keys in sections.items():
+        tables.setdefault(name, {}).update(keys)
+    path = directory / "forged.toml"
+    path.write_text(render_toml(msgspec.convert(tables, Config)))
+    return path
+
+
+class Client:
+    """A lean keep-alive HTTP/1.1 client, so that the client is never what is measured."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._stream = stream
+        self._buffer = b""
+
+    @classmethod
+    async def connect(cls, socket_path: str) -> Client:
+        return cls(await trio.open_unix_socket(socket_path))
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def _fill(self) -> None:
+        data = await self._stream.receive_some(RECEIVE_SIZE)
+        if not data:
+            raise ConnectionError("the daemon closed the connection")
+        self._buffer += data
+
+    async def request(
+        self, method: str, target: str, body: bytes = b"", content_type: str = "application/json"
+    ) -> tuple[int, bytes]:
+        """Send one request and read its whole answer: status and body."""
+        head = (
+            f"{method} {target} HTTP/1.1\r\nhost: forged\r\ncontent-type: {content_type}\r\n"
+            f"content-length: {len(body)}\r\n\r\n"
+        )
+        await self._stream.send_all(head.encode() + body)
+        while b"\r\n\r\n" not in self._buffer:
+            await self._fill()
+        raw_head, self._buffer = self._buffer.split(b"\r\n\r\n", 1)
+        lines = raw_head.decode("latin-1").split("\r\n")
+        headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+        length = int(headers["content-length"])
+        while len(self._buffer) < length:
+            await self._fill()
+        answer, self._buffer = self._buffer[:length], self._buffer[length:]
+        return int(lines[0].split()[1]), answer
+
+    async def get(self, target: str) -> Any:
+        status, body = await self.request("GET", target)
+        if status != 200:
+            raise RuntimeError(f"GET {target}: {status} {body[:200]!r}")
+        return msgspec.json.decode(body)
+
+    async def push(self, body: bytes, content_type: str = "application/json") -> Any:
+        status, answer = await self.request("POST", "/v1/interactions", body, content_type)
+        if status != 202:
+            raise RuntimeError(f"push: {status} {answer[:200]!r}")
+        return msgspec.json.decode(answer)
+
+
+class Daemon:
+    """`forged serve` as a child process of ours."""
+
+    def __init__(self, config_path: Path) -> None:
+        self.config_path = config_path
+        self.directory = config_path.parent
+        self.socket = str(self.directory / "forged.sock")
+        self.process: trio.Process | None = None
+        self.ready_after = 0.0  # seconds from spawning the process to READY=1
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    async def start(self) -> None:
+        notify_path = self.directory / "notify.sock"
+        notify_path.unlink(missing_ok=True)
+        notify = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_DGRAM)
+        await notify.bind(str(notify_path))
+        env = {**os.environ, "NOTIFY_SOCKET": str(notify_path)}
+        command = [sys.executable, "-m", "forged", "serve", "--config", str(self.config_path)]
+        with notify, open(self.directory / "daemon.log", "ab") as log:
+            started = time.perf_counter()
+            self.process = await trio.lowlevel.open_process(command, env=env, stderr=log)
+            with trio.fail_after(READY_TIMEOUT):
+                while b"READY=1" not in (await notify.recv(4096)).split(b"\n"):
+                    pass
+            self.ready_after = time.perf_counter() - started
+
+    def peak_rss_mib(self) -> float:
+        """VmHWM: the most resident memory the process has used so far."""
+        return peak_rss_mib(self.pid)
+
+    async def stop(self) -> None:
+        """SIGTERM by pid, and SIGKILL if the drain overruns."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        with trio.move_on_after(STOP_TIMEOUT):
+            await self.process.wait()
+            return
+        self.process.kill()
+        await self.process.wait()
+
+    async def client(self) -> Client:
+        return await Client.connect(self.socket)
+
+
+def peak_rss_mib(pid: int | str) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        kib = next(line.split()[1] for line in f if line.startswith("VmHWM:"))
+    return int(kib) / 1024
+
+
+@asynccontextmanager
+async def running(
+    directory: Path, llm_url: str, **sections: dict[str, Any]
+) -> AsyncIterator[Daemon]:
+    """A daemon on a config in `directory`, ready on entry, stopped on exit."""
+    directory.mkdir(parents=True, exist_ok=True)
+    daemon = Daemon(write_config(directory, llm_url, **sections))
+    await daemon.start()
+    try:
+        yield daemon
+    finally:
+        with trio.CancelScope(shield=True):
+            await daemon.stop()
+
+
+@asynccontextmanager
+async def fake_llm(latency: float = 0.0, default: str = "ok") -> AsyncIterator[FakeLLM]:
+    """The fake OpenAI-compatible server from the tests, on loopback, in this process."""
+    llm = FakeLLM(latency=latency)
+    llm.default = default
+    async with trio.open_nursery() as nursery:
+        await nursery.start(llm.serve)
+        yield llm
+        nursery.cancel_scope.cancel()
+
+
+async def distill_status(client: Client) -> dict[str, Any]:
+    status = await client.get("/v1/status")
+    distill: dict[str, Any] = next(o for o in status["observers"] if o["name"] == "distill")
+    return distill
+
+
+async def wait_drained(client: Client, last_seq: int) -> dict[str, Any]:
+    """Re-read the status until the distill watermark reaches `last_seq`."""
+    while (status := await distill_status(client))["watermark"] < last_seq:  # noqa: ASYNC110 - another process: no event to wait on
+        await trio.sleep(STATUS_POLL)  # the daemon is another process: re-ask shortly
+    return status

@@ -1,0 +1,159 @@
+"""Large stores written straight with SQLite (through forged's schema), fast, and cached by size."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from bench.corpus import Turn, interaction, log_row, sentence
+from forged.schema import MIGRATIONS
+from forged.store import Store, normalise
+
+CHUNK = 10_000  # rows per executemany
+ROW_OVERHEAD = 340  # bytes an interaction row costs besides its text (columns, indexes), measured
+SCOPES = 100  # facts spread over this many scopes; queries name one
+FACTS_PER_SUMMARY = 10  # one summary row per this many facts
+SPAN_DAYS = 365  # facts are dated over the last year, so recency decay has work to do
+SCHEMA = hashlib.sha256("".join(sql for _, sql in MIGRATIONS).encode()).hexdigest()[:10]
+_INSERT_LOG = """INSERT INTO interactions
+    (client_id, scope, session, timestamp, received_at, tokens, messages, metadata)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
+
+
+def _fresh(path: Path) -> sqlite3.Connection:
+    """A new database with forged's schema (its own migrations), opened for a bulk load."""
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        p.unlink(missing_ok=True)
+    Store(str(path)).close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA synchronous = OFF")  # a bulk load: durability comes from the final sync
+    return conn
+
+
+def _load(conn: sqlite3.Connection, sql: str, rows: Iterator[tuple[Any, ...]]) -> None:
+    conn.execute("BEGIN")
+    while chunk := list(islice(rows, CHUNK)):
+        conn.executemany(sql, chunk)
+    conn.execute("COMMIT")
+
+
+def _finish(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def size_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*")) / 1e6
+
+
+def build_backlog(path: Path, corpus: list[Turn], n: int, target_bytes: int) -> None:
+    """`n` undistilled interactions of about `target_bytes / n` bytes each."""
+    conn = _fresh(path)
+    per_row = max(1, target_bytes // n - ROW_OVERHEAD)
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        for i in range(n):
+            item = interaction(i, corpus[i % len(corpus)], "backlog")
+            text = item["messages"][0]["text"]
+            while len(text) < per_row:  # pad with the following turns, as a long message would be
+                text += " " + corpus[(i + len(text)) % len(corpus)].text
+            item["messages"][0]["text"] = text[:per_row]
+            yield log_row(item)
+
+    _load(conn, _INSERT_LOG, rows())
+    _finish(conn)
+
+
+def _fact_rows(n: int, now: datetime) -> Iterator[tuple[Any, ...]]:
+    for i in range(n):
+        text, kind = sentence(i)
+        created = (now - timedelta(days=SPAN_DAYS * (n - i) / n)).isoformat(timespec="milliseconds")
+        created = created.replace("+00:00", "Z")
+        yield (
+            kind,
+            text,
+            normalise(text),
+            f"user:{i % SCOPES}",
+            None,
+            f"b{i // 32}",
+            i + 1,
+            i + 1,
+            created,
+            created,
+        )
+
+
+def _summary_rows(n: int, now: datetime) -> Iterator[tuple[Any, ...]]:
+    for i in range(0, n, FACTS_PER_SUMMARY):
+        text = " ".join(sentence(i + j)[0] for j in range(3))
+        created = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        yield ("distill", f"b{i // 32}", f"user:{i % SCOPES}", None, text, i + 1, i + 1, created)
+
+
+def build_facts(path: Path, n: int) -> None:
+    """`n` facts (and a summary per ten) over `SCOPES` scopes; the schema's triggers index them."""
+    conn = _fresh(path)
+    now = datetime.now(UTC)
+    _load(
+        conn,
+        "INSERT INTO facts (kind, text, norm, scope, session, batch_id, first_seq,"
+        " last_seq, created_at, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        _fact_rows(n, now),
+    )
+    _load(
+        conn,
+        "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
+        " last_seq, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        _summary_rows(n, now),
+    )
+    _finish(conn)
+
+
+class Built(msgspec.Struct):
+    """A cached store and what building it cost."""
+
+    path: str
+    seconds: float
+    mb: float
+
+
+def cached(cache: Path, name: str, build: Any, *args: Any) -> Built:
+    """Build `name` once per schema into `cache`; later runs reuse it with its build figures."""
+    path = cache / f"{name}-{SCHEMA}.db"
+    record = path.with_suffix(".json")
+    if path.exists() and record.exists():
+        return msgspec.json.decode(record.read_bytes(), type=Built)
+    cache.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    build(path, *args)
+    built = Built(str(path), time.perf_counter() - started, size_mb(path))
+    record.write_text(json.dumps(msgspec.to_builtins(built)))
+    return built
+
+
+def build_plain(path: Path, n: int) -> None:
+    """The same fact rows in a table without indexes or triggers: the floor for building."""
+    for p in (path, path.with_name(path.name + "-wal")):
+        p.unlink(missing_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute(
+        "CREATE TABLE facts (kind, text, norm, scope, session, batch_id, first_seq,"
+        " last_seq, created_at, last_seen_at)"
+    )
+    _load(
+        conn,
+        "INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        _fact_rows(n, datetime.now(UTC)),
+    )
+    _finish(conn)

@@ -1,0 +1,66 @@
+"""Query-string parameters read into typed values, or a 400 that names the parameter."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from forged.errors import InvalidRequest
+
+MAX_KEY_CHARS = 512  # longest scope or session, as for pushed interactions
+
+
+def _invalid(message: str) -> InvalidRequest:
+    return InvalidRequest(400, "invalid_parameter", message)
+
+
+class Params:
+    """The query of one request; each getter checks one parameter."""
+
+    def __init__(self, query: Mapping[str, str], path: str, accepted: Iterable[str]) -> None:
+        self.query = query
+        accepted = tuple(accepted)
+        for name in query:
+            if name not in accepted:
+                raise _invalid(f"unknown parameter `{name}`; {path} accepts {', '.join(accepted)}")
+
+    def text(self, name: str) -> str:
+        """A required free text that must hold more than whitespace."""
+        value = self.query.get(name, "")
+        if not value.strip():
+            raise _invalid(f"`{name}` must not be empty")
+        return value
+
+    def key(self, name: str, default: str | None = None) -> str | None:
+        """A scope or session: 1 to 512 characters when given."""
+        value = self.query.get(name)
+        if value is None:
+            return default
+        if not value or len(value) > MAX_KEY_CHARS:
+            raise _invalid(f"`{name}` must be 1 to {MAX_KEY_CHARS} characters, got {len(value)}")
+        return value
+
+    def choice(self, name: str, choices: Iterable[str]) -> str | None:
+        value = self.query.get(name)
+        choices = tuple(choices)
+        if value is not None and value not in choices:
+            raise _invalid(f"`{name}` must be one of {', '.join(choices)}; got {value!r}")
+        return value
+
+    def integer(self, name: str, default: int, low: int, high: int) -> int:
+        """An integer from `low` to `high` inclusive."""
+        raw = self.query.get(name)
+        if raw is None:
+            return default
+        value = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 20 else None
+        if value is None or not low <= value <= high:
+            raise _invalid(f"`{name}` must be an integer from {low} to {high}; got {raw!r}")
+        return value
+
+    def cursor(self, name: str) -> int:
+        """A page cursor: the `next` of a previous page, or nothing for the first page."""
+        raw = self.query.get(name)
+        if raw is None:
+            return 0
+        if not (raw.isascii() and raw.isdigit() and len(raw) < 20):
+            raise _invalid(f"`{name}` must be the `next` cursor of a previous page; got {raw!r}")
+        return int(raw)

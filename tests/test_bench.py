@@ -1,0 +1,61 @@
+"""The benchmarks at their smallest size, so `make bench` never rots; the report's arithmetic."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import trio
+
+from bench.report import Row, furthest
+from bench.sizes import SIZES
+
+REPO = Path(__file__).resolve().parents[1]
+QUICK_TIMEOUT = 240.0  # seconds for `python -m bench --quick` on a busy two-core machine
+RECALL_MISSING = "n/a (recall not available)"
+NUMBER = re.compile(r"^[\d,.]+( ?(/s|ms|s|MiB|MB))?$")
+
+
+def _expected_rows() -> list[str]:
+    """The start of every measure the quick run must report, in order."""
+    quick = SIZES["quick"]
+    rows = ["ingest: "] * 4 + ["batching: "] * 3
+    for n in quick.recall_facts:
+        rows += [f"recall: {n:,} facts, "] * 6
+    return rows + ["memory: "] * 2 + ["start: "] * 2
+
+
+def _table(markdown: str) -> list[list[str]]:
+    lines = [line for line in markdown.splitlines() if line.startswith("| ")][1:]
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines]
+
+
+async def test_quick_bench_reports_every_figure_with_baseline_and_ratio(tmp_path: Path) -> None:
+    """`python -m bench --quick` writes a table with every row measured beside its baseline."""
+    out = tmp_path / "benchmarks.md"
+    command = [sys.executable, "-m", "bench", "--quick", "--out", str(out),
+               "--cache", str(tmp_path / "cache")]  # fmt: skip
+    with trio.fail_after(QUICK_TIMEOUT):
+        done = await trio.run_process(command, cwd=REPO, capture_stdout=True, capture_stderr=True)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    rows = _table(out.read_text())
+    assert [r[0][: len(e)] for r, e in zip(rows, _expected_rows(), strict=True)] == _expected_rows()
+    recall_built = importlib.util.find_spec("forged.recall") is not None
+    for measure, value, _, base, ratio in rows:
+        if value == RECALL_MISSING and not recall_built:
+            continue
+        assert NUMBER.match(value) and NUMBER.match(base) and NUMBER.match(ratio), measure
+    assert "## Machine" in out.read_text() and "SQLite" in out.read_text()
+
+
+def test_furthest_row_is_the_biggest_cost_over_its_limit() -> None:
+    """Rates count as their inverse; batching (a rival, not a limit) never wins."""
+    rows = [
+        Row("ingest: bulk", 100.0, "/s", "bare", 1000.0),  # 10 times slower
+        Row("recall: search", 4.0, "ms", "bare", 1.0),  # 4 times slower
+        Row("batching: calls", 1.0, "", "one each", 100.0),
+        Row("recall: context", None, "ms", "bare", 1.0, "recall not available"),
+    ]
+    assert furthest(rows) is rows[0]
