@@ -56,7 +56,7 @@ class DistillerConfig(_Section, frozen=True):
     api_key_file: str = ""
     structured_output: StructuredOutput = "auto"
     timeout: Seconds = 300.0
-    max_tokens: Annotated[int, msgspec.Meta(ge=16, le=32768)] = 1024
+    max_tokens: Annotated[int, msgspec.Meta(ge=16, le=32768)] = 768
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
     max_attempts: Positive = 3
     backoff_initial: Seconds = 1.0

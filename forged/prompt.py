@@ -11,11 +11,10 @@ from forged.config import DistillerConfig
 from forged.models import FACT_KINDS, StoredInteraction
 from forged.tokens import CHARS_PER_TOKEN, estimate_tokens
 
-# Bounds a grammar-enforcing server (llama.cpp) applies while generating: they keep a small
-# model from repeating facts until max_tokens. The configured caps still apply afterwards.
-GUIDED_MAX_FACTS = 16  # facts per answer
-GUIDED_FACT_CHARS = 400  # characters per fact
-GUIDED_SUMMARY_CHARS = 1200  # characters per summary (150 words is about 900)
+# A bound a grammar-enforcing server (llama.cpp) applies while generating: it keeps a small model
+# from repeating facts until max_tokens. No maxLength: llama.cpp turns it into one nested rule
+# per character, and a few hundred of those crash the server. The configured caps apply after.
+GUIDED_MAX_FACTS = 8  # facts per answer: a batch rarely holds more worth keeping
 CHUNK_OVERHEAD_TOKENS = 64  # room for the tags and the part marker around a chunk
 
 ANSWER_SCHEMA: dict[str, object] = {  # the shape every distiller answer must have
@@ -55,14 +54,9 @@ SCHEMA_HINT = "The answer must follow this JSON schema:\n" + json.dumps(ANSWER_S
 
 
 def guided_schema(config: DistillerConfig) -> dict[str, Any]:
-    """The answer schema with length bounds, for servers that turn a schema into a grammar."""
+    """The answer schema with a bounded fact list, for servers that turn a schema into a grammar."""
     schema: dict[str, Any] = copy.deepcopy(ANSWER_SCHEMA)
-    props = schema["properties"]
-    props["summary"]["maxLength"] = min(config.max_summary_chars, GUIDED_SUMMARY_CHARS)
-    props["facts"]["maxItems"] = min(config.max_facts, GUIDED_MAX_FACTS)
-    props["facts"]["items"]["properties"]["text"]["maxLength"] = min(
-        config.max_fact_chars, GUIDED_FACT_CHARS
-    )
+    schema["properties"]["facts"]["maxItems"] = min(config.max_facts, GUIDED_MAX_FACTS)
     return schema
 
 

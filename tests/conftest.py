@@ -163,7 +163,10 @@ class DaemonProcess:
         return self.config.server.socket
 
     async def spawn(
-        self, extra_env: dict[str, str] | None = None, wrapper: Sequence[str] = ()
+        self,
+        extra_env: dict[str, str] | None = None,
+        wrapper: Sequence[str] = (),
+        extra_args: Sequence[str] = (),
     ) -> None:
         """Start the process and return at once; `wait_ready` waits for READY=1."""
         self.notify = NotifySocket(self.directory / "notify.sock")
@@ -171,23 +174,28 @@ class DaemonProcess:
         inherited = {k: v for k, v in os.environ.items() if k not in SYSTEMD_VARIABLES}
         env = {**inherited, "NOTIFY_SOCKET": str(self.notify.path), **(extra_env or {})}
         command = [sys.executable, "-m", "forged", "serve", "--config", str(self.config_path)]
+        command += extra_args
         with open(self.log_path, "ab") as log_file, open(self.output_path, "ab") as out_file:  # noqa: ASYNC230 (local, once)
             self.process = await trio.lowlevel.open_process(
                 [*wrapper, *command], env=env, stdout=out_file, stderr=log_file
             )
 
-    async def wait_ready(self) -> list[str]:
+    async def wait_ready(self, ready_timeout: float = READY_TIMEOUT) -> list[str]:
         """Wait for READY=1 and return that datagram's assignments."""
         assert self.notify is not None
-        with trio.fail_after(READY_TIMEOUT):
+        with trio.fail_after(ready_timeout):
             self.pid, assignments = await self.notify.wait_for("READY=1")
         return assignments
 
     async def start(
-        self, extra_env: dict[str, str] | None = None, wrapper: Sequence[str] = ()
+        self,
+        extra_env: dict[str, str] | None = None,
+        wrapper: Sequence[str] = (),
+        extra_args: Sequence[str] = (),
+        ready_timeout: float = READY_TIMEOUT,
     ) -> None:
-        await self.spawn(extra_env, wrapper)
-        await self.wait_ready()
+        await self.spawn(extra_env, wrapper, extra_args)
+        await self.wait_ready(ready_timeout)
 
     def send_signal(self, signum: int) -> None:
         assert self.process is not None

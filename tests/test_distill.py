@@ -205,7 +205,7 @@ async def test_an_oversized_interaction_is_chunked_and_merged(
         == "Interaction 1 was recorded: user: Line 0: the deploy target for step 0 is host-0."
     )
     ((summary,),) = rows(db, "SELECT text FROM summaries")
-    assert summary.split("\n") == ["Interaction 1 discussed 1 recorded exchanges."] * len(prompts)
+    assert summary.split("\n") == ["Interaction 1 discussed 1 recorded exchange."] * len(prompts)
     ((calls,),) = rows(db, "SELECT llm_calls FROM distill_runs")
     assert calls == len(prompts)
 

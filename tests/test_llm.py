@@ -49,7 +49,7 @@ async def test_the_json_object_is_found_in_any_wrapping(
     fake_llm.default = behaviour
     with trio.fail_after(TIMEOUT):
         memory = await client.distill(TRANSCRIPT)
-    assert memory.summary == "Interaction 7 discussed 1 recorded exchanges."
+    assert memory.summary == "Interaction 7 discussed 1 recorded exchange."
     assert memory.facts == [EXPECTED_FACT]
 
 
@@ -165,7 +165,7 @@ async def test_a_fixed_mode_that_is_refused_is_an_invalid_answer(fake_llm: FakeL
 
 
 async def test_json_object_mode_sends_a_bounded_schema(fake_llm: FakeLLM) -> None:
-    """llama-server style requests carry the schema with bounds a grammar can enforce."""
+    """llama-server style requests carry the schema with a bounded fact list."""
     config = DistillerConfig(base_url=fake_llm.base_url, structured_output="json_object")
     distiller = OpenAIDistiller(config)
     try:
@@ -174,8 +174,8 @@ async def test_json_object_mode_sends_a_bounded_schema(fake_llm: FakeLLM) -> Non
     finally:
         await distiller.aclose()
     schema = fake_llm.requests[0]["response_format"]["schema"]
-    assert schema["properties"]["facts"]["maxItems"] == 16
-    assert schema["properties"]["facts"]["items"]["properties"]["text"]["maxLength"] == 400
+    assert schema["properties"]["facts"]["maxItems"] == 8
+    assert "maxLength" not in repr(schema)  # llama.cpp's grammar for it crashes the server
     assert fake_llm.requests[0]["max_tokens"] == config.max_tokens
 
 
