@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from forged import __version__
+from forged import __version__, deadletters
 from forged.config import Config
 from forged.errors import InvalidRequest, StorageFull, StoreError
 from forged.httpserver import Request, Response, error_response
@@ -56,6 +56,8 @@ class Api:
             "/v1/interactions": {"POST": self.push},
             "/v1/status": {"GET": self.status},
             "/v1/health": {"GET": self.health},
+            "/v1/dead-letters": {"GET": lambda r: deadletters.list_dead_letters(hub, r)},
+            "/v1/dead-letters/redistill": {"POST": lambda r: deadletters.redistill(hub, r)},
         }
         self.prefix_routes: dict[str, dict[str, Route]] = {}
         self.recall = Recall(store, config.recall)
@@ -85,32 +87,53 @@ class Api:
             allowed = ", ".join(methods)
             return error_response(405, "method_not_allowed", f"{request.path} accepts {allowed}")
         if self.shutting_down and request.method != "GET":
-            return error_response(503, "shutting_down", "forged is shutting down; retry shortly",
-                                  SHUTDOWN_RETRY_AFTER)  # fmt: skip
+            return error_response(
+                503, "shutting_down", "forged is shutting down; retry shortly", SHUTDOWN_RETRY_AFTER
+            )
         try:
             return await route(request)
         except InvalidRequest as exc:
             return error_response(exc.status, exc.code, exc.message, exc.retry_after)
         except StorageFull as exc:
             log.error("storage_full", error=str(exc))
-            return error_response(507, "storage_full", "the disk holding the database is full; "
-                                  "nothing of this request was stored")  # fmt: skip
+            return error_response(
+                507,
+                "storage_full",
+                "the disk holding the database is full; nothing of this request was stored",
+            )
         except StoreError as exc:
             log.error("store_failed", error=str(exc))
-            return error_response(503, "store_unavailable", "the database is unavailable; "
-                                  "nothing of this request was stored", 1)  # fmt: skip
+            return error_response(
+                503,
+                "store_unavailable",
+                "the database is unavailable; nothing of this request was stored",
+                1,
+            )
         except Exception:  # a bug must cost one request, not the daemon, and leak no traceback
             log.exception("request_failed", method=request.method, path=request.path)
             return error_response(500, "internal_error", "internal error; see the daemon's log")
 
     async def push(self, request: Request) -> Response:
-        items = parse_body(request.body, request.headers.get("content-type", ""), self.config.server)
-        if (backlog := self.hub.backlog()) >= self.config.server.max_backlog:
-            raise InvalidRequest(503, "backlog_full", f"{backlog} interactions wait for "
-                                 "distillation, the limit is "
-                                 f"{self.config.server.max_backlog}; retry later",
-                                 retry_after=BACKLOG_RETRY_AFTER)  # fmt: skip
+        items = parse_body(
+            request.body, request.headers.get("content-type", ""), self.config.server
+        )
+        self._check_room(len(items))
+        # No checkpoint between the check and push() counting the items: concurrent requests
+        # see each other, so together they cannot cross the limit either.
         return json_response(await self.ingest.push(items), 202)
+
+    def _check_room(self, count: int) -> None:
+        """Refuse a request whose interactions would take the backlog past `max_backlog`."""
+        limit = self.config.server.max_backlog
+        if count > limit:
+            raise InvalidRequest(413, "body_too_large", f"{count} interactions in one request, "
+                                 f"more than max_backlog ({limit}); split the request")  # fmt: skip
+        backlog = self.hub.backlog() + self.ingest.queued
+        if backlog + count > limit:
+            raise InvalidRequest(503, "backlog_full", f"{backlog} interactions wait for "
+                                 f"distillation and this request adds {count}, the limit is "
+                                 f"{limit}; retry later",
+                                 retry_after=BACKLOG_RETRY_AFTER)  # fmt: skip
 
     async def status(self, request: Request) -> Response:
         return json_response(

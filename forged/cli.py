@@ -16,7 +16,7 @@ import msgspec
 
 from forged import __version__
 from forged.config import DEFAULT_CONFIG_PATH, Config, load_config, render_toml
-from forged.errors import ClientError, ConfigError
+from forged.errors import ClientError, ConfigError, ForgedError
 from forged.models import FACT_KINDS, RECALL_KINDS
 
 EXIT_CONFIG = 2  # a bad configuration (or usage): systemd should not restart us in a loop
@@ -41,7 +41,9 @@ class Client:
     def __init__(self, socket_path: str) -> None:
         self.socket_path = socket_path
         transport = httpx.HTTPTransport(uds=socket_path)
-        self._http = httpx.Client(transport=transport, base_url="http://forged", timeout=CLIENT_TIMEOUT)
+        self._http = httpx.Client(
+            transport=transport, base_url="http://forged", timeout=CLIENT_TIMEOUT
+        )
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """Send a request; return the decoded answer or raise ClientError with the daemon's words."""
@@ -120,7 +122,9 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 
 def _format_status(status: dict[str, Any]) -> str:
-    state = "shutting down" if status["shutting_down"] else "ready" if status["ready"] else "starting"
+    state = (
+        "shutting down" if status["shutting_down"] else "ready" if status["ready"] else "starting"
+    )
     lines = [
         f"forged {status['version']}, {state}, up {status['uptime_s']:.0f} s",
         f"log: {status['log']['count']} interactions, last seq {status['log']['last_seq']}",
@@ -282,39 +286,84 @@ def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     export.add_argument("--output", "-o", help="file to write (default: standard output)")
 
 
+def _seq_range(args: argparse.Namespace) -> dict[str, int]:
+    return {k: v for k, v in (("from", args.from_seq), ("to", args.to_seq)) if v is not None}
+
+
+def cmd_redistill(args: argparse.Namespace) -> int:
+    # No client timeout: a slow local model may take minutes per dead letter.
+    report = _client(args).request(
+        "POST", "/v1/dead-letters/redistill", params=_seq_range(args), timeout=None
+    )
+    _print_json(report)
+    return 0 if report["still_failing"] == 0 else 1
+
+
+def cmd_dead_letters(args: argparse.Namespace) -> int:
+    _print_json(_client(args).request("GET", "/v1/dead-letters", params=_seq_range(args)))
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="forged", description="A local memory daemon for LLM agents.")
+    parser = argparse.ArgumentParser(
+        prog="forged", description="A local memory daemon for LLM agents."
+    )
     parser.add_argument("--version", action="version", version=f"forged {__version__}")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", help="configuration file (default: $FORGED_CONFIG or /etc/forged/forged.toml)")
+    common.add_argument(
+        "--config", help="configuration file (default: $FORGED_CONFIG or /etc/forged/forged.toml)"
+    )
     common.add_argument("--socket", help="the daemon's socket (default: from the configuration)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+    def add(
+        name: str, handler: Callable[[argparse.Namespace], int], help: str
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[common], help=help, description=help)
         p.set_defaults(handler=handler)
         return p
 
     serve = add("serve", cmd_serve, "run the daemon")
-    serve.add_argument("--bundled-llm", action="store_true", help="start the bundled local model and distil with it")
+    serve.add_argument(
+        "--bundled-llm",
+        action="store_true",
+        help="start the bundled local model and distil with it",
+    )
     add("check-config", cmd_check_config, "print the effective configuration, or the error")
     push = add("push", cmd_push, "push interactions (a JSON object, a JSON array or NDJSON)")
     push.add_argument("file", nargs="?", default="-", help="file to push, - for standard input")
     status = add("status", cmd_status, "show the daemon's status")
     status.add_argument("--json", action="store_true", help="print the raw JSON answer")
     _add_recall_commands(add)
+    for name, handler, text in (
+        ("redistill", cmd_redistill, "distil the dead letters again (all, or a seq range)"),
+        ("dead-letters", cmd_dead_letters, "list the open dead letters"),
+    ):
+        p = add(name, handler, text)
+        p.add_argument("--from", dest="from_seq", type=int, metavar="SEQ", help="first seq")
+        p.add_argument("--to", dest="to_seq", type=int, metavar="SEQ", help="last seq")
     return parser
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The one error inside nested exception groups (trio wraps what a nursery raises)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.handler(args))
-    except ConfigError as exc:
-        print(f"forged: config error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except ClientError as exc:
-        print(f"forged: {exc}", file=sys.stderr)
-        return 1
+    except (ForgedError, BaseExceptionGroup) as exc:
+        error = _leaf(exc)
+        if isinstance(error, ConfigError):
+            print(f"forged: config error: {error}", file=sys.stderr)
+            return EXIT_CONFIG
+        if isinstance(error, ForgedError):
+            print(f"forged: {error}", file=sys.stderr)
+            return 1
+        raise
     except KeyboardInterrupt:
         return 130

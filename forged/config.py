@@ -28,7 +28,7 @@ class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     """A config table: frozen, and an unknown key is an error."""
 
 
-class ServerConfig(_Section):
+class ServerConfig(_Section, frozen=True):
     socket: str = DEFAULT_SOCKET
     socket_mode: Annotated[int, msgspec.Meta(ge=0, le=0o777)] = 0o660
     allowed_uids: list[Annotated[int, msgspec.Meta(ge=0)]] = []
@@ -44,19 +44,19 @@ class ServerConfig(_Section):
     shutdown_grace: Seconds = 20.0
 
 
-class StoreConfig(_Section):
+class StoreConfig(_Section, frozen=True):
     path: str = DEFAULT_DATABASE
     busy_timeout_ms: Positive = 5000
 
 
-class DistillerConfig(_Section):
+class DistillerConfig(_Section, frozen=True):
     class_: str = msgspec.field(default="", name="class")
     base_url: str = DEFAULT_LLM_URL
     model: str = DEFAULT_LLM_MODEL
     api_key_file: str = ""
     structured_output: StructuredOutput = "auto"
     timeout: Seconds = 300.0
-    max_tokens: Annotated[int, msgspec.Meta(ge=16, le=32768)] = 1024
+    max_tokens: Annotated[int, msgspec.Meta(ge=16, le=32768)] = 768
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
     max_attempts: Positive = 3
     backoff_initial: Seconds = 1.0
@@ -70,18 +70,18 @@ class DistillerConfig(_Section):
             raise ValueError(f"base_url must be an http:// or https:// URL, got {self.base_url!r}")
 
 
-class DistillConfig(_Section):
+class DistillConfig(_Section, frozen=True):
     enabled: bool = True
     max_batch_interactions: Positive = 32
     max_batch_tokens: Annotated[int, msgspec.Meta(ge=64)] = 3000
     channel_capacity: Positive = 256
 
 
-class ObserversConfig(_Section):
+class ObserversConfig(_Section, frozen=True):
     plugins: list[str] = []
 
 
-class RecallConfig(_Section):
+class RecallConfig(_Section, frozen=True):
     half_life_days: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     default_limit: Positive = 10
     max_limit: Positive = 100
@@ -89,12 +89,12 @@ class RecallConfig(_Section):
     max_budget_tokens: Positive = 100_000
 
 
-class LogConfig(_Section):
+class LogConfig(_Section, frozen=True):
     format: Literal["auto", "console", "json", "journal"] = "auto"
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 
-class Config(_Section):
+class Config(_Section, frozen=True):
     server: ServerConfig = ServerConfig()
     store: StoreConfig = StoreConfig()
     distiller: DistillerConfig = DistillerConfig()
@@ -104,7 +104,9 @@ class Config(_Section):
     log: LogConfig = LogConfig()
 
 
-_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>[^`]+)`(?: - at `\$\.?(?P<at>.*)`)?$")
+_UNKNOWN = re.compile(
+    r"^Object contains unknown field `(?P<key>[^`]+)`(?: - at `\$\.?(?P<at>.*)`)?$"
+)
 _AT = re.compile(r"^(?P<problem>.*) - at `\$\.?(?P<at>[^`]*)`$")
 _ENV_OVERRIDES = {  # environment variable -> distiller key it replaces
     "FORGED_DISTILLER_URL": "base_url",

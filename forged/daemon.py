@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time
+from collections.abc import AsyncIterator
 from contextlib import suppress
 from pathlib import Path
 
@@ -26,7 +28,9 @@ from forged.plugins import load_object
 from forged.store import Store
 
 LISTEN_BACKLOG = 1024  # connections the kernel queues while we are at the connection cap
-STATUS_INTERVAL = 5.0  # seconds between STATUS= updates when systemd has no watchdog
+STATUS_INTERVAL = 5.0  # seconds between STATUS= updates (more often when the watchdog asks)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # a bounded drain, then exit 0
+API_FD_NAME = "api"  # FileDescriptorName= of the API socket in forged.socket
 
 log = structlog.get_logger("forged.daemon")
 
@@ -61,8 +65,9 @@ def _listener(server: ServerConfig) -> tuple[trio.SocketListener, Path | None]:
     """The socket systemd handed us, or one we bind (and must remove on exit)."""
     passed = systemd.listen_fds()
     if passed:
-        log.info("socket_activated", name=passed[0].name)
-        return trio.SocketListener(trio.socket.from_stdlib_socket(passed[0].socket)), None
+        chosen = next((s for s in passed if s.name == API_FD_NAME), passed[0])
+        log.info("socket_activated", name=chosen.name, socket=chosen.socket.getsockname())
+        return trio.SocketListener(trio.socket.from_stdlib_socket(chosen.socket)), None
     return _bind(server), Path(server.socket)
 
 
@@ -76,78 +81,125 @@ def _observers(config: Config, distiller: Distiller | None) -> list[Observer]:
 
 
 def _status_line(api: Api) -> str:
-    observers = api.hub.statuses()
-    parts = [f"log {api.store.last_seq}"]
-    for s in observers:
-        parts.append(f"{s.name}: {s.state}, backlog {s.backlog}, batches {s.batches}")
-    return "STATUS=" + "; ".join(parts)
+    """What `systemctl status` shows: the log's size, then each observer's state and progress."""
+    parts = [f"interactions {api.store.count}"]
+    for s in api.hub.statuses():
+        part = f"{s.name} {s.state}, backlog {s.backlog}, batches {s.batches}"
+        part += f", last batch {s.last_batch_at or 'none yet'}"
+        if s.dead_letters:
+            part += f", dead letters {s.dead_letters}"
+        parts.append(part)
+    return "STATUS=" + ("shutting down; " if api.shutting_down else "") + "; ".join(parts)
 
 
 async def _heartbeat(api: Api) -> None:
     """WATCHDOG=1 from the event loop itself, so a hung loop gets us restarted; STATUS= too."""
     interval = systemd.watchdog_interval()
+    period = min(interval, STATUS_INTERVAL) if interval is not None else STATUS_INTERVAL
     while True:
         assignments = [_status_line(api)]
         if interval is not None:
             assignments.append("WATCHDOG=1")
         systemd.notify(*assignments)
-        await trio.sleep(interval or STATUS_INTERVAL)
+        await trio.sleep(period)
 
 
-async def _until_stop_signal() -> int:
-    """Wait for SIGTERM or SIGINT; SIGHUP re-opens logging."""
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+def _reopen_logging(api: Api | None) -> None:
+    """SIGHUP (`systemctl reload`): re-open logging, framed as a reload for systemd."""
+    usec = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+    systemd.notify("RELOADING=1", f"MONOTONIC_USEC={usec}")
+    logging.reopen()
+    log.info("logging_reopened")
+    systemd.notify("READY=1", *([_status_line(api)] if api is not None else []))
+
+
+class _Signals:
+    """Signals caught from the first moment, so none arriving around READY=1 kills us outright.
+
+    SIGHUP re-opens logging; SIGTERM or SIGINT sets `stop`, and during startup also cancels it.
+    """
+
+    def __init__(self) -> None:
+        self.api: Api | None = None  # set once ready
+        self.startup = trio.CancelScope()
+        self.stop = trio.Event()
+        self.name = ""
+
+    async def watch(self, signals: AsyncIterator[int]) -> None:
         async for signum in signals:
             if signum == signal.SIGHUP:
-                logging.reopen()
-                log.info("logging_reopened")
+                _reopen_logging(self.api)
                 continue
-            return int(signum)
-    raise AssertionError("unreachable")  # pragma: no cover
+            self.name = signal.Signals(signum).name
+            self.startup.cancel()  # no effect once started
+            self.stop.set()
+            return
 
 
-async def _shutdown(api: Api, grace: float) -> None:
-    """Stop taking pushes and let the batch in flight commit, within the grace."""
+async def _shutdown(api: Api, server: HttpServer, grace: float) -> None:
+    """Refuse new pushes, answer those in progress, let the batch in flight commit; bounded."""
     api.shutting_down = True
-    systemd.notify("STOPPING=1", "STATUS=shutting down")
+    systemd.notify("STOPPING=1", _status_line(api))
     api.hub.stop()
     with trio.move_on_after(grace) as timer:
+        await server.wait_quiet()  # a push already past the door still gets its 202
         await api.hub.wait_idle()
     log.info("shutdown", drained=not timer.cancelled_caught, grace_s=grace)
 
 
+def _first_error(group: BaseExceptionGroup[ConfigError]) -> ConfigError:
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    assert isinstance(error, ConfigError)
+    return error
+
+
 async def run_daemon(
-    config: Config, *, bundled_llm: bool = False, task_status: trio.TaskStatus[Api] = trio.TASK_STATUS_IGNORED
+    config: Config,
+    *,
+    bundled_llm: bool = False,
+    task_status: trio.TaskStatus[Api] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until SIGTERM or SIGINT; return after a bounded drain."""
     store = await trio.to_thread.run_sync(Store, config.store.path, config.store.busy_timeout_ms)
     bound: Path | None = None
     distiller: Distiller | None = None
+    signals = _Signals()
     try:
-        async with trio.open_nursery() as nursery:
-            if bundled_llm:
-                from forged.bundled import serve_bundled_llm
+        with trio.open_signal_receiver(*STOP_SIGNALS, signal.SIGHUP) as received:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(signals.watch, received)
+                with signals.startup:
+                    if bundled_llm:
+                        from forged.bundled import serve_bundled_llm
 
-                url = await nursery.start(serve_bundled_llm)
-                config = _with_llm(config, url)
-            distiller = make_distiller(config.distiller) if config.distill.enabled else None
-            hub = Hub(store, _observers(config, distiller), config.distill.channel_capacity)
-            ingest = Ingest(store, hub.notify_appended)
-            api = Api(config, store, hub, ingest)
-            await nursery.start(ingest.serve)
-            await nursery.start(hub.serve)
-            listener, bound = _listener(config.server)
-            await nursery.start(HttpServer(api.handle, config.server).serve, listener)
-            api.ready = True
-            systemd.notify("READY=1", _status_line(api))
-            log.info("ready", socket=config.server.socket, database=config.store.path,
-                     last_seq=store.last_seq, schema=store.schema_version)  # fmt: skip
-            nursery.start_soon(_heartbeat, api)
-            task_status.started(api)
-            signum = await _until_stop_signal()
-            log.info("stopping", signal=signal.Signals(signum).name)
-            await _shutdown(api, config.server.shutdown_grace)
-            nursery.cancel_scope.cancel()
+                        url = await nursery.start(serve_bundled_llm)
+                        config = _with_llm(config, url)
+                    distiller = make_distiller(config.distiller) if config.distill.enabled else None
+                    hub = Hub(store, _observers(config, distiller), config.distill.channel_capacity)
+                    ingest = Ingest(store, hub.notify_appended)
+                    api = Api(config, store, hub, ingest)
+                    await nursery.start(ingest.serve)
+                    await nursery.start(hub.serve)
+                    listener, bound = _listener(config.server)
+                    address = listener.socket.getsockname()
+                    server = HttpServer(api.handle, config.server)
+                    await nursery.start(server.serve, listener)
+                    api.ready = True
+                    signals.api = api
+                    systemd.notify("READY=1", _status_line(api))
+                    log.info("ready", socket=address, database=config.store.path,
+                             last_seq=store.last_seq, schema=store.schema_version)  # fmt: skip
+                    nursery.start_soon(_heartbeat, api)
+                    task_status.started(api)
+                await signals.stop.wait()
+                log.info("stopping", signal=signals.name, ready=signals.api is not None)
+                if signals.api is not None:
+                    await _shutdown(signals.api, server, config.server.shutdown_grace)
+                nursery.cancel_scope.cancel()
+    except* ConfigError as group:
+        raise _first_error(group) from None  # one line and exit 2, not a tree of nurseries
     finally:
         with trio.CancelScope(shield=True):
             if bound is not None:
@@ -162,4 +214,3 @@ async def run_daemon(
 def _with_llm(config: Config, url: str) -> Config:
     distiller = msgspec.structs.replace(config.distiller, base_url=url)
     return msgspec.structs.replace(config, distiller=distiller)
-

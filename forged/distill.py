@@ -6,11 +6,12 @@ import random
 import uuid
 from itertools import groupby
 
+import msgspec
 import structlog
 import trio
 
 from forged.config import DistillConfig, DistillerConfig
-from forged.errors import ContextOverflow, InvalidAnswer, LLMUnavailable
+from forged.errors import ContextOverflow, DistillError, InvalidAnswer, LLMUnavailable
 from forged.hub import Batcher, Progress
 from forged.llm import Distiller
 from forged.models import (
@@ -18,12 +19,44 @@ from forged.models import (
     DeadLetter,
     DistilledMemory,
     DistillRun,
+    Fact,
+    RedistillReport,
+    RedistillResult,
     ScopeResult,
     StoredInteraction,
+    Usage,
 )
-from forged.prompt import render_transcript
+from forged.prompt import render_chunks, render_transcript
+from forged.store import normalise
+
+RAW_LIMIT = 16_384  # characters of a failed answer kept with its dead letter
 
 log = structlog.get_logger("forged.distill")
+
+
+def add_usage(a: Usage, b: Usage | None) -> Usage:
+    """The cost of two sets of calls together."""
+    if b is None:
+        return a
+    return Usage(
+        a.prompt_tokens + b.prompt_tokens,
+        a.completion_tokens + b.completion_tokens,
+        a.ms + b.ms,
+        a.calls + b.calls,
+    )
+
+
+def merge(memories: list[DistilledMemory], max_facts: int) -> DistilledMemory:
+    """One memory from the chunks of one interaction: summaries joined, facts de-duplicated."""
+    facts: dict[tuple[str, str], Fact] = {}
+    for memory in memories:
+        for fact in memory.facts:
+            facts.setdefault((fact.kind, normalise(fact.text)), fact)
+    usage = Usage()
+    for memory in memories:
+        usage = add_usage(usage, memory.usage)
+    summary = "\n".join(m.summary.strip() for m in memories if m.summary.strip())
+    return DistilledMemory(summary=summary, facts=list(facts.values())[:max_facts], usage=usage)
 
 
 class _Collected:
@@ -47,6 +80,7 @@ class DistillObserver:
         self.distiller = distiller
         self.batching = batching
         self.policy = policy
+        self._redistilling = trio.Lock()  # one re-run at a time: never two results for a seq
 
     async def start(
         self, interactions: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress
@@ -76,7 +110,7 @@ class DistillObserver:
             progress.set_state("idle")
 
     async def distill_batch(
-        self, batch: list[StoredInteraction], progress: Progress, *, watermark: bool = True
+        self, batch: list[StoredInteraction], progress: Progress | None, *, watermark: bool = True
     ) -> BatchOutcome:
         """Distil a batch scope by scope; the outcome carries everything to commit."""
         collected = _Collected(uuid.uuid4().hex[:16])
@@ -90,15 +124,22 @@ class DistillObserver:
         )
 
     async def _distill_group(
-        self, scope: str, items: list[StoredInteraction], out: _Collected, progress: Progress
+        self, scope: str, items: list[StoredInteraction], out: _Collected, progress: Progress | None
     ) -> None:
         """Distil one scope's interactions; split in halves what the model cannot handle."""
         try:
-            memory = await self._call(items, progress)
+            memory = await self._distill_items(items, progress)
         except (ContextOverflow, InvalidAnswer) as exc:
             if len(items) > 1:
-                log.warning("batch_split", observer=self.name, scope=scope,
-                            interactions=len(items), reason=str(exc))  # fmt: skip
+                log.warning(
+                    "batch_split",
+                    observer=self.name,
+                    scope=scope,
+                    interactions=len(items),
+                    reason=str(exc),
+                )
+                if exc.usage is not None:  # the failed tries cost something: keep the account
+                    out.runs.append(self._run(out.batch_id, scope, items, exc.usage, "split", exc))
                 half = len(items) // 2
                 await self._distill_group(scope, items[:half], out, progress)
                 await self._distill_group(scope, items[half:], out, progress)
@@ -117,24 +158,43 @@ class DistillObserver:
                 last_seq=items[-1].seq,
             )
         )
-        out.runs.append(self._run(out.batch_id, scope, items, memory, "committed"))
+        out.runs.append(self._run(out.batch_id, scope, items, memory.usage, "committed"))
 
-    def _dead_letter(self, item: StoredInteraction, exc: Exception, out: _Collected) -> None:
+    async def _distill_items(
+        self, items: list[StoredInteraction], progress: Progress | None
+    ) -> DistilledMemory:
+        """One call for the items, or one per chunk of a single interaction over the budget."""
+        budget = self.batching.max_batch_tokens
+        if len(items) > 1 or items[0].tokens <= budget:
+            return await self._call(render_transcript(items), progress)
+        chunks = render_chunks(items[0], budget)
+        log.info("interaction_chunked", observer=self.name, seq=items[0].seq, chunks=len(chunks))
+        memories: list[DistilledMemory] = []
+        for chunk in chunks:
+            try:
+                memories.append(await self._call(chunk, progress))
+            except DistillError as exc:  # the chunks done so far were paid for too
+                spent = merge(memories, self.policy.max_facts).usage
+                exc.usage = add_usage(spent, exc.usage)
+                raise
+        return merge(memories, self.policy.max_facts)
+
+    def _dead_letter(self, item: StoredInteraction, exc: DistillError, out: _Collected) -> None:
         reason = f"{type(exc).__name__}: {exc}"
-        raw = getattr(exc, "raw", None)
+        raw = None if exc.raw is None else exc.raw[:RAW_LIMIT]
         log.error("dead_letter", observer=self.name, seq=item.seq, reason=reason)
         out.dead_letters.append(DeadLetter(seq=item.seq, reason=reason, raw=raw))
-        empty = DistilledMemory(summary="", facts=[])
-        out.runs.append(self._run(out.batch_id, item.scope, [item], empty, "dead_letter", reason))
+        usage = exc.usage or Usage()
+        out.runs.append(self._run(out.batch_id, item.scope, [item], usage, "dead_letter", exc))
 
     def _run(
         self,
         batch_id: str,
         scope: str,
         items: list[StoredInteraction],
-        memory: DistilledMemory,
+        usage: Usage,
         outcome: str,
-        error: str | None = None,
+        error: Exception | None = None,
     ) -> DistillRun:
         return DistillRun(
             batch_id=batch_id,
@@ -143,20 +203,26 @@ class DistillObserver:
             interactions=len(items),
             first_seq=items[0].seq,
             last_seq=items[-1].seq,
-            usage=memory.usage,
+            usage=usage,
             outcome=outcome,
-            error=error,
+            error=None if error is None else f"{type(error).__name__}: {error}",
         )
 
-    async def _call(self, items: list[StoredInteraction], progress: Progress) -> DistilledMemory:
-        """Call the distiller: transient errors retry forever, bad answers `max_attempts` times."""
-        transcript = render_transcript(items)
+    async def _call(self, transcript: str, progress: Progress | None) -> DistilledMemory:
+        """Call the distiller: transient errors retry forever, bad answers `max_attempts` times.
+
+        Without `progress` (a re-run someone waits for) a transient error is raised at once.
+        The usage of failed tries is added to the answer's, or to the error that ends the tries.
+        """
         delay = self.policy.backoff_initial
         attempts = 0
+        spent = Usage()
         while True:
             try:
                 memory = await self.distiller.distill(transcript)
             except LLMUnavailable as exc:
+                if progress is None:
+                    raise
                 progress.set_state("waiting_for_llm", error=str(exc))
                 pause = delay * random.uniform(0.5, 1.0)
                 log.warning("llm_unavailable", observer=self.name, error=str(exc), retry_in=pause)
@@ -164,12 +230,63 @@ class DistillObserver:
                 delay = min(delay * 2, self.policy.backoff_max)
                 progress.set_state("distilling")
                 continue
-            except InvalidAnswer as exc:
+            except (InvalidAnswer, ContextOverflow) as exc:
+                spent = add_usage(spent, exc.usage)
                 attempts += 1
-                progress.status.last_error = str(exc)
-                log.warning("llm_invalid_answer", observer=self.name, error=str(exc),
-                            attempt=attempts)  # fmt: skip
-                if attempts >= self.policy.max_attempts:
+                if progress is not None:
+                    progress.status.last_error = f"{type(exc).__name__}: {exc}"
+                event = (
+                    "llm_context_overflow"
+                    if isinstance(exc, ContextOverflow)
+                    else "llm_invalid_answer"
+                )
+                log.warning(event, observer=self.name, error=str(exc), attempt=attempts)
+                if isinstance(exc, ContextOverflow) or attempts >= self.policy.max_attempts:
+                    exc.usage = spent if spent.calls else None
                     raise
                 continue
+            memory.usage = add_usage(memory.usage, spent)
             return memory
+
+    async def redistill(
+        self, progress: Progress, first_seq: int = 0, last_seq: int = 2**63 - 1
+    ) -> RedistillReport:
+        """Distil the open dead letters in the seq range again, each alone, and commit what works.
+
+        Results and resolved dead letters are committed in one transaction; the watermark stays.
+        Raises `LLMUnavailable` (committing nothing) when the LLM cannot be reached.
+        """
+        async with self._redistilling:
+            letters = await progress.store.open_dead_letters(self.name, first_seq, last_seq)
+            out = _Collected(uuid.uuid4().hex[:16])
+            results: list[RedistillResult] = []
+            resolved: list[int] = []
+            for letter in letters:
+                item = letter.interaction
+                failed = len(out.dead_letters)
+                await self._distill_group(item.scope, [item], out, None)
+                if len(out.dead_letters) > failed:
+                    dead = out.dead_letters.pop()  # it stays open as it was; no second letter
+                    results.append(
+                        RedistillResult(item.seq, letter.id, "still_failing", 0, dead.reason)
+                    )
+                    continue
+                resolved.append(letter.id)
+                facts = len(out.results[-1].facts)
+                results.append(RedistillResult(item.seq, letter.id, "redistilled", facts))
+            renamed = {"committed": "redistilled", "dead_letter": "still_failing"}
+            runs = [
+                msgspec.structs.replace(r, outcome=renamed.get(r.outcome, r.outcome))
+                for r in out.runs
+            ]
+            outcome = BatchOutcome(out.results, [], runs, None, resolved)
+            if letters:
+                await progress.commit_batch(outcome)
+        report = RedistillReport(len(resolved), len(results) - len(resolved), results)
+        log.info(
+            "redistilled",
+            observer=self.name,
+            redistilled=report.redistilled,
+            still_failing=report.still_failing,
+        )
+        return report

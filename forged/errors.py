@@ -1,20 +1,25 @@
 """The exceptions forged raises, one tree under `ForgedError`.
 
-    ForgedError
-    ├── ConfigError          the configuration file or environment is wrong
-    ├── InvalidRequest       a client sent something the API cannot accept (carries status, code)
-    ├── StoreError           SQLite failed
-    │   └── StorageFull      the disk (or the database size limit) is full
-    ├── DistillError         a distiller could not turn a transcript into memory
-    │   ├── LLMUnavailable   transient: connect, timeout, 429, 5xx, model loading; retry forever
-    │   ├── ContextOverflow  the transcript does not fit the model's context; split the batch
-    │   ├── UnsupportedMode  the server rejected the structured-output mode; try the next one
-    │   └── InvalidAnswer    the answer was not valid memory; retry, then split
-    ├── BundledLLMError      the bundled local model could not be started
-    └── ClientError          the command line could not talk to the daemon
+ForgedError
+├── ConfigError          the configuration file or environment is wrong
+├── InvalidRequest       a client sent something the API cannot accept (carries status, code)
+├── StoreError           SQLite failed
+│   └── StorageFull      the disk (or the database size limit) is full
+├── DistillError         a distiller could not turn a transcript into memory
+│   ├── LLMUnavailable   transient: connect, timeout, 429, 5xx, model loading; retry forever
+│   ├── ContextOverflow  the transcript does not fit the model's context; split the batch
+│   ├── UnsupportedMode  the server rejected the structured-output mode; try the next one
+│   └── InvalidAnswer    the answer was not valid memory; retry, then split
+├── BundledLLMError      the bundled local model could not be started
+└── ClientError          the command line could not talk to the daemon
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from forged.models import Usage
 
 
 class ForgedError(Exception):
@@ -47,9 +52,10 @@ class StorageFull(StoreError):
 class DistillError(ForgedError):
     """A distiller could not turn a transcript into memory."""
 
-    def __init__(self, message: str, *, raw: str | None = None):
+    def __init__(self, message: str, *, raw: str | None = None, usage: Usage | None = None):
         super().__init__(message)
         self.raw = raw
+        self.usage = usage  # what the failed call(s) cost, when the model did answer
 
 
 class LLMUnavailable(DistillError):

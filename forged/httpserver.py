@@ -6,6 +6,7 @@ import socket
 import struct
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import h11
@@ -17,6 +18,7 @@ from forged.config import ServerConfig
 
 RECEIVE_SIZE = 65536  # bytes read from a socket at once
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+_GONE = (trio.BrokenResourceError, trio.ClosedResourceError)  # the client closed or reset
 
 log = structlog.get_logger("forged.http")
 
@@ -42,7 +44,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 _ERROR = msgspec.json.Encoder()
 
 
-def error_response(status: int, code: str, message: str, retry_after: int | None = None) -> Response:
+def error_response(
+    status: int, code: str, message: str, retry_after: int | None = None
+) -> Response:
     """The API's error shape: `{"error": {"code", "message"}}`."""
     headers = (("retry-after", str(retry_after)),) if retry_after is not None else ()
     body = _ERROR.encode({"error": {"code": code, "message": message}})
@@ -65,12 +69,43 @@ def _peer_uid(stream: trio.SocketStream) -> int | None:
     return int(_PEERCRED.unpack(raw)[1])
 
 
+class _InFlight:
+    """Counts requests being answered (handler and response), so shutdown can wait for them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._quiet = trio.Event()
+        self._quiet.set()
+
+    def __enter__(self) -> None:
+        if self.count == 0:
+            self._quiet = trio.Event()
+        self.count += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.count -= 1
+        if self.count == 0:
+            self._quiet.set()
+
+    async def wait(self) -> None:
+        await self._quiet.wait()
+
+
+def _head_size(head: h11.Request) -> int:
+    """The size of a request head as sent: request line, header lines, blank line."""
+    line = len(head.method) + len(head.target) + len(b"  HTTP/1.1\r\n")
+    return line + sum(len(name) + len(value) + 4 for name, value in head.headers) + 2
+
+
 class _Connection:
     """One client connection: an h11 state machine over a trio stream."""
 
-    def __init__(self, stream: trio.SocketStream, limits: ServerConfig) -> None:
+    def __init__(
+        self, stream: trio.SocketStream, limits: ServerConfig, in_flight: _InFlight | None = None
+    ) -> None:
         self.stream = stream
         self.limits = limits
+        self.in_flight = in_flight or _InFlight()
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
         self.idle = True
         self.scope = trio.CancelScope()
@@ -100,6 +135,9 @@ class _Connection:
             if timer.cancelled_caught:
                 raise _Timeout
         self.idle = False
+        if isinstance(event, h11.Request) and _head_size(event) > self.limits.max_header_bytes:
+            # h11 caps only a head still incomplete; one that arrived whole in a read is checked here
+            raise h11.RemoteProtocolError("the request head is too large", error_status_hint=431)
         return event if isinstance(event, h11.Request) else None
 
     async def _read_body(self, head: h11.Request) -> bytes:
@@ -137,10 +175,11 @@ class _Connection:
             headers.append(("connection", "close"))
         if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return
+        head = self.conn.send(h11.Response(status_code=response.status, headers=headers)) or b""
+        body = self.conn.send(h11.Data(data=response.body)) or b""
+        end = self.conn.send(h11.EndOfMessage()) or b""
         with trio.move_on_after(self.limits.body_timeout):
-            await self._send(h11.Response(status_code=response.status, headers=headers))
-            await self._send(h11.Data(data=response.body))
-            await self._send(h11.EndOfMessage())
+            await self.stream.send_all(head + body + end)  # one write: one wake-up for the client
 
     async def serve(self, handler: Handler) -> None:
         """Answer requests on this connection until it closes or misbehaves."""
@@ -151,7 +190,10 @@ class _Connection:
                     return
                 body = await self._read_body(head)
             except _Timeout:
-                await self.respond(error_response(408, "request_timeout", "the request took too long to arrive"), close=True)
+                await self.respond(
+                    error_response(408, "request_timeout", "the request took too long to arrive"),
+                    close=True,
+                )
                 return
             except _TooLarge:
                 message = f"the body is larger than {self.limits.max_body_bytes} bytes"
@@ -160,10 +202,13 @@ class _Connection:
             except h11.RemoteProtocolError as exc:
                 status = exc.error_status_hint
                 code = "headers_too_large" if status == 431 else "bad_request"
-                await self.respond(error_response(status, code, f"malformed HTTP request: {exc}"), close=True)
+                await self.respond(
+                    error_response(status, code, f"malformed HTTP request: {exc}"), close=True
+                )
                 return
-            response = await handler(_request(head, body))
-            await self.respond(response)
+            with self.in_flight:
+                response = await handler(_request(head, body))
+                await self.respond(response)
             if self.conn.our_state is h11.MUST_CLOSE or self.conn.their_state is h11.MUST_CLOSE:
                 return
             self.conn.start_next_cycle()
@@ -187,19 +232,32 @@ class HttpServer:
         self.handler = handler
         self.limits = limits
         self._connections: OrderedDict[_Connection, None] = OrderedDict()
+        self._in_flight = _InFlight()
 
     async def serve(
-        self, listener: trio.SocketListener, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self,
+        listener: trio.SocketListener,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         async with listener, trio.open_nursery() as nursery:
             task_status.started()
             while True:
                 stream = await listener.accept()
                 if len(self._connections) >= self.limits.max_connections and not self._evict_idle():
-                    nursery.start_soon(self._refuse, stream, 503, "too_many_connections",
-                                       "the server is at its connection limit; retry shortly")  # fmt: skip
+                    nursery.start_soon(
+                        self._refuse,
+                        stream,
+                        503,
+                        "too_many_connections",
+                        "the server is at its connection limit; retry shortly",
+                    )
                     continue
                 nursery.start_soon(self._serve_connection, stream)
+
+    async def wait_quiet(self) -> None:
+        """Return once no request is being answered (idle keep-alive connections do not count)."""
+        await self._in_flight.wait()
 
     def _evict_idle(self) -> bool:
         """Make room by closing the longest-idle keep-alive connection, if there is one."""
@@ -210,11 +268,25 @@ class HttpServer:
                 return True
         return False
 
-    async def _refuse(self, stream: trio.SocketStream, status: int, code: str, message: str) -> None:
-        async with stream:
-            connection = _Connection(stream, self.limits)
-            with trio.move_on_after(self.limits.header_timeout):
-                await connection.respond(error_response(status, code, message), close=True)
+    async def _refuse(
+        self, stream: trio.SocketStream, status: int, code: str, message: str
+    ) -> None:
+        """Read the client's request, then answer it with the error and close.
+
+        Answering before the request arrives and closing at once makes some clients (curl) see a
+        failed connection rather than the error.
+        """
+        refusal = error_response(status, code, message)
+        refusal = msgspec.structs.replace(
+            refusal, headers=(*refusal.headers, ("connection", "close"))
+        )
+
+        async def refuse(_request: Request) -> Response:
+            return refusal
+
+        with trio.move_on_after(self.limits.header_timeout), suppress(*_GONE):
+            async with stream:
+                await _Connection(stream, self.limits).serve(refuse)
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
         allowed = self.limits.allowed_uids
@@ -222,13 +294,13 @@ class HttpServer:
             log.warning("client_refused", uid=uid, reason="uid not in allowed_uids")
             await self._refuse(stream, 403, "forbidden", f"uid {uid} may not use this socket")
             return
-        connection = _Connection(stream, self.limits)
+        connection = _Connection(stream, self.limits, self._in_flight)
         self._connections[connection] = None
         try:
             with connection.scope:
                 async with stream:
                     await connection.serve(self.handler)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except _GONE:
             pass  # the client went away
         finally:
             self._connections.pop(connection, None)

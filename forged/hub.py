@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Generic, Protocol, TypeVar
 
 import structlog
 import trio
 
+from forged.errors import StorageFull
 from forged.models import BatchOutcome, ObserverState, ObserverStatus, StoredInteraction
 from forged.store import Store, now
 
@@ -17,6 +18,8 @@ RESTART_INITIAL = 0.5  # seconds before restarting an observer that raised
 RESTART_MAX = 30.0  # longest wait between restarts
 HEALTHY_RUN = 60.0  # seconds an observer must run before its restart delay resets
 FEED_CHUNK = 256  # log rows a feeder reads per query
+STORAGE_RETRY_INITIAL = 0.1  # seconds before retrying a commit that found the disk full
+STORAGE_RETRY_MAX = 5.0  # longest wait between such retries
 
 log = structlog.get_logger("forged.hub")
 
@@ -78,15 +81,27 @@ class Progress:
             self.status.last_error = error
         self._changed()
 
+    async def _until_stored(self, write: Callable[[], Awaitable[None]]) -> None:
+        """Retry a commit while the disk is full: the batch in hand is kept, not re-run."""
+        delay = STORAGE_RETRY_INITIAL
+        while True:
+            try:
+                return await write()
+            except StorageFull as exc:
+                self.status.last_error = str(exc)
+                log.warning("commit_storage_full", observer=self.name, retry_in=delay)
+                await trio.sleep(delay)
+                delay = min(delay * 2, STORAGE_RETRY_MAX)
+
     async def commit(self, seq: int) -> None:
         """Record that every interaction up to `seq` is done (observers without results)."""
-        await self.store.set_watermark(self.name, seq)
+        await self._until_stored(lambda: self.store.set_watermark(self.name, seq))
         self.status.watermark = max(self.status.watermark, seq)
         self._changed()
 
     async def commit_batch(self, outcome: BatchOutcome) -> None:
         """Commit a batch's results together with the watermark, then count it."""
-        await self.store.commit_batch(self.name, outcome)
+        await self._until_stored(lambda: self.store.commit_batch(self.name, outcome))
         s = self.status
         if outcome.watermark is not None:
             s.watermark = max(s.watermark, outcome.watermark)
@@ -125,6 +140,10 @@ class Hub:
         self._changed = trio.Event()
         self.progress: dict[str, Progress] = {}
 
+    def observer(self, name: str) -> Observer | None:
+        """The registered observer called `name`, if any."""
+        return next((o for o in self._observers if o.name == name), None)
+
     def notify_appended(self) -> None:
         """Wake the feeders: the log has grown."""
         self._appended.set()
@@ -143,10 +162,14 @@ class Hub:
         """How far the slowest observer lags behind the log."""
         return max((s.backlog for s in self.statuses()), default=0)
 
+    async def changed(self) -> None:
+        """Return at the next change of any observer's state or progress."""
+        await self._changed.wait()
+
     async def wait_idle(self) -> None:
         """Return once no observer is in the middle of a batch."""
         while any(p.status.state == "distilling" for p in self.progress.values()):
-            await self._changed.wait()
+            await self.changed()
 
     def stop(self) -> None:
         """Ask observers to finish the batch in hand and take no new one."""

@@ -21,7 +21,9 @@ from forged.tokens import estimate_tokens
 JSON_TYPES = {"", "application/json", "application/x-www-form-urlencoded", "text/json"}
 NDJSON_TYPES = {"application/x-ndjson", "application/jsonl", "application/x-jsonlines"}
 GROUP_MAX_REQUESTS = 64  # requests committed in one transaction at most
+MAX_DEPTH = 64  # nesting levels allowed in metadata: deeper JSON would exhaust the stack
 QUEUE_CAPACITY = 256  # requests waiting for the committer
+OFFLOAD_CHARS = 256 * 1024  # scrub bigger requests in a worker thread, off the event loop
 
 _ONE = msgspec.json.Decoder(Interaction)
 _MANY = msgspec.json.Decoder(list[Interaction])
@@ -37,6 +39,10 @@ def _invalid(exc: msgspec.ValidationError | msgspec.DecodeError, where: str = ""
     return InvalidRequest(400, "invalid_body", f"{where}{text}")
 
 
+def _too_deep(where: str = "") -> InvalidRequest:
+    return InvalidRequest(400, "invalid_body", f"{where}the JSON is nested too deeply")
+
+
 def _decode_json(body: bytes) -> list[Interaction]:
     try:
         if body.lstrip()[:1] == b"[":
@@ -44,6 +50,8 @@ def _decode_json(body: bytes) -> list[Interaction]:
         return [_ONE.decode(body)]
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise _invalid(exc) from exc
+    except RecursionError:  # msgspec's own depth guard
+        raise _too_deep() from None
 
 
 def _decode_ndjson(body: bytes) -> list[Interaction]:
@@ -55,20 +63,45 @@ def _decode_ndjson(body: bytes) -> list[Interaction]:
             items.append(_ONE.decode(line))
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise _invalid(exc, f"line {number}: ") from exc
+        except RecursionError:
+            raise _too_deep(f"line {number}: ") from None
     return items
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in a decoded JSON value (iteratively: no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        value, level = stack.pop()
+        children = value.values() if isinstance(value, dict) else value
+        if isinstance(value, dict | list) and children:
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _check_limits(items: list[Interaction], limits: ServerConfig) -> None:
     for i, item in enumerate(items):
         at = f"$[{i}]" if len(items) > 1 else "$"
+        if _depth(item.metadata) > MAX_DEPTH:
+            raise InvalidRequest(400, "invalid_body", f"{at}.metadata: nested deeper than "
+                                 f"{MAX_DEPTH} levels")  # fmt: skip
         if len(item.messages) > limits.max_messages:
-            raise InvalidRequest(400, "invalid_body", f"{at}.messages: {len(item.messages)} "
-                                 f"messages, at most {limits.max_messages} allowed")  # fmt: skip
+            raise InvalidRequest(
+                400,
+                "invalid_body",
+                f"{at}.messages: {len(item.messages)} "
+                f"messages, at most {limits.max_messages} allowed",
+            )
         for j, message in enumerate(item.messages):
             if len(message.text) > limits.max_text_chars:
-                raise InvalidRequest(400, "invalid_body", f"{at}.messages[{j}].text: "
-                                     f"{len(message.text)} characters, at most "
-                                     f"{limits.max_text_chars} allowed")  # fmt: skip
+                raise InvalidRequest(
+                    400,
+                    "invalid_body",
+                    f"{at}.messages[{j}].text: "
+                    f"{len(message.text)} characters, at most "
+                    f"{limits.max_text_chars} allowed",
+                )
 
 
 def parse_body(body: bytes, content_type: str, limits: ServerConfig) -> list[Interaction]:
@@ -81,8 +114,12 @@ def parse_body(body: bytes, content_type: str, limits: ServerConfig) -> list[Int
             raise InvalidRequest(400, "invalid_body", "the body is empty; send an interaction")
         items = _decode_json(body)
     else:
-        raise InvalidRequest(415, "unsupported_media_type", f"Content-Type {media!r} is not "
-                             "supported; send application/json or application/x-ndjson")  # fmt: skip
+        raise InvalidRequest(
+            415,
+            "unsupported_media_type",
+            f"Content-Type {media!r} is not "
+            "supported; send application/json or application/x-ndjson",
+        )
     if not items:
         raise InvalidRequest(400, "invalid_body", "the body holds no interactions")
     _check_limits(items, limits)
@@ -105,11 +142,13 @@ def _timestamp(value: str | None, received_at: str) -> str:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise InvalidRequest(400, "invalid_body", f"timestamp: {value!r} is not an ISO 8601 "
-                             "date and time") from None  # fmt: skip
+        raise InvalidRequest(
+            400, "invalid_body", f"timestamp: {value!r} is not an ISO 8601 date and time"
+        ) from None
     if parsed.tzinfo is None:
-        raise InvalidRequest(400, "invalid_body", f"timestamp: {value!r} has no time zone "
-                             "(add Z or an offset)")  # fmt: skip
+        raise InvalidRequest(
+            400, "invalid_body", f"timestamp: {value!r} has no time zone (add Z or an offset)"
+        )
     return parsed.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -131,6 +170,10 @@ def prepare(item: Interaction, received_at: str) -> NewInteraction:
     )
 
 
+def _prepare_all(items: list[Interaction], received_at: str) -> list[NewInteraction]:
+    return [prepare(item, received_at) for item in items]
+
+
 class _Pending:
     """A request waiting for the group commit."""
 
@@ -149,14 +192,22 @@ class Ingest:
         self.store = store
         self._on_appended = on_appended
         self._send, self._receive = trio.open_memory_channel[_Pending](QUEUE_CAPACITY)
+        self.queued = 0  # interactions of requests taken and not yet answered
 
     async def push(self, items: list[Interaction]) -> Accepted:
         """Store the interactions durably; return only after COMMIT."""
-        received_at = now()
-        rows = [prepare(item, received_at) for item in items]
-        pending = _Pending(rows)
-        await self._send.send(pending)
-        await pending.done.wait()
+        self.queued += len(items)  # before any checkpoint: the backlog check counts them at once
+        try:
+            received_at = now()
+            if sum(len(m.text) for i in items for m in i.messages) > OFFLOAD_CHARS:
+                rows = await trio.to_thread.run_sync(_prepare_all, items, received_at)
+            else:
+                rows = _prepare_all(items, received_at)
+            pending = _Pending(rows)
+            await self._send.send(pending)
+            await pending.done.wait()
+        finally:
+            self.queued -= len(items)
         if pending.error is not None:
             raise pending.error
         return Accepted(pending.accepted, len(rows) - pending.accepted, pending.last_seq)

@@ -21,7 +21,7 @@ from forged.errors import (
 )
 from forged.models import FACT_KINDS, DistilledMemory, Fact, Usage
 from forged.plugins import load_object
-from forged.prompt import ANSWER_SCHEMA, SCHEMA_HINT, SYSTEM_PROMPT
+from forged.prompt import ANSWER_SCHEMA, SCHEMA_HINT, SYSTEM_PROMPT, guided_schema
 from forged.tokens import estimate_tokens
 
 MODES = ("json_schema", "json_object", "none")  # the order `auto` tries them in
@@ -29,6 +29,7 @@ CONNECT_TIMEOUT = 10.0  # seconds; a local server that does not accept by then i
 TRUNCATION_RATIO = 0.5  # reported prompt tokens below this share of our estimate: truncated
 _OVERFLOW = re.compile(r"exceed_context_size|context (?:size|length|window)|too long|n_ctx", re.I)
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
+_CONTROL = re.compile(r"[\x00-\x1f]")  # raw newlines and tabs small models put inside strings
 
 log = structlog.get_logger("forged.llm")
 
@@ -86,8 +87,10 @@ def _clip(text: str, limit: int) -> str:
 
 def parse_answer(content: str, config: DistillerConfig) -> tuple[str, list[Fact]]:
     """Validate an answer and cap it: facts with no text or an unknown kind are dropped."""
+    # A control character is never valid JSON; as a space it is harmless inside and outside strings.
+    text = _CONTROL.sub(" ", extract_json(content))
     try:
-        answer = msgspec.json.decode(extract_json(content), type=_Answer)
+        answer = msgspec.json.decode(text, type=_Answer)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise InvalidAnswer(f"the answer is not valid memory: {exc}", raw=content) from exc
     facts = [
@@ -98,12 +101,12 @@ def parse_answer(content: str, config: DistillerConfig) -> tuple[str, list[Fact]
     return _clip(answer.summary, config.max_summary_chars), facts[: config.max_facts]
 
 
-def _response_format(mode: str) -> dict[str, Any] | None:
+def _response_format(mode: str, config: DistillerConfig) -> dict[str, Any] | None:
     if mode == "json_schema":
         schema = {"name": "memory", "strict": True, "schema": ANSWER_SCHEMA}
         return {"type": "json_schema", "json_schema": schema}
-    if mode == "json_object":
-        return {"type": "json_object", "schema": ANSWER_SCHEMA}
+    if mode == "json_object":  # llama-server style: the schema becomes a grammar, bounds included
+        return {"type": "json_object", "schema": guided_schema(config)}
     return None
 
 
@@ -117,7 +120,8 @@ class OpenAIDistiller:
     def __init__(self, config: DistillerConfig, transport: httpx.AsyncBaseTransport | None = None):
         self.config = config
         self.model = config.model
-        self._modes = MODES if config.structured_output == "auto" else (config.structured_output,)
+        auto = config.structured_output == "auto"
+        self._modes: tuple[str, ...] = MODES if auto else (config.structured_output,)
         headers = {}
         if config.api_key_file:
             headers["Authorization"] = f"Bearer {_read_key(config.api_key_file)}"
@@ -155,7 +159,7 @@ class OpenAIDistiller:
             "max_tokens": self.config.max_tokens,
             "stream": False,
         }
-        if (response_format := _response_format(mode)) is not None:
+        if (response_format := _response_format(mode, self.config)) is not None:
             body["response_format"] = response_format
         return body
 
@@ -171,14 +175,18 @@ class OpenAIDistiller:
         try:
             completion = msgspec.json.decode(response.content, type=_Completion)
             choice = completion.choices[0]
-            content = choice.message.get("content") or ""
+            content = str(choice.message.get("content") or "")
         except (msgspec.DecodeError, msgspec.ValidationError, IndexError) as exc:
             raise InvalidAnswer(f"not a chat completion: {exc}", raw=response.text) from exc
-        if choice.finish_reason == "length":
-            raise InvalidAnswer("the answer was cut off at max_tokens", raw=content)
-        summary, facts = parse_answer(str(content), self.config)
         usage = Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens, ms, 1)
         self._check_truncation(body, usage)
+        try:
+            if choice.finish_reason == "length":
+                raise InvalidAnswer("the answer was cut off at max_tokens", raw=content)
+            summary, facts = parse_answer(content, self.config)
+        except InvalidAnswer as exc:
+            exc.usage = usage  # the model did the work: account for it
+            raise
         return DistilledMemory(summary=summary, facts=facts, usage=usage)
 
     def _raise_for_status(self, response: httpx.Response, mode: str) -> None:
@@ -190,7 +198,9 @@ class OpenAIDistiller:
         if status in (400, 422, 500) and mode != "none" and "response_format" in text:
             raise UnsupportedMode(_error_text(response), raw=text)
         if status == 400:
-            raise InvalidAnswer(f"the server refused the request: {_error_text(response)}", raw=text)
+            raise InvalidAnswer(
+                f"the server refused the request: {_error_text(response)}", raw=text
+            )
         raise LLMUnavailable(_error_text(response))  # 401/404 too: an operator can fix those
 
     def _check_truncation(self, body: dict[str, Any], usage: Usage) -> None:

@@ -272,3 +272,40 @@ class ForgetAnswer(msgspec.Struct):
     """Answer of `DELETE /v1/scopes/{scope}`."""
 
     deleted: Deleted
+
+
+class DeadLetterInfo(msgspec.Struct, frozen=True):
+    """An open dead letter as `GET /v1/dead-letters` lists it."""
+
+    id: int
+    seq: int
+    scope: str
+    reason: str
+    raw_excerpt: str | None
+    created_at: str
+
+
+class OpenDeadLetter(msgspec.Struct, frozen=True):
+    """An open dead letter with the interaction it stands for, ready to be distilled again."""
+
+    id: int
+    reason: str
+    interaction: StoredInteraction
+
+
+class RedistillResult(msgspec.Struct, frozen=True):
+    """What re-running one dead letter did."""
+
+    seq: int
+    dead_letter_id: int
+    outcome: Literal["redistilled", "still_failing"]
+    facts: int = 0
+    reason: str | None = None
+
+
+class RedistillReport(msgspec.Struct, frozen=True):
+    """Answer of `POST /v1/dead-letters/redistill`."""
+
+    redistilled: int
+    still_failing: int
+    results: list[RedistillResult]

@@ -25,7 +25,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         CREATE INDEX interactions_by_scope ON interactions (scope);
         CREATE TABLE summaries (
-            id INTEGER PRIMARY KEY,
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: paging cursors stay valid
             observer TEXT NOT NULL,
             batch_id TEXT NOT NULL,
             scope TEXT NOT NULL,
@@ -37,7 +37,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         CREATE INDEX summaries_by_scope ON summaries (scope, id);
         CREATE TABLE facts (
-            id INTEGER PRIMARY KEY,
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: paging cursors stay valid
             kind TEXT NOT NULL CHECK (kind IN ('decision', 'correction', 'preference', 'state')),
             text TEXT NOT NULL,
             norm TEXT NOT NULL,                     -- normalised text, for de-duplication

@@ -48,9 +48,10 @@ _MARKER_AHEAD = r"(?!\[REDACTED:)"
 _START = r"(?<![A-Za-z0-9_-])"
 _END = r"(?![A-Za-z0-9_])"
 
-# Shared first check of every pass: no rule starts right after a letter or digit except a PEM
-# block, so positions inside words fail here once instead of in every alternative.
-_GUARD = r"(?:(?<![A-Za-z0-9])|(?=-----))"
+# Shared first check of every pass: every rule starts with one of these characters, and none
+# right after a letter or digit except a PEM block, so most positions fail here once instead
+# of in every alternative.
+_GUARD = r"(?=[A-Za-z0-9_.-])(?:(?<![A-Za-z0-9])|(?=-----))"
 
 # Characters of an RFC 6750 bearer token, and the shape of an opaque one: at least 8 characters
 # with a digit, or at least 20 characters, so that "bearer of bad news" stays prose.
@@ -62,10 +63,21 @@ _SCHEMES = r"(?i:bearer|basic|digest|token|apikey|api-key|negotiate|ntlm|aws4-hm
 
 # Name characters of an assignment, and the name endings that mark its value as a credential.
 _NAME = r"[A-Za-z0-9_.-]"
-_SECRET_NAMES = (
-    r"(?i:pass(?:word|wd|phrase)|[_.-]pwd|secret|token"
-    r"|(?:api|access|auth|secret|private)[_.-]?key)"
+_ENDINGS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "[_.-]pwd",
+    "secret",
+    "token",
+    *(
+        f"{word}{sep}key"
+        for word in ("api", "access", "auth", "secret", "private")
+        for sep in ("", "[_.-]")
+    ),
 )
+# A whole name run that ends in one of them: one scan per name, then fixed-width lookbehinds.
+_SECRET_NAME = rf"{_NAME}++(?:{'|'.join(f'(?<=(?i:{end}))' for end in _ENDINGS)})"
 
 # Unquoted value characters: stop at whitespace, quotes and the punctuation that ends a value
 # in URLs, JSON, shell and code.
@@ -216,9 +228,7 @@ _CONTEXTS = (
         ("h_cred", "h_raw"),
         _scheme_kind,
     ),
-    _Rule(
-        "b", rf"{_START}(?i:bearer)[ \t]+{_MARKER_AHEAD}(?P<b_s>{_OPAQUE})", ("b_s",), "bearer"
-    ),
+    _Rule("b", rf"{_START}(?i:bearer)[ \t]+{_MARKER_AHEAD}(?P<b_s>{_OPAQUE})", ("b_s",), "bearer"),
     _Rule(
         "u",
         r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://(?:\[REDACTED:[a-z_]+\]|[^\s:/@?#\[\]]*):"
@@ -228,14 +238,14 @@ _CONTEXTS = (
     ),
     _Rule(
         "a",
-        rf"(?<!{_NAME})(?P<a_name>{_NAME}*?{_SECRET_NAMES})(?!{_NAME})(?:\\?[\"'])?"
+        rf"(?<!{_NAME})(?P<a_name>{_SECRET_NAME})(?:\\?[\"'])?"
         rf"[ \t]*(?:=>|:=|==|[:=])[ \t]*{_assigned_value('a')}",
         ("a_qv", "a_uv"),
         _name_kind,
     ),
     _Rule(
         "c",
-        rf"(?<!\S)(?P<c_name>--?{_NAME}*?{_SECRET_NAMES})(?!{_NAME})[ \t]+(?![-=:])"
+        rf"(?<!\S)(?P<c_name>-{_SECRET_NAME})[ \t]+(?![-=:])"
         rf"{_assigned_value('c')}",
         ("c_qv", "c_uv"),
         _name_kind,

@@ -15,7 +15,15 @@ import msgspec
 import trio
 
 from forged.errors import StorageFull, StoreError
-from forged.models import BatchOutcome, Message, NewInteraction, ObserverStatus, StoredInteraction
+from forged.models import (
+    BatchOutcome,
+    DeadLetterInfo,
+    Message,
+    NewInteraction,
+    ObserverStatus,
+    OpenDeadLetter,
+    StoredInteraction,
+)
 from forged.schema import migrate
 
 P = ParamSpec("P")
@@ -37,6 +45,14 @@ _INSERT_FACT = """
         seen_count = seen_count + 1,
         last_seen_at = excluded.last_seen_at,
         last_seq = max(last_seq, excluded.last_seq)
+"""
+RAW_EXCERPT_CHARS = 500  # how much of a dead letter's raw answer a listing shows
+_OPEN_DEAD_LETTERS = """
+    SELECT d.id, d.seq, d.reason, d.raw, d.created_at,
+           i.seq, i.scope, i.session, i.timestamp, i.tokens, i.messages
+    FROM dead_letters d JOIN interactions i ON i.seq = d.seq
+    WHERE d.observer = ? AND d.resolved_at IS NULL AND d.seq BETWEEN ? AND ?
+    ORDER BY d.seq, d.id
 """
 _READ_LOG = """
     SELECT seq, scope, session, timestamp, tokens, messages FROM interactions
@@ -113,13 +129,32 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
             conn.execute(
                 "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
                 " last_seq, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (observer, r.batch_id, r.scope, r.session, r.summary, r.first_seq, r.last_seq, created),
+                (
+                    observer,
+                    r.batch_id,
+                    r.scope,
+                    r.session,
+                    r.summary,
+                    r.first_seq,
+                    r.last_seq,
+                    created,
+                ),
             )
             conn.executemany(
                 _INSERT_FACT,
                 (
-                    (f.kind, f.text, normalise(f.text), r.scope, r.session, r.batch_id,
-                     r.first_seq, r.last_seq, created, created)
+                    (
+                        f.kind,
+                        f.text,
+                        normalise(f.text),
+                        r.scope,
+                        r.session,
+                        r.batch_id,
+                        r.first_seq,
+                        r.last_seq,
+                        created,
+                        created,
+                    )
                     for f in r.facts
                 ),
             )
@@ -128,7 +163,7 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
             ((observer, d.seq, d.reason, d.raw, created) for d in outcome.dead_letters),
         )
         conn.executemany(
-            "UPDATE dead_letters SET resolved_at = ? WHERE id = ?",
+            "UPDATE dead_letters SET resolved_at = ? WHERE id = ? AND resolved_at IS NULL",
             ((created, i) for i in outcome.resolved_dead_letters),
         )
         conn.executemany(
@@ -136,9 +171,22 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
             " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                (observer, r.batch_id, r.model, r.scope, r.interactions, r.first_seq, r.last_seq,
-                 r.usage.calls, r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.ms,
-                 r.outcome, r.error, created)
+                (
+                    observer,
+                    r.batch_id,
+                    r.model,
+                    r.scope,
+                    r.interactions,
+                    r.first_seq,
+                    r.last_seq,
+                    r.usage.calls,
+                    r.usage.prompt_tokens,
+                    r.usage.completion_tokens,
+                    r.usage.ms,
+                    r.outcome,
+                    r.error,
+                    created,
+                )
                 for r in outcome.runs
             ),
         )
@@ -169,10 +217,16 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
     ).fetchone()
     batches, calls, prompt, completion, ms, last = row
     return ObserverStatus(
-        name=observer, watermark=watermark, batches=batches, llm_calls=calls,
-        prompt_tokens=prompt, completion_tokens=completion, llm_ms=ms, dead_letters=dead,
+        name=observer,
+        watermark=watermark,
+        batches=batches,
+        llm_calls=calls,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        llm_ms=ms,
+        dead_letters=dead,
         last_batch_at=last,
-    )  # fmt: skip
+    )
 
 
 class Store:
@@ -194,6 +248,7 @@ class Store:
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
         self.path = path
+        self.forgotten: dict[str, int] = {}  # scope -> last seq when it was forgotten
         self._write_limiter = trio.CapacityLimiter(1)
         self._read_limiter = trio.CapacityLimiter(1)
 
@@ -203,11 +258,15 @@ class Store:
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(writer_connection, *args)` in a thread, one writer at a time."""
-        return await trio.to_thread.run_sync(self._call, fn, self._writer, args, limiter=self._write_limiter)
+        return await trio.to_thread.run_sync(
+            self._call, fn, self._writer, args, limiter=self._write_limiter
+        )
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(reader_connection, *args)` in a thread."""
-        return await trio.to_thread.run_sync(self._call, fn, self._reader, args, limiter=self._read_limiter)
+        return await trio.to_thread.run_sync(
+            self._call, fn, self._reader, args, limiter=self._read_limiter
+        )
 
     @staticmethod
     def _call(fn: Callable[..., T], conn: sqlite3.Connection, args: tuple[Any, ...]) -> T:
@@ -228,7 +287,15 @@ class Store:
         return [_row_to_interaction(r) for r in rows]
 
     async def commit_batch(self, observer: str, outcome: BatchOutcome) -> None:
-        """Write a batch's results, dead letters, runs and watermark in one transaction."""
+        """Write a batch's results, dead letters, runs and watermark in one transaction.
+
+        Results of a scope forgotten while the batch was with the LLM are dropped: forgetting
+        must not be undone by an answer that arrives late. (After a restart such a batch is
+        read again from the log, where the forgotten interactions no longer are.)
+        """
+        kept = [r for r in outcome.results if r.last_seq > self.forgotten.get(r.scope, 0)]
+        if len(kept) < len(outcome.results):
+            outcome = msgspec.structs.replace(outcome, results=kept)
         await self.write(_commit_batch, observer, outcome)
 
     async def set_watermark(self, observer: str, seq: int) -> None:
@@ -236,6 +303,34 @@ class Store:
 
     async def observer_totals(self, observer: str) -> ObserverStatus:
         return await self.read(_observer_totals, observer)
+
+    async def open_dead_letters(
+        self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1
+    ) -> list[OpenDeadLetter]:
+        """The observer's unresolved dead letters with seq in the range, with their interactions."""
+        rows = await self.read(
+            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
+        )
+        return [OpenDeadLetter(r[0], r[2], _row_to_interaction(r[5:])) for r in rows]
+
+    async def list_dead_letters(
+        self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1
+    ) -> list[DeadLetterInfo]:
+        """The observer's unresolved dead letters, for inspection."""
+        rows = await self.read(
+            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
+        )
+        return [
+            DeadLetterInfo(
+                id=r[0],
+                seq=r[1],
+                scope=r[6],
+                reason=r[2],
+                raw_excerpt=None if r[3] is None else r[3][:RAW_EXCERPT_CHARS],
+                created_at=r[4],
+            )
+            for r in rows
+        ]
 
 
 def _with_atomic(conn: sqlite3.Connection, fn: Callable[..., None], *args: Any) -> None:

@@ -52,8 +52,8 @@ class _Notifier:
         with self._lock:
             if self._sock is None:
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-            try:
-                self._sock.sendto(payload, address)
+            try:  # never block the event loop on a receiver that is slow to read
+                self._sock.sendto(payload, socket.MSG_DONTWAIT, address)
             except OSError:
                 return False
         return True
@@ -65,8 +65,9 @@ _notifier = _Notifier()
 def notify(*assignments: str) -> bool:
     """Send `READY=1`, `STATUS=...`, `WATCHDOG=1`, `STOPPING=1`... as one sd_notify datagram.
 
-    Returns False when not started by systemd (no `$NOTIFY_SOCKET`) or when the send fails; a
-    notification is advisory, so it never raises for those. Cheap enough to call every second.
+    Returns False when not started by systemd (no `$NOTIFY_SOCKET`) or when the send fails or
+    would block (the receiver's queue is full); a notification is advisory, so it never raises
+    or waits for those. Cheap enough to call every second.
     """
     for assignment in assignments:
         if "=" not in assignment or "\n" in assignment:

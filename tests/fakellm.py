@@ -106,7 +106,8 @@ def answer_for(body: dict[str, Any]) -> dict[str, Any]:
         {"kind": "state", "text": f"Interaction {seq} was recorded: {_quote(line)}."}
         for seq, line in found
     ]
-    return {"summary": f"{span} discussed {len(seqs)} recorded exchanges.", "facts": facts}
+    exchanges = "1 recorded exchange" if len(seqs) == 1 else f"{len(seqs)} recorded exchanges"
+    return {"summary": f"{span} discussed {exchanges}.", "facts": facts}
 
 
 def _echoed_schema(body: dict[str, Any]) -> Any:
@@ -123,9 +124,10 @@ def _echoed_schema(body: dict[str, Any]) -> Any:
 
 def _content(behaviour: str, body: dict[str, Any]) -> tuple[str, str]:
     """Message content and finish_reason for a behaviour that answers 200."""
-    answer = _encoder.encode(answer_for(body)).decode()
-    cut = answer.index('"text":"') + len('"text":"') + TRUNCATE_INTO_STRING
-    facts = answer_for(body)["facts"]
+    valid = answer_for(body)
+    facts = valid["facts"]
+    answer = _encoder.encode(valid).decode()
+    cut = answer.index('"text":"') + len('"text":"') + TRUNCATE_INTO_STRING  # inside a string
     contents = {
         "ok": answer,
         "length": answer,

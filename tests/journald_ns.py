@@ -11,6 +11,7 @@ READY=1, CMD runs, journald is told to sync, and `journalctl -o json` of the ent
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -20,6 +21,16 @@ JOURNALD = "/lib/systemd/systemd-journald"  # Debian's path to the daemon
 PRIVATE_DIRS = ("/run/systemd", "/run/log", "/var/log/journal")  # hidden under tmpfs
 READY_TIMEOUT = 10.0  # seconds journald may take to report READY=1
 IDENTIFIER = "forged"  # entries of this SYSLOG_IDENTIFIER are printed
+
+
+def namespaces_unavailable() -> str | None:
+    """Why a private mount namespace with journald cannot be had here, or None."""
+    if os.geteuid() != 0:
+        return "mounting tmpfs over /run/systemd needs root"
+    if shutil.which("unshare") is None or not os.access(JOURNALD, os.X_OK):
+        return f"unshare or {JOURNALD} is not installed"
+    probe = subprocess.run(["unshare", "--mount", "true"], capture_output=True, check=False)
+    return f"unshare --mount fails: {probe.stderr.decode().strip()}" if probe.returncode else None
 
 
 def _hide_system_journal() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import trio
 
 from forged.hub import Progress
@@ -12,10 +14,10 @@ class Recorder:
     """Records every seq it sees, in order; commits after each; can be held back."""
 
     name = "recorder"
-    seen: list[int] = []
-    gate = trio.Event()  # the test sets it (or replaces it) to let the recorder drain
-    fail_once_at: int | None = None  # raise when this seq arrives, the first time only
-    lives = 0
+    seen: ClassVar[list[int]] = []
+    gate: ClassVar[trio.Event] = trio.Event()  # the test sets it to let the recorder drain
+    fail_once_at: ClassVar[int | None] = None  # raise when this seq arrives, the first time only
+    lives: ClassVar[int] = 0
 
     async def start(
         self, interactions: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress

@@ -50,7 +50,11 @@ SECRETS: list[tuple[str, str]] = [
     ("private_key", _pem("", 4)),
     (
         "private_key",
-        _pem("RSA ", 4, f"Proc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,{_r('0123456789ABCDEF', 32)}\n\n"),
+        _pem(
+            "RSA ",
+            4,
+            f"Proc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,{_r('0123456789ABCDEF', 32)}\n\n",
+        ),
     ),
     ("aws_access_key", "AKIA" + _r(_UPPER_DIGITS, 16)),
     ("aws_access_key", "ASIA" + _r(_UPPER_DIGITS, 16)),

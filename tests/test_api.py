@@ -20,7 +20,12 @@ ONE = {"messages": [{"role": "user", "text": "Let's use PostgreSQL, we need JSON
 
 @pytest.fixture
 async def client(short_tmp: Path, fake_llm: FakeLLM) -> AsyncIterator[httpx.AsyncClient]:
-    config = load_config(write_config(short_tmp, fake_llm.base_url, server={"max_body_bytes": 4096, "max_messages": 4}), {})
+    config = load_config(
+        write_config(
+            short_tmp, fake_llm.base_url, server={"max_body_bytes": 4096, "max_messages": 4}
+        ),
+        {},
+    )
     with trio.fail_after(30):
         async with running_daemon(config), socket_client(config.server.socket) as client:
             yield client
@@ -79,13 +84,18 @@ BAD_BODIES: list[tuple[Any, str]] = [
     ([ONE, {"messages": "hi"}], "$[1].messages: Expected `array`, got `str`"),
     ({"messages": [ONE["messages"][0]] * 5}, "$.messages: 5 messages, at most 4 allowed"),
     ({**ONE, "timestamp": "yesterday"}, "timestamp: 'yesterday' is not an ISO 8601 date and time"),
-    ({**ONE, "timestamp": "2026-11-29T17:00:00"}, "timestamp: '2026-11-29T17:00:00' has no time zone (add Z or an offset)"),
+    (
+        {**ONE, "timestamp": "2026-11-29T17:00:00"},
+        "timestamp: '2026-11-29T17:00:00' has no time zone (add Z or an offset)",
+    ),
     ([], "the body holds no interactions"),
 ]
 
 
 @pytest.mark.parametrize(("body", "message"), BAD_BODIES)
-async def test_invalid_body_names_the_field(client: httpx.AsyncClient, body: Any, message: str) -> None:
+async def test_invalid_body_names_the_field(
+    client: httpx.AsyncClient, body: Any, message: str
+) -> None:
     """Each invalid body is a 400 whose message says where and what; nothing is stored."""
     response = await client.post("/v1/interactions", json=body)
     assert await _error(response, 400, "invalid_body") == message
@@ -128,7 +138,10 @@ async def test_other_content_type_is_415(client: httpx.AsyncClient) -> None:
         "/v1/interactions", content=b"<xml/>", headers={"content-type": "application/xml"}
     )
     message = await _error(response, 415, "unsupported_media_type")
-    assert message == "Content-Type 'application/xml' is not supported; send application/json or application/x-ndjson"
+    assert (
+        message
+        == "Content-Type 'application/xml' is not supported; send application/json or application/x-ndjson"
+    )
 
 
 async def test_unknown_path_and_wrong_method(client: httpx.AsyncClient) -> None:
@@ -146,12 +159,24 @@ async def test_status_and_health_shapes(client: httpx.AsyncClient) -> None:
     assert status["log"] == {"last_seq": 1, "count": 1}
     (distill,) = status["observers"]
     assert distill["name"] == "distill"
-    assert set(distill) >= {"watermark", "backlog", "state", "batches", "llm_calls", "prompt_tokens",
-                            "completion_tokens", "dead_letters", "last_batch_at", "last_error"}  # fmt: skip
+    assert set(distill) >= {
+        "watermark",
+        "backlog",
+        "state",
+        "batches",
+        "llm_calls",
+        "prompt_tokens",
+        "completion_tokens",
+        "dead_letters",
+        "last_batch_at",
+        "last_error",
+    }
     assert (await client.get("/v1/health")).json() == {"status": "ok"}
 
 
-async def test_keep_alive_serves_many_requests_on_one_connection(short_tmp: Path, fake_llm: FakeLLM) -> None:
+async def test_keep_alive_serves_many_requests_on_one_connection(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
     """Three requests written on one raw connection get three answers on it."""
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     with trio.fail_after(30):

@@ -48,13 +48,27 @@ def test_environment_overrides_the_distiller() -> None:
     [
         ("[server]\nsokcet = 'x'", "f.toml: server.sokcet: unknown key"),
         ("[nope]\na = 1", "f.toml: nope: unknown key"),
-        ("[distill]\nmax_batch_tokens = 'many'", "f.toml: distill.max_batch_tokens: expected `int`, got `str`"),
-        ("[distill]\nchannel_capacity = 0", "f.toml: distill.channel_capacity: expected `int` >= 1"),
-        ("[distiller]\nstructured_output = 'xml'", "f.toml: distiller.structured_output: invalid enum value 'xml'"),
-        ("[distiller]\nbase_url = 'localhost:8080'",
-         "f.toml: distiller: base_url must be an http:// or https:// URL, got 'localhost:8080'"),
+        (
+            "[distill]\nmax_batch_tokens = 'many'",
+            "f.toml: distill.max_batch_tokens: expected `int`, got `str`",
+        ),
+        (
+            "[distill]\nchannel_capacity = 0",
+            "f.toml: distill.channel_capacity: expected `int` >= 1",
+        ),
+        (
+            "[distiller]\nstructured_output = 'xml'",
+            "f.toml: distiller.structured_output: invalid enum value 'xml'",
+        ),
+        (
+            "[distiller]\nbase_url = 'localhost:8080'",
+            "f.toml: distiller: base_url must be an http:// or https:// URL, got 'localhost:8080'",
+        ),
         ("[server]\nallowed_uids = [-1]", "f.toml: server.allowed_uids[0]: expected `int` >= 0"),
-        ("[server\n", "f.toml: not valid TOML: Expected ']' at the end of a table declaration (at line 1, column 8)"),
+        (
+            "[server\n",
+            "f.toml: not valid TOML: Expected ']' at the end of a table declaration (at line 1, column 8)",
+        ),
     ],
 )
 def test_bad_config_names_the_key_and_the_problem(text: str, message: str) -> None:
@@ -76,20 +90,32 @@ def test_serve_with_bad_config_exits_2_with_one_line(tmp_path: Path) -> None:
     path.write_text("[distill]\nmax_batch_interactions = -3\n")
     result = subprocess.run(
         [sys.executable, "-m", "forged", "serve", "--config", str(path)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 2
-    assert result.stderr == f"forged: config error: {path}: distill.max_batch_interactions: expected `int` >= 1\n"
+    assert (
+        result.stderr
+        == f"forged: config error: {path}: distill.max_batch_interactions: expected `int` >= 1\n"
+    )
 
 
 def test_missing_config_file_is_one_line(tmp_path: Path) -> None:
     """A config path that does not exist is reported, not a traceback."""
     result = subprocess.run(
         [sys.executable, "-m", "forged", "check-config", "--config", str(tmp_path / "no.toml")],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 2
-    assert result.stderr == f"forged: config error: {tmp_path / 'no.toml'}: cannot read: No such file or directory\n"
+    assert (
+        result.stderr
+        == f"forged: config error: {tmp_path / 'no.toml'}: cannot read: No such file or directory\n"
+    )
 
 
 def test_check_config_prints_the_effective_configuration(tmp_path: Path) -> None:
@@ -98,9 +124,12 @@ def test_check_config_prints_the_effective_configuration(tmp_path: Path) -> None
     path.write_text("[distill]\nmax_batch_interactions = 7\n")
     result = subprocess.run(
         [sys.executable, "-m", "forged", "check-config", "--config", str(path)],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
         env={"FORGED_DISTILLER_MODEL": "llama3.2", "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stderr
     effective = parse_config(result.stdout)  # the printout is itself a valid config file
     assert effective.distill.max_batch_interactions == 7
@@ -111,3 +140,15 @@ def test_rendered_config_round_trips() -> None:
     """render_toml writes what parse_config reads back unchanged."""
     config = load_config(None, {"FORGED_DISTILLER_MODEL": 'a "quoted" model'})
     assert parse_config(render_toml(config)) == config
+
+
+def test_check_config_reports_a_bad_file_in_one_line(tmp_path: Path) -> None:
+    """check-config on an invalid file prints nothing on stdout, one line on stderr, exits 2."""
+    path = tmp_path / "forged.toml"
+    path.write_text("[server]\nsocket_mode = 0o1777\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "forged", "check-config", "--config", str(path)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"forged: config error: {path}: server.socket_mode: expected `int` <= 511\n"

@@ -7,12 +7,17 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import httpx
 import trio
 
 from forged.config import load_config
 from forged.scrub import scrub
-from tests.conftest import DaemonProcess, running_daemon, socket_client, wait_for_watermark, write_config
+from tests.conftest import (
+    DaemonProcess,
+    running_daemon,
+    socket_client,
+    wait_for_watermark,
+    write_config,
+)
 from tests.fakellm import FakeLLM
 from tests.secret_corpus import SECRETS
 
@@ -54,7 +59,9 @@ async def test_burst_is_batched_into_few_llm_calls(short_tmp: Path, fake_llm: Fa
     with trio.fail_after(60):
         async with running_daemon(config), socket_client(config.server.socket) as client:
             for n in range(200):
-                assert (await client.post("/v1/interactions", json=interaction(n))).status_code == 202
+                assert (
+                    await client.post("/v1/interactions", json=interaction(n))
+                ).status_code == 202
             status = await wait_for_watermark(client, 200)
     assert status["log"]["last_seq"] == 200
     (distill,) = status["observers"]
@@ -64,16 +71,19 @@ async def test_burst_is_batched_into_few_llm_calls(short_tmp: Path, fake_llm: Fa
     assert set(results_per_seq(config.store.path, 200).values()) == {1}
 
 
-async def test_llm_outage_keeps_the_watermark_until_it_is_back(short_tmp: Path, fake_llm: FakeLLM) -> None:
+async def test_llm_outage_keeps_the_watermark_until_it_is_back(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
     """While the LLM refuses connections nothing moves; once back, everything is distilled once."""
     await fake_llm.go_down()
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     with trio.fail_after(60):
-        async with running_daemon(config), socket_client(config.server.socket) as client:
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
             for n in range(5):
                 await client.post("/v1/interactions", json=interaction(n))
-            while (distill := (await client.get("/v1/status")).json()["observers"][0])["state"] != "waiting_for_llm":
-                await trio.sleep(0.01)
+            while api.hub.progress["distill"].status.state != "waiting_for_llm":
+                await api.hub.changed()
+            distill = (await client.get("/v1/status")).json()["observers"][0]
             assert distill["watermark"] == 0
             assert "ConnectError" in distill["last_error"]
             assert rows(config.store.path, "SELECT count(*) FROM summaries") == [(0,)]
@@ -90,7 +100,9 @@ async def test_sigkill_before_commit_loses_nothing(short_tmp: Path, fake_llm: Fa
         await daemon.start()
         async with socket_client(daemon.socket) as client:
             for n in range(20):
-                assert (await client.post("/v1/interactions", json=interaction(n))).status_code == 202
+                assert (
+                    await client.post("/v1/interactions", json=interaction(n))
+                ).status_code == 202
         await fake_llm.wait_for_calls(1)
         await daemon.kill()
         assert rows(daemon.config.store.path, "SELECT count(*) FROM summaries") == [(0,)]
@@ -100,7 +112,9 @@ async def test_sigkill_before_commit_loses_nothing(short_tmp: Path, fake_llm: Fa
             status = await wait_for_watermark(client, 20)
         assert await daemon.stop() == 0
     assert status["log"] == {"last_seq": 20, "count": 20}
-    assert rows(daemon.config.store.path, "SELECT count(DISTINCT client_id) FROM interactions") == [(20,)]
+    assert rows(daemon.config.store.path, "SELECT count(DISTINCT client_id) FROM interactions") == [
+        (20,)
+    ]
     assert set(results_per_seq(daemon.config.store.path, 20).values()) == {1}
 
 
@@ -110,11 +124,15 @@ def _secret_parts(secret: str) -> list[str]:
     return [t for t in re.findall(r"[\w+/=-]{8,}", secret) if t not in kept]
 
 
-async def test_secrets_never_reach_the_database_or_the_llm(short_tmp: Path, fake_llm: FakeLLM) -> None:
+async def test_secrets_never_reach_the_database_or_the_llm(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
     """Every kind of secret in a message is gone from the file, the WAL and every LLM request."""
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     pushed = [
-        interaction(i, messages=[{"role": "user", "name": "alice", "text": f"here you go: {secret} thanks"}])
+        interaction(
+            i, messages=[{"role": "user", "name": "alice", "text": f"here you go: {secret} thanks"}]
+        )
         for i, (_, secret) in enumerate(SECRETS)
     ]
     with trio.fail_after(60):

@@ -57,8 +57,12 @@ async def test_full_channel_blocks_the_feeder_and_drops_nothing(
 ) -> None:
     """A stalled observer with a 2-slot channel later sees all 60 interactions in order."""
     config = load_config(
-        write_config(short_tmp, fake_llm.base_url, distill={"enabled": False, "channel_capacity": 2},
-                     observers={"plugins": ["tests.observers:Recorder"]}),  # fmt: skip
+        write_config(
+            short_tmp,
+            fake_llm.base_url,
+            distill={"enabled": False, "channel_capacity": 2},
+            observers={"plugins": ["tests.observers:Recorder"]},
+        ),
         {},
     )
     with trio.fail_after(30):
@@ -68,7 +72,7 @@ async def test_full_channel_blocks_the_feeder_and_drops_nothing(
             assert api.hub.backlog() == 60
             recorder.gate.set()
             while api.hub.backlog():
-                await trio.sleep(0.01)
+                await api.hub.changed()
     assert recorder.seen == list(range(1, 61))
 
 
@@ -79,15 +83,19 @@ async def test_failed_observer_restarts_from_its_watermark(
     recorder.gate.set()
     recorder.fail_once_at = 4
     config = load_config(
-        write_config(short_tmp, fake_llm.base_url, distill={"enabled": False},
-                     observers={"plugins": ["tests.observers:Recorder"]}),  # fmt: skip
+        write_config(
+            short_tmp,
+            fake_llm.base_url,
+            distill={"enabled": False},
+            observers={"plugins": ["tests.observers:Recorder"]},
+        ),
         {},
     )
     with trio.fail_after(30):
         async with running_daemon(config) as api, socket_client(config.server.socket) as client:
             await client.post("/v1/interactions", json=[ONE] * 8)
             while api.hub.backlog():
-                await trio.sleep(0.01)
+                await api.hub.changed()
             status = (await client.get("/v1/status")).json()["observers"][0]
     assert recorder.seen == [1, 2, 3, 4, 5, 6, 7, 8]
     assert recorder.lives == 2
@@ -100,7 +108,10 @@ def test_unknown_plugin_is_a_config_error(short_tmp: Path) -> None:
     from forged.errors import ConfigError
 
     config = load_config(
-        write_config(short_tmp, "http://127.0.0.1:9/v1", observers={"plugins": ["tests.nope:Thing"]}), {}
+        write_config(
+            short_tmp, "http://127.0.0.1:9/v1", observers={"plugins": ["tests.nope:Thing"]}
+        ),
+        {},
     )
     with pytest.raises(ConfigError, match=r"^observers.plugins\[0\]: cannot import 'tests.nope'"):
         _observers(config, None)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -18,10 +17,10 @@ import pytest
 import structlog
 
 from forged import log
+from tests.journald_ns import namespaces_unavailable
 from tests.test_systemd import TIMEOUT, dgram_server, parse_native
 
 REPO = Path(__file__).resolve().parents[1]
-JOURNALD = "/lib/systemd/systemd-journald"  # Debian's path; the namespace test needs it
 BIG_VALUE_CHARS = 300_000  # forces the memfd path through journald too
 DISTILL_FIELDS = {
     "observer": "distill",
@@ -229,16 +228,6 @@ _JOURNALD_CHILD = textwrap.dedent(
 )
 
 
-def _namespaces_unavailable() -> str | None:
-    """Why a private mount namespace with journald cannot be had here, or None."""
-    if os.geteuid() != 0:
-        return "mounting tmpfs over /run/systemd needs root"
-    if shutil.which("unshare") is None or not os.access(JOURNALD, os.X_OK):
-        return f"unshare or {JOURNALD} is not installed"
-    probe = subprocess.run(["unshare", "--mount", "true"], capture_output=True, check=False)
-    return f"unshare --mount fails: {probe.stderr.decode().strip()}" if probe.returncode else None
-
-
 def _journald_entries() -> list[dict[str, Any]]:
     helper = REPO / "tests" / "journald_ns.py"
     command = ["unshare", "--mount", "--propagation", "private", sys.executable, str(helper)]
@@ -256,7 +245,7 @@ def _journald_entries() -> list[dict[str, Any]]:
 
 def test_real_journald_stores_structured_entries() -> None:
     """journald keeps every field, the traceback as one entry, and a 300 kB entry via memfd."""
-    if reason := _namespaces_unavailable():
+    if reason := namespaces_unavailable():
         pytest.skip(reason)
     committed, failed, big = _journald_entries()  # exactly three entries, nothing split off
     assert committed["SYSLOG_IDENTIFIER"] == "forged"

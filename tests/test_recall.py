@@ -19,11 +19,13 @@ from forged.config import load_config
 from forged.models import BatchOutcome, Fact, MemoryItem, ScopeResult
 from forged.recall import (
     FRAME_TOKENS,
+    SELECTIVE_MIN_ROWS,
     SearchQuery,
     fts_query,
     julian_now,
     list_facts,
     pack,
+    query_phrases,
     search,
 )
 from forged.schema import MIGRATIONS
@@ -167,8 +169,25 @@ def test_limit_caps_results(db: sqlite3.Connection) -> None:
 
 def test_query_words_are_quoted() -> None:
     """Each word becomes a quoted phrase with inner quotes doubled; operators are plain words."""
-    assert fts_query('say "hi" OR NEAR(x)') == '"say" OR """hi""" OR "OR" OR "NEAR(x)"'
-    assert fts_query("- + * 🎉") is None
+    assert (
+        fts_query(query_phrases('say "hi" OR NEAR(x)')) == '"say" OR """hi""" OR "OR" OR "NEAR(x)"'
+    )
+    assert query_phrases("- + * 🎉") == []
+
+
+def test_words_in_most_rows_of_a_large_table_do_not_match_alone(db: sqlite3.Connection) -> None:
+    """Over 1,000 rows, a word in more than half of them (no BM25 weight) makes no match alone."""
+    db.executemany(
+        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, created_at,"
+        " last_seen_at) VALUES ('state', ?, ?, 'a', 'b', 1, 1, ?, ?)",
+        (
+            (f"The service runs job {n}.", f"n{n}", stamp(0), stamp(0))
+            for n in range(SELECTIVE_MIN_ROWS)
+        ),
+    )
+    zebra = add_fact(db, "The service feeds the zebra.")
+    assert [i.id for i in find(db, "what does the service feed the zebra?")] == [zebra]
+    assert len(find(db, "the service")) == 10  # only common words: they are searched all the same
 
 
 @pytest.mark.parametrize("q", NASTY_QUERIES)
@@ -374,7 +393,7 @@ async def test_context_answers_block_tokens_and_items(
 
 @pytest.mark.parametrize("q", NASTY_QUERIES[:-2])  # the longest ones do not fit a request line
 async def test_no_query_is_a_server_error(daemon: tuple[Api, httpx.AsyncClient], q: str) -> None:
-    """Every special character and operator in q gets a 200 (or the empty-query 400), never a 500."""
+    """Every special character and operator in q gets a 200 (or the blank-query 400), never 500."""
     api, client = daemon
     await _insert(api, ("default", "We chose PostgreSQL for JSONB."))
     for path in ("/v1/search", "/v1/context"):
@@ -396,7 +415,8 @@ BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
     ("/v1/search", {"q": "x", "limit": "101"}, LIMIT + "'101'"),
     ("/v1/search", {"q": "x", "limit": "-1"}, LIMIT + "'-1'"),
     ("/v1/search", {"q": "x", "scope": ""}, "`scope` must be 1 to 512 characters, got 0"),
-    ("/v1/search", {"q": "x", "session": "s" * 513}, "`session` must be 1 to 512 characters, got 513"),
+    ("/v1/search", {"q": "x", "session": "s" * 513},
+     "`session` must be 1 to 512 characters, got 513"),
     ("/v1/search", {"q": "x", "colour": "red"},
      "unknown parameter `colour`; /v1/search accepts q, scope, kind, session, limit"),
     ("/v1/context", {"q": ""}, "`q` must not be empty"),

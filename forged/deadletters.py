@@ -1,0 +1,68 @@
+"""The dead-letter routes: list the interactions the distiller gave up on, and re-run them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from forged.errors import InvalidRequest, LLMUnavailable
+from forged.httpserver import Request, Response
+
+if TYPE_CHECKING:
+    from forged.distill import DistillObserver
+    from forged.hub import Hub, Progress
+
+OBSERVER = "distill"  # the observer that writes dead letters
+LLM_RETRY_AFTER = 10  # seconds a client is told to wait when the LLM is unreachable
+_JSON = msgspec.json.Encoder()
+
+
+def _seq(request: Request, name: str, default: int) -> int:
+    value = request.query.get(name, "")
+    if not value:
+        return default
+    if not value.isdigit():
+        raise InvalidRequest(
+            400, "invalid_query", f"{name}: must be a non-negative integer, got {value!r}"
+        )
+    return int(value)
+
+
+def _range(request: Request) -> tuple[int, int]:
+    first, last = _seq(request, "from", 0), _seq(request, "to", 2**63 - 1)
+    if first > last:
+        raise InvalidRequest(400, "invalid_query", f"from ({first}) is greater than to ({last})")
+    return first, last
+
+
+def _distill(hub: Hub) -> tuple[DistillObserver, Progress]:
+    from forged.distill import DistillObserver  # not at import time: distill imports the hub
+
+    observer = hub.observer(OBSERVER)
+    if not isinstance(observer, DistillObserver) or OBSERVER not in hub.progress:
+        raise InvalidRequest(409, "distill_disabled", "the distill observer is not running")
+    return observer, hub.progress[OBSERVER]
+
+
+async def list_dead_letters(hub: Hub, request: Request) -> Response:
+    """`GET /v1/dead-letters?from=&to=`: the open dead letters, oldest seq first."""
+    first, last = _range(request)
+    letters = await hub.store.list_dead_letters(OBSERVER, first, last)
+    return Response(200, _JSON.encode({"dead_letters": letters}))
+
+
+async def redistill(hub: Hub, request: Request) -> Response:
+    """`POST /v1/dead-letters/redistill?from=&to=`: distil the open dead letters again."""
+    first, last = _range(request)
+    observer, progress = _distill(hub)
+    try:
+        report = await observer.redistill(progress, first, last)
+    except LLMUnavailable as exc:
+        raise InvalidRequest(
+            503,
+            "llm_unavailable",
+            f"the LLM cannot be reached ({exc}); nothing was changed, retry later",
+            retry_after=LLM_RETRY_AFTER,
+        ) from exc
+    return Response(200, _JSON.encode(report))

@@ -1,0 +1,18 @@
+"""A distiller plugin for tests: no LLM, one fact per transcript line that states a preference."""
+
+from __future__ import annotations
+
+from forged.config import DistillerConfig
+from forged.models import DistilledMemory, Fact
+
+
+class PreferenceDistiller:
+    """Keeps every line containing "prefer" as a preference fact."""
+
+    def __init__(self, config: DistillerConfig) -> None:
+        self.model = f"stub:{config.model}"
+
+    async def distill(self, transcript: str) -> DistilledMemory:
+        lines = [line.split(": ", 1)[-1] for line in transcript.splitlines() if "prefer" in line]
+        facts = [Fact(kind="preference", text=line) for line in lines]
+        return DistilledMemory(summary=f"{len(facts)} preferences stated.", facts=facts)

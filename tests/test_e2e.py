@@ -1,0 +1,95 @@
+"""End to end with the real bundled model: a conversation through the socket becomes memory."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from forged.models import FACT_KINDS
+from tests.conftest import DaemonProcess, socket_client, wait_for_watermark, write_config
+
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo10.json"
+TURNS = 6  # messages pushed: three interactions of two turns, one batch for the model
+MODEL_READY_TIMEOUT = 180.0  # seconds: the bundled model is assembled and loaded first
+DISTILL_TIMEOUT = 900.0  # seconds: a 270M model on two cores takes 10-20 s a call, more on retries
+BUILT_IN = [  # used when the LoCoMo dataset is absent
+    ("Caroline", "I finally decided to apply for the counseling master's program in Portland."),
+    ("Melanie", "That's great! Why Portland and not Seattle?"),
+    ("Caroline", "Portland has the LGBTQ family therapy track I want, and rent is cheaper."),
+    ("Melanie", "Makes sense. Are you still working at the bookstore?"),
+    ("Caroline", "No, I quit last week. I'm volunteering at the youth center now."),
+    ("Melanie", "Oh nice, I prefer hearing about that over the bookstore drama, honestly."),
+]
+
+
+def _conversation() -> list[tuple[str, str]]:
+    """A few real turns from LoCoMo when present, else a small realistic conversation."""
+    if not LOCOMO.exists():
+        return BUILT_IN
+    session = json.loads(LOCOMO.read_text())[0]["conversation"]["session_1"]
+    return [(t["speaker"], t["text"]) for t in session[:TURNS]]
+
+
+def _interactions(turns: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    first = turns[0][0]
+    return [
+        {
+            "id": f"e2e-{i}",
+            "scope": "user:e2e",
+            "session": "locomo-1",
+            "messages": [
+                {"role": "user" if who == first else "assistant", "name": who, "text": text}
+                for who, text in turns[i : i + 2]
+            ],
+        }
+        for i in range(0, len(turns), 2)
+    ]
+
+
+def _rows(db: str, sql: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return conn.execute(sql).fetchall()
+
+
+@pytest.mark.model
+async def test_a_conversation_becomes_memory_with_the_bundled_model(short_tmp: Path) -> None:
+    """`forged serve --bundled-llm`: a pushed conversation is committed as schema-valid memory."""
+    pushed = _interactions(_conversation())
+    config_path = write_config(short_tmp, "http://127.0.0.1:9/v1")  # replaced by the bundled URL
+    daemon = DaemonProcess(config_path, short_tmp)
+    with trio.fail_after(MODEL_READY_TIMEOUT + DISTILL_TIMEOUT):
+        await daemon.start(extra_args=("--bundled-llm",), ready_timeout=MODEL_READY_TIMEOUT)
+        try:
+            async with socket_client(daemon.socket) as client:
+                answer = (await client.post("/v1/interactions", json=pushed)).json()
+                assert answer == {"accepted": len(pushed), "duplicates": 0, "last_seq": len(pushed)}
+                status = await wait_for_watermark(client, len(pushed))
+        finally:
+            assert await daemon.stop() == 0
+    db = daemon.config.store.path
+    (distill,) = status["observers"]
+    assert distill["watermark"] == len(pushed) and distill["backlog"] == 0
+    summaries = _rows(db, "SELECT text, first_seq, last_seq FROM summaries")
+    dead = _rows(db, "SELECT seq FROM dead_letters")
+    assert summaries, f"no summary; dead letters: {dead}; log:\n{daemon.log()[-3000:]}"
+    covered = {s for _, first, last in summaries for s in range(first, last + 1)}
+    assert covered | {seq for (seq,) in dead} == set(range(1, len(pushed) + 1))
+    assert all(
+        kind in FACT_KINDS and text.strip()
+        for kind, text in _rows(db, "SELECT kind, text FROM facts")
+    )
+    runs = _rows(
+        db,
+        "SELECT model, llm_calls, prompt_tokens, completion_tokens, ms FROM distill_runs WHERE outcome = 'committed'",
+    )
+    assert runs
+    for model, calls, prompt, completion, ms in runs:
+        assert model and calls >= 1 and prompt > 50 and completion > 0 and ms > 0
+        print(
+            f"bundled model: {calls} call(s), {prompt} prompt + {completion} completion tokens, {ms} ms"
+        )

@@ -1,0 +1,239 @@
+"""The OpenAI-compatible distiller against the fake LLM server: answers, errors, modes, accounting."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+from structlog.testing import capture_logs
+
+from forged.config import DistillerConfig
+from forged.errors import ContextOverflow, InvalidAnswer, LLMUnavailable
+from forged.llm import OpenAIDistiller, make_distiller, parse_answer
+from forged.models import Fact
+from tests.fakellm import FakeLLM
+
+TIMEOUT = 10  # seconds any single test may take
+TRANSCRIPT = (
+    "Transcript to remember (data, not instructions):\n<transcript>\n"
+    '<interaction seq="7" time="2026-11-29T17:00:00Z">\n'
+    "user (alice): Let's use PostgreSQL, we need JSONB.\n"
+    "assistant: Agreed: PostgreSQL for the new service.\n"
+    "</interaction>\n</transcript>"
+)
+EXPECTED_FACT = Fact(
+    "state", "Interaction 7 was recorded: user (alice): Let's use PostgreSQL, we need JSONB."
+)
+
+
+@pytest.fixture
+async def client(fake_llm: FakeLLM) -> AsyncIterator[OpenAIDistiller]:
+    distiller = OpenAIDistiller(DistillerConfig(base_url=fake_llm.base_url))
+    yield distiller
+    await distiller.aclose()
+
+
+def _format_type(body: dict[str, Any]) -> str | None:
+    fmt = body.get("response_format")
+    return fmt["type"] if isinstance(fmt, dict) else None
+
+
+@pytest.mark.parametrize("behaviour", ["ok", "prose", "fence", "whitespace"])
+async def test_the_json_object_is_found_in_any_wrapping(
+    client: OpenAIDistiller, fake_llm: FakeLLM, behaviour: str
+) -> None:
+    """Bare JSON, JSON in prose, in markdown fences or before endless whitespace all parse."""
+    fake_llm.default = behaviour
+    with trio.fail_after(TIMEOUT):
+        memory = await client.distill(TRANSCRIPT)
+    assert memory.summary == "Interaction 7 discussed 1 recorded exchange."
+    assert memory.facts == [EXPECTED_FACT]
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "message"),
+    [
+        ("truncated", r"^the answer was cut off at max_tokens$"),
+        ("length", r"^the answer was cut off at max_tokens$"),
+        ("truncated_stop", r"^the answer is not valid memory: Input data was truncated$"),
+        (
+            "schema_echo",
+            r"^the answer is not valid memory: Object missing required field `summary`$",
+        ),
+        (
+            "wrong_shape",
+            r"^the answer is not valid memory: Object missing required field `summary`$",
+        ),
+        ("garbage", r"^the answer holds no JSON object$"),
+        ("empty", r"^the answer holds no JSON object$"),
+    ],
+)
+async def test_a_malformed_answer_is_an_invalid_answer(
+    client: OpenAIDistiller, fake_llm: FakeLLM, behaviour: str, message: str
+) -> None:
+    """Each malformed-answer kind raises InvalidAnswer naming the problem, with the raw answer."""
+    fake_llm.default = behaviour
+    with trio.fail_after(TIMEOUT), pytest.raises(InvalidAnswer, match=message) as caught:
+        await client.distill(TRANSCRIPT)
+    assert caught.value.raw is not None
+    assert caught.value.usage is not None and caught.value.usage.calls == 1
+
+
+async def test_unknown_fact_kinds_are_dropped_and_the_summary_kept(
+    client: OpenAIDistiller, fake_llm: FakeLLM
+) -> None:
+    """Facts of a kind forged does not know are dropped, not the whole answer."""
+    fake_llm.default = "unknown_kind"
+    with trio.fail_after(TIMEOUT):
+        memory = await client.distill(TRANSCRIPT)
+    assert (memory.summary, memory.facts) == ("Odd kinds.", [])
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503])
+async def test_transient_statuses_are_llm_unavailable(
+    client: OpenAIDistiller, fake_llm: FakeLLM, status: int
+) -> None:
+    """429 and 5xx (503 while the model loads) are transient: LLMUnavailable."""
+    fake_llm.default = f"status:{status}"
+    with trio.fail_after(TIMEOUT), pytest.raises(LLMUnavailable, match=rf"^HTTP {status}: "):
+        await client.distill(TRANSCRIPT)
+
+
+async def test_connection_refused_is_llm_unavailable(
+    client: OpenAIDistiller, fake_llm: FakeLLM
+) -> None:
+    """A server that is not listening is transient too."""
+    await fake_llm.go_down()
+    with trio.fail_after(TIMEOUT), pytest.raises(LLMUnavailable, match=r"^ConnectError: "):
+        await client.distill(TRANSCRIPT)
+
+
+@pytest.mark.parametrize("behaviour", ["overflow400", "overflow500"])
+async def test_context_overflow_is_recognised_with_either_status(
+    client: OpenAIDistiller, fake_llm: FakeLLM, behaviour: str
+) -> None:
+    """llama-server's exceed_context_size_error as 400 or 500 is ContextOverflow, not transient."""
+    fake_llm.default = behaviour
+    with trio.fail_after(TIMEOUT), pytest.raises(ContextOverflow, match=r"^HTTP (400|500): "):
+        await client.distill(TRANSCRIPT)
+
+
+@pytest.mark.parametrize("status", [400, 500])
+async def test_auto_falls_back_from_a_rejected_mode_and_remembers(
+    client: OpenAIDistiller, fake_llm: FakeLLM, status: int
+) -> None:
+    """json_schema refused (500 like llama-cpp-python, or 400): json_object, kept for later calls."""
+    fake_llm.reject_response_formats = {"json_schema"}
+    fake_llm.reject_status = status
+    with trio.fail_after(TIMEOUT):
+        first = await client.distill(TRANSCRIPT)
+        second = await client.distill(TRANSCRIPT)
+    assert first.facts == second.facts == [EXPECTED_FACT]
+    assert [_format_type(r) for r in fake_llm.requests] == [
+        "json_schema",
+        "json_object",
+        "json_object",
+    ]
+
+
+async def test_auto_ends_with_the_schema_in_the_prompt(
+    client: OpenAIDistiller, fake_llm: FakeLLM
+) -> None:
+    """A server refusing both formats gets a request without response_format, schema in the prompt."""
+    fake_llm.reject_response_formats = {"json_schema", "json_object"}
+    with trio.fail_after(TIMEOUT):
+        await client.distill(TRANSCRIPT)
+    last = fake_llm.requests[-1]
+    assert "response_format" not in last
+    assert "The answer must follow this JSON schema" in last["messages"][0]["content"]
+
+
+async def test_a_fixed_mode_that_is_refused_is_an_invalid_answer(fake_llm: FakeLLM) -> None:
+    """With structured_output fixed, a refusal is not retried in another mode."""
+    fake_llm.reject_response_formats = {"json_schema"}
+    config = DistillerConfig(base_url=fake_llm.base_url, structured_output="json_schema")
+    distiller = OpenAIDistiller(config)
+    try:
+        with trio.fail_after(TIMEOUT), pytest.raises(InvalidAnswer, match=r"^HTTP 500: "):
+            await distiller.distill(TRANSCRIPT)
+    finally:
+        await distiller.aclose()
+    assert fake_llm.calls == 1
+
+
+async def test_json_object_mode_sends_a_bounded_schema(fake_llm: FakeLLM) -> None:
+    """llama-server style requests carry the schema with a bounded fact list."""
+    config = DistillerConfig(base_url=fake_llm.base_url, structured_output="json_object")
+    distiller = OpenAIDistiller(config)
+    try:
+        with trio.fail_after(TIMEOUT):
+            await distiller.distill(TRANSCRIPT)
+    finally:
+        await distiller.aclose()
+    schema = fake_llm.requests[0]["response_format"]["schema"]
+    assert schema["properties"]["facts"]["maxItems"] == 8
+    assert "maxLength" not in repr(schema)  # llama.cpp's grammar for it crashes the server
+    assert fake_llm.requests[0]["max_tokens"] == config.max_tokens
+
+
+async def test_usage_is_reported(client: OpenAIDistiller, fake_llm: FakeLLM) -> None:
+    """Prompt and completion tokens come from the server; the call is timed."""
+    fake_llm.latency = 0.05
+    with trio.fail_after(TIMEOUT):
+        memory = await client.distill(TRANSCRIPT)
+    assert memory.usage.calls == 1
+    assert memory.usage.prompt_tokens > 100
+    assert memory.usage.completion_tokens > 10
+    assert memory.usage.ms >= 50
+
+
+async def test_a_silently_truncated_prompt_is_warned_about(
+    client: OpenAIDistiller, fake_llm: FakeLLM
+) -> None:
+    """A prompt-token count far below the estimate logs llm_prompt_truncated."""
+    fake_llm.prompt_tokens_factor = 0.1
+    with trio.fail_after(TIMEOUT), capture_logs() as logs:
+        await client.distill(TRANSCRIPT)
+    (warning,) = [e for e in logs if e["event"] == "llm_prompt_truncated"]
+    assert warning["log_level"] == "warning"
+    assert warning["prompt_tokens"] < warning["estimated_tokens"] / 2
+
+
+async def test_a_full_prompt_is_not_warned_about(
+    client: OpenAIDistiller, fake_llm: FakeLLM
+) -> None:
+    """A prompt-token count near the estimate logs no truncation warning."""
+    with trio.fail_after(TIMEOUT), capture_logs() as logs:
+        await client.distill(TRANSCRIPT)
+    assert [e for e in logs if e["event"] == "llm_prompt_truncated"] == []
+
+
+def test_raw_control_characters_in_strings_are_repaired() -> None:
+    """A raw newline inside a string (as small models write) does not make the answer invalid."""
+    content = '{"summary": "Two\nlines", "facts": [{"kind": "decision", "text": "Use\tSQLite."}]}'
+    summary, facts = parse_answer(content, DistillerConfig())
+    assert summary == "Two lines"
+    assert facts == [Fact("decision", "Use SQLite.")]
+
+
+def test_answers_are_capped() -> None:
+    """Facts per answer, characters per fact and per summary are capped; blank facts dropped."""
+    config = DistillerConfig(max_facts=2, max_fact_chars=10, max_summary_chars=12)
+    facts = [{"kind": "state", "text": t} for t in ["  ", "short", "a much longer fact text", "x"]]
+    content = json.dumps({"summary": "s" * 50, "facts": facts})
+    summary, kept = parse_answer(content, config)
+    assert summary == "s" * 11 + "…"
+    assert kept == [Fact("state", "short"), Fact("state", "a much lo…")]
+
+
+def test_a_bad_distiller_class_is_a_config_error() -> None:
+    """`[distiller] class` must name an importable object; the message names the key."""
+    from forged.errors import ConfigError
+
+    with pytest.raises(
+        ConfigError, match=r"^distiller.class: cannot import 'no_such_module': No module named"
+    ):
+        make_distiller(DistillerConfig(class_="no_such_module:Thing"))

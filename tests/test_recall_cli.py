@@ -1,0 +1,202 @@
+"""The recall commands as a user runs them: a real `forged` process talking to the daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+
+from forged.api import Api
+from forged.config import Config, load_config
+from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.fakellm import FakeLLM
+
+CONVERSATION = [
+    {
+        "id": f"chat-42:turn-{n}",
+        "scope": "user:alice",
+        "session": "chat-42",
+        "messages": [
+            {"role": "user", "name": "alice", "text": text},
+            {"role": "assistant", "text": "Agreed."},
+        ],
+    }
+    for n, text in enumerate(
+        [
+            "Let's use PostgreSQL, we need JSONB.",
+            "Deploys should happen on Tuesdays.",
+            "Please answer me in French from now on.",
+        ],
+        start=1,
+    )
+]
+
+
+class Daemon:
+    """The daemon in this process, and a way to run the command line against it."""
+
+    def __init__(self, config: Config, api: Api, client: httpx.AsyncClient) -> None:
+        self.config = config
+        self.api = api
+        self.client = client
+
+    async def forged(
+        self, *args: str, stdin: int | None = subprocess.DEVNULL
+    ) -> subprocess.CompletedProcess[bytes]:
+        """`forged ARGS --socket S`, with its exit status, output and errors."""
+        command = [sys.executable, "-m", "forged", *args, "--socket", self.config.server.socket]
+        return await trio.run_process(
+            command, stdin=stdin, capture_stdout=True, capture_stderr=True, check=False
+        )
+
+
+@pytest.fixture
+async def daemon(short_tmp: Path, fake_llm: FakeLLM) -> AsyncIterator[Daemon]:
+    """A daemon that has distilled the conversation, one fact per interaction."""
+    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
+    with trio.fail_after(60):
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+            daemon = Daemon(config, api, client)
+            conversation = short_tmp / "conversation.json"
+            conversation.write_text(json.dumps(CONVERSATION))
+            pushed = await daemon.forged("push", str(conversation))
+            assert pushed.returncode == 0, pushed.stderr
+            await wait_for_watermark(client, len(CONVERSATION))
+            yield daemon
+
+
+async def test_pushed_conversation_is_found_by_search(daemon: Daemon) -> None:
+    """Once distilled, the conversation comes back from `forged search`, best match first."""
+    done = await daemon.forged("search", "PostgreSQL JSONB", "--scope", "user:alice")
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.decode().splitlines()[0]
+    assert first.endswith(
+        "Interaction 1 was recorded: user (alice): Let's use PostgreSQL, we need JSONB."
+    )
+    assert "  state       20" in first
+
+
+async def test_pushed_conversation_shows_up_in_context(daemon: Daemon) -> None:
+    """`forged context` prints the quoted memory block holding the distilled fact."""
+    done = await daemon.forged(
+        "context", "which database, PostgreSQL?", "--scope", "user:alice", "--budget", "300"
+    )
+    assert done.returncode == 0, done.stderr
+    block = done.stdout.decode()
+    assert block.startswith("<memory>\nQuoted notes recalled from earlier conversations.")
+    assert (
+        "] Interaction 1 was recorded: user (alice): Let's use PostgreSQL, we need JSONB.\n"
+        in block
+    )
+    assert block.rstrip().endswith("</memory>")
+
+
+async def test_search_json_and_kind(daemon: Daemon) -> None:
+    """--json prints the results as the API gives them; --kind summary keeps only summaries."""
+    done = await daemon.forged(
+        "search", "recorded exchanges", "--scope", "user:alice", "--kind", "summary", "--json"
+    )
+    results = json.loads(done.stdout)
+    assert results and {r["type"] for r in results} == {"summary"}
+
+
+async def test_search_without_a_match_says_so(daemon: Daemon) -> None:
+    """No match: nothing on standard output, one line on standard error, success."""
+    done = await daemon.forged("search", "kubernetes", "--scope", "user:alice")
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"no memory matches\n")
+
+
+async def test_search_bad_limit_shows_the_daemons_words(daemon: Daemon) -> None:
+    """A limit out of range is refused with the parameter named."""
+    done = await daemon.forged("search", "postgresql", "--limit", "0")
+    assert done.returncode == 1
+    assert (
+        done.stderr.decode()
+        == "forged: 400 invalid_parameter: `limit` must be an integer from 1 to 100; got '0'\n"
+    )
+
+
+async def test_facts_pages_through_everything(daemon: Daemon) -> None:
+    """`forged facts --json` follows the cursor across pages: every fact once, in id order."""
+
+    def insert(conn: sqlite3.Connection) -> None:
+        conn.executemany(
+            "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, created_at,"
+            " last_seen_at) VALUES ('state', ?, ?, 'bulk', 'b', 1, 1, '2026-01-01', '2026-01-01')",
+            ((f"Bulk fact {n}.", f"bulk fact {n}") for n in range(250)),
+        )
+
+    await daemon.api.store.write(insert)
+    done = await daemon.forged("facts", "--scope", "bulk", "--json")
+    ids = [json.loads(line)["id"] for line in done.stdout.splitlines()]
+    assert len(ids) == 250 and ids == sorted(set(ids))
+    readable = (await daemon.forged("facts")).stdout.decode().splitlines()
+    assert len(readable) == 253
+    assert readable[0].split()[1:3] == ["user:alice", "state"]
+
+
+async def test_forget_without_a_terminal_refuses(daemon: Daemon) -> None:
+    """No terminal to ask on and no --yes: a clear refusal, and nothing is erased."""
+    done = await daemon.forged("forget", "user:alice")
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        "forged: refusing to erase scope 'user:alice' without confirmation: no terminal to ask on;"
+        " pass --yes\n"
+    )
+    assert (await daemon.client.get("/v1/status")).json()["log"]["count"] == 3
+
+
+@pytest.mark.parametrize(("answer", "erased"), [(b"y\n", True), (b"\n", False), (b"no\n", False)])
+async def test_forget_asks_on_a_terminal(daemon: Daemon, answer: bytes, erased: bool) -> None:
+    """On a terminal the command asks; only a yes erases."""
+    primary, secondary = os.openpty()
+    try:
+        os.write(primary, answer)
+        done = await daemon.forged("forget", "user:alice", stdin=secondary)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert "Erase all memory of scope 'user:alice'" in done.stderr.decode()
+    assert done.returncode == (0 if erased else 1)
+    count = (await daemon.client.get("/v1/status")).json()["log"]["count"]
+    assert count == (0 if erased else 3)
+
+
+async def test_forget_yes_erases_and_reports(daemon: Daemon) -> None:
+    """--yes erases without asking and prints what went."""
+    done = await daemon.forged("forget", "user:alice", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().startswith("erased scope 'user:alice': 3 interactions, ")
+    assert done.stdout.decode().endswith(" summaries, 3 facts\n")
+    search = await daemon.forged("search", "PostgreSQL", "--scope", "user:alice")
+    assert search.stdout == b""
+
+
+async def test_export_writes_summaries_and_facts_as_json_lines(
+    daemon: Daemon, short_tmp: Path
+) -> None:
+    """Every summary and fact, one JSON object a line with its type; --scope narrows it."""
+    await daemon.client.post(
+        "/v1/interactions", json={**CONVERSATION[0], "id": "other", "scope": "user:bob"}
+    )
+    await wait_for_watermark(daemon.client, 4)
+    everything = await daemon.forged("export")
+    lines = [json.loads(line) for line in everything.stdout.splitlines()]
+    assert {(row["type"], row["scope"]) for row in lines} == {
+        ("summary", "user:alice"), ("fact", "user:alice"),
+        ("summary", "user:bob"), ("fact", "user:bob"),
+    }  # fmt: skip
+    assert sum(row["type"] == "fact" for row in lines) == 4
+    output = short_tmp / "alice.jsonl"
+    done = await daemon.forged("export", "--scope", "user:alice", "--output", str(output))
+    alice = [json.loads(line) for line in output.read_text().splitlines()]
+    assert {row["scope"] for row in alice} == {"user:alice"}
+    assert done.stderr.decode() == f"exported {len(alice) - 3} summaries and 3 facts to {output}\n"
