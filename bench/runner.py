@@ -113,7 +113,7 @@ class Daemon:
         await notify.bind(str(notify_path))
         env = {**os.environ, "NOTIFY_SOCKET": str(notify_path)}
         command = [sys.executable, "-m", "forged", "serve", "--config", str(self.config_path)]
-        with notify, open(self.directory / "daemon.log", "ab") as log:
+        with notify, open(self.directory / "daemon.log", "ab") as log:  # noqa: ASYNC230 (a local log file, opened once)
             started = time.perf_counter()
             self.process = await trio.lowlevel.open_process(command, env=env, stderr=log)
             with trio.fail_after(READY_TIMEOUT):
@@ -150,7 +150,7 @@ async def running(
     directory: Path, llm_url: str, **sections: dict[str, Any]
 ) -> AsyncIterator[Daemon]:
     """A daemon on a config in `directory`, ready on entry, stopped on exit."""
-    directory.mkdir(parents=True, exist_ok=True)
+    await trio.Path(directory).mkdir(parents=True, exist_ok=True)
     daemon = Daemon(write_config(directory, llm_url, **sections))
     await daemon.start()
     try:

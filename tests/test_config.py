@@ -151,4 +151,7 @@ def test_check_config_reports_a_bad_file_in_one_line(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == f"forged: config error: {path}: server.socket_mode: expected `int` <= 511\n"
+    assert (
+        result.stderr
+        == f"forged: config error: {path}: server.socket_mode: expected `int` <= 511\n"
+    )

@@ -130,7 +130,7 @@ async def _start_in_namespace(config: Path, data: Path, directory: Path) -> trio
     argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(data)]
     argv += [sys.executable, "-m", "forged", "serve", "--config", str(config)]
     env = {**os.environ, "NOTIFY_SOCKET": str(notify_path)}
-    with notify, open(directory / "daemon.log", "ab") as log:
+    with notify, open(directory / "daemon.log", "ab") as log:  # noqa: ASYNC230 (a local log file, opened once)
         process = await trio.lowlevel.open_process(argv, env=env, stderr=log)
         with trio.fail_after(READY_TIMEOUT):
             while b"READY=1" not in (await notify.recv(4096)).split(b"\n"):
