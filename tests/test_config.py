@@ -84,17 +84,17 @@ def test_bad_environment_value_is_named() -> None:
         load_config(None, {"FORGED_DISTILLER_URL": "nope"})
 
 
+def forged(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the `forged` command as a user would."""
+    command = [sys.executable, "-m", "forged", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, env=env)
+
+
 def test_serve_with_bad_config_exits_2_with_one_line(tmp_path: Path) -> None:
     """`forged serve` on a bad file prints one line on stderr and exits with status 2."""
     path = tmp_path / "forged.toml"
     path.write_text("[distill]\nmax_batch_interactions = -3\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "forged", "serve", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = forged("serve", "--config", str(path))
     assert result.returncode == 2
     assert (
         result.stderr
@@ -104,13 +104,7 @@ def test_serve_with_bad_config_exits_2_with_one_line(tmp_path: Path) -> None:
 
 def test_missing_config_file_is_one_line(tmp_path: Path) -> None:
     """A config path that does not exist is reported, not a traceback."""
-    result = subprocess.run(
-        [sys.executable, "-m", "forged", "check-config", "--config", str(tmp_path / "no.toml")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = forged("check-config", "--config", str(tmp_path / "no.toml"))
     assert result.returncode == 2
     assert (
         result.stderr
@@ -122,14 +116,8 @@ def test_check_config_prints_the_effective_configuration(tmp_path: Path) -> None
     """check-config shows the file merged with defaults and FORGED_* overrides, and exits 0."""
     path = tmp_path / "forged.toml"
     path.write_text("[distill]\nmax_batch_interactions = 7\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "forged", "check-config", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={"FORGED_DISTILLER_MODEL": "llama3.2", "PATH": "/usr/bin:/bin"},
-    )
+    env = {"FORGED_DISTILLER_MODEL": "llama3.2", "PATH": "/usr/bin:/bin"}
+    result = forged("check-config", "--config", str(path), env=env)
     assert result.returncode == 0, result.stderr
     effective = parse_config(result.stdout)  # the printout is itself a valid config file
     assert effective.distill.max_batch_interactions == 7
@@ -146,10 +134,7 @@ def test_check_config_reports_a_bad_file_in_one_line(tmp_path: Path) -> None:
     """check-config on an invalid file prints nothing on stdout, one line on stderr, exits 2."""
     path = tmp_path / "forged.toml"
     path.write_text("[server]\nsocket_mode = 0o1777\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "forged", "check-config", "--config", str(path)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    result = forged("check-config", "--config", str(path))
     assert (result.returncode, result.stdout) == (2, "")
     assert (
         result.stderr
