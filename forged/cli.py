@@ -258,22 +258,21 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
-    def filters(p: argparse.ArgumentParser, kinds: tuple[str, ...]) -> None:
+    def query(
+        name: str, handler: Callable[[argparse.Namespace], int], help: str
+    ) -> argparse.ArgumentParser:
+        p = add(name, handler, help)
+        p.add_argument("query", help="words to look for; no search syntax is needed or read")
         p.add_argument("--scope", help='the scope to look in (default: "default")')
-        p.add_argument("--kind", choices=kinds, help="only memory of this kind")
+        p.add_argument("--kind", choices=RECALL_KINDS, help="only memory of this kind")
+        p.add_argument("--session", help="only memory from this session")
+        p.add_argument("--json", action="store_true", help="print the raw JSON answer")
+        return p
 
-    search = add("search", cmd_search, "search distilled memory (facts and summaries)")
-    search.add_argument("query", help="words to look for; no search syntax is needed or read")
-    filters(search, RECALL_KINDS)
-    search.add_argument("--session", help="only memory from this session")
+    search = query("search", cmd_search, "search distilled memory (facts and summaries)")
     search.add_argument("--limit", type=int, help="how many results (default: from the config)")
-    search.add_argument("--json", action="store_true", help="print the raw JSON results")
-    context = add("context", cmd_context, "print the memory block an agent would be given")
-    context.add_argument("query", help="words to look for")
-    filters(context, RECALL_KINDS)
-    context.add_argument("--session", help="only memory from this session")
+    context = query("context", cmd_context, "print the memory block an agent would be given")
     context.add_argument("--budget", type=int, help="tokens the block may use (default: config)")
-    context.add_argument("--json", action="store_true", help="print the raw JSON answer")
     facts = add("facts", cmd_facts, "list stored facts, oldest first")
     facts.add_argument("--scope", help="only this scope (default: every scope)")
     facts.add_argument("--kind", choices=FACT_KINDS, help="only facts of this kind")
