@@ -51,6 +51,9 @@ MISSING_EXTRA = (
 )
 # The model name the server lists and answers to (it serves one model whatever is asked).
 MODEL_ALIAS = "gemma3-270m"
+# What forged adds to its requests: without a repeat penalty the 270M model loops until its
+# length bounds, several times slower than when it stops by itself.
+REQUEST_EXTRA: dict[str, str | int | float | bool] = {"repeat_penalty": 1.2}
 
 log = structlog.get_logger(__name__)
 

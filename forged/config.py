@@ -55,7 +55,7 @@ class DistillerConfig(_Section, frozen=True):
     model: str = DEFAULT_LLM_MODEL
     api_key_file: str = ""
     structured_output: StructuredOutput = "auto"
-    timeout: Seconds = 300.0
+    timeout: Seconds = 600.0
     max_tokens: Annotated[int, msgspec.Meta(ge=16, le=32768)] = 768
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
     max_attempts: Positive = 3
@@ -64,6 +64,7 @@ class DistillerConfig(_Section, frozen=True):
     max_facts: Positive = 64
     max_fact_chars: Positive = 2048
     max_summary_chars: Positive = 8192
+    request_extra: dict[str, str | int | float | bool] = {}
 
     def __post_init__(self) -> None:
         if not self.class_ and not re.match(r"^https?://[^/\s]+", self.base_url):

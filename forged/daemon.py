@@ -172,10 +172,10 @@ async def run_daemon(
                 nursery.start_soon(signals.watch, received)
                 with signals.startup:
                     if bundled_llm:
-                        from forged.bundled import serve_bundled_llm
+                        from forged.bundled import REQUEST_EXTRA, serve_bundled_llm
 
                         url = await nursery.start(serve_bundled_llm)
-                        config = _with_llm(config, url)
+                        config = _with_llm(config, url, REQUEST_EXTRA)
                     distiller = make_distiller(config.distiller) if config.distill.enabled else None
                     hub = Hub(store, _observers(config, distiller), config.distill.channel_capacity)
                     ingest = Ingest(store, hub.notify_appended)
@@ -211,6 +211,8 @@ async def run_daemon(
     log.info("stopped")
 
 
-def _with_llm(config: Config, url: str) -> Config:
-    distiller = msgspec.structs.replace(config.distiller, base_url=url)
+def _with_llm(config: Config, url: str, extra: dict[str, str | int | float | bool]) -> Config:
+    """Point the distiller at the bundled server, with the request fields that suit its model."""
+    request_extra = {**extra, **config.distiller.request_extra}
+    distiller = msgspec.structs.replace(config.distiller, base_url=url, request_extra=request_extra)
     return msgspec.structs.replace(config, distiller=distiller)

@@ -26,6 +26,7 @@ from forged.tokens import estimate_tokens
 
 MODES = ("json_schema", "json_object", "none")  # the order `auto` tries them in
 CONNECT_TIMEOUT = 10.0  # seconds; a local server that does not accept by then is down
+TRUNCATION_MIN_TOKENS = 1024  # contexts are at least this large: smaller prompts are not cut
 TRUNCATION_RATIO = 0.5  # reported prompt tokens below this share of our estimate: truncated
 _OVERFLOW = re.compile(r"exceed_context_size|context (?:size|length|window)|too long|n_ctx", re.I)
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
@@ -158,6 +159,7 @@ class OpenAIDistiller:
             "temperature": self.config.temperature,
             "max_tokens": self.config.max_tokens,
             "stream": False,
+            **self.config.request_extra,
         }
         if (response_format := _response_format(mode, self.config)) is not None:
             body["response_format"] = response_format
@@ -205,6 +207,8 @@ class OpenAIDistiller:
 
     def _check_truncation(self, body: dict[str, Any], usage: Usage) -> None:
         estimate = sum(estimate_tokens(m["content"]) for m in body["messages"])
+        if estimate < TRUNCATION_MIN_TOKENS:
+            return  # small prompts: a server's prompt cache makes its count look low
         if usage.prompt_tokens and usage.prompt_tokens < estimate * TRUNCATION_RATIO:
             log.warning(
                 "llm_prompt_truncated",

@@ -15,6 +15,8 @@ from forged.tokens import CHARS_PER_TOKEN, estimate_tokens
 # from repeating facts until max_tokens. No maxLength: llama.cpp turns it into one nested rule
 # per character, and a few hundred of those crash the server. The configured caps apply after.
 GUIDED_MAX_FACTS = 8  # facts per answer: a batch rarely holds more worth keeping
+GUIDED_SUMMARY_CHARS = 600  # grammar bounds: a small model that loops stops at these lengths
+GUIDED_FACT_CHARS = 200  # (much larger bounds make llama.cpp's grammar compiler crash)
 CHUNK_OVERHEAD_TOKENS = 64  # room for the tags and the part marker around a chunk
 
 ANSWER_SCHEMA: dict[str, object] = {  # the shape every distiller answer must have
@@ -54,9 +56,13 @@ SCHEMA_HINT = "The answer must follow this JSON schema:\n" + json.dumps(ANSWER_S
 
 
 def guided_schema(config: DistillerConfig) -> dict[str, Any]:
-    """The answer schema with a bounded fact list, for servers that turn a schema into a grammar."""
+    """The answer schema with bounded lengths, for servers that turn a schema into a grammar."""
     schema: dict[str, Any] = copy.deepcopy(ANSWER_SCHEMA)
-    schema["properties"]["facts"]["maxItems"] = min(config.max_facts, GUIDED_MAX_FACTS)
+    properties = schema["properties"]
+    properties["summary"]["maxLength"] = min(config.max_summary_chars, GUIDED_SUMMARY_CHARS)
+    properties["facts"]["maxItems"] = min(config.max_facts, GUIDED_MAX_FACTS)
+    fact_text = properties["facts"]["items"]["properties"]["text"]
+    fact_text["maxLength"] = min(config.max_fact_chars, GUIDED_FACT_CHARS)
     return schema
 
 

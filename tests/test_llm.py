@@ -165,8 +165,12 @@ async def test_a_fixed_mode_that_is_refused_is_an_invalid_answer(fake_llm: FakeL
 
 
 async def test_json_object_mode_sends_a_bounded_schema(fake_llm: FakeLLM) -> None:
-    """llama-server style requests carry the schema with a bounded fact list."""
-    config = DistillerConfig(base_url=fake_llm.base_url, structured_output="json_object")
+    """llama-server style requests carry the schema with bounded lengths, and the extra fields."""
+    config = DistillerConfig(
+        base_url=fake_llm.base_url,
+        structured_output="json_object",
+        request_extra={"repeat_penalty": 1.2},
+    )
     distiller = OpenAIDistiller(config)
     try:
         with trio.fail_after(TIMEOUT):
@@ -175,8 +179,10 @@ async def test_json_object_mode_sends_a_bounded_schema(fake_llm: FakeLLM) -> Non
         await distiller.aclose()
     schema = fake_llm.requests[0]["response_format"]["schema"]
     assert schema["properties"]["facts"]["maxItems"] == 8
-    assert "maxLength" not in repr(schema)  # llama.cpp's grammar for it crashes the server
+    assert schema["properties"]["summary"]["maxLength"] == 600
+    assert schema["properties"]["facts"]["items"]["properties"]["text"]["maxLength"] == 200
     assert fake_llm.requests[0]["max_tokens"] == config.max_tokens
+    assert fake_llm.requests[0]["repeat_penalty"] == 1.2
 
 
 async def test_usage_is_reported(client: OpenAIDistiller, fake_llm: FakeLLM) -> None:
@@ -193,13 +199,23 @@ async def test_usage_is_reported(client: OpenAIDistiller, fake_llm: FakeLLM) -> 
 async def test_a_silently_truncated_prompt_is_warned_about(
     client: OpenAIDistiller, fake_llm: FakeLLM
 ) -> None:
-    """A prompt-token count far below the estimate logs llm_prompt_truncated."""
+    """A long prompt whose token count comes back far below the estimate is warned about."""
     fake_llm.prompt_tokens_factor = 0.1
     with trio.fail_after(TIMEOUT), capture_logs() as logs:
-        await client.distill(TRANSCRIPT)
+        await client.distill(TRANSCRIPT * 40)
     (warning,) = [e for e in logs if e["event"] == "llm_prompt_truncated"]
     assert warning["log_level"] == "warning"
     assert warning["prompt_tokens"] < warning["estimated_tokens"] / 2
+
+
+async def test_a_short_prompt_is_not_warned_about(
+    client: OpenAIDistiller, fake_llm: FakeLLM
+) -> None:
+    """Below the smallest context a low count means a prompt cache, not truncation."""
+    fake_llm.prompt_tokens_factor = 0.1
+    with trio.fail_after(TIMEOUT), capture_logs() as logs:
+        await client.distill(TRANSCRIPT)
+    assert [e for e in logs if e["event"] == "llm_prompt_truncated"] == []
 
 
 async def test_a_full_prompt_is_not_warned_about(
