@@ -30,7 +30,7 @@ class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
 
 class ServerConfig(_Section, frozen=True):
     socket: str = DEFAULT_SOCKET
-    socket_mode: Annotated[int, msgspec.Meta(ge=0, le=0o777)] = 0o660
+    socket_mode: int = 0o660
     allowed_uids: list[Annotated[int, msgspec.Meta(ge=0)]] = []
     max_connections: Positive = 256
     header_timeout: Seconds = 10.0
@@ -42,6 +42,12 @@ class ServerConfig(_Section, frozen=True):
     max_text_chars: Positive = 1_000_000
     max_backlog: Positive = 1_000_000
     shutdown_grace: Seconds = 20.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.socket_mode <= 0o777:
+            raise ValueError(
+                f"socket_mode must be a file mode from 0o000 to 0o777, got {oct(self.socket_mode)}"
+            )
 
 
 class StoreConfig(_Section, frozen=True):

@@ -147,14 +147,6 @@ async def _shutdown(api: Api, server: HttpServer, grace: float) -> None:
     log.info("shutdown", drained=not timer.cancelled_caught, grace_s=grace)
 
 
-def _first_error(group: BaseExceptionGroup[ConfigError]) -> ConfigError:
-    error: BaseException = group
-    while isinstance(error, BaseExceptionGroup):
-        error = error.exceptions[0]
-    assert isinstance(error, ConfigError)
-    return error
-
-
 async def run_daemon(
     config: Config,
     *,
@@ -198,8 +190,6 @@ async def run_daemon(
                 if signals.api is not None:
                     await _shutdown(signals.api, server, config.server.shutdown_grace)
                 nursery.cancel_scope.cancel()
-    except* ConfigError as group:
-        raise _first_error(group) from None  # one line and exit 2, not a tree of nurseries
     finally:
         with trio.CancelScope(shield=True):
             if bound is not None:

@@ -138,5 +138,5 @@ def test_check_config_reports_a_bad_file_in_one_line(tmp_path: Path) -> None:
     assert (result.returncode, result.stdout) == (2, "")
     assert (
         result.stderr
-        == f"forged: config error: {path}: server.socket_mode: expected `int` <= 511\n"
+        == f"forged: config error: {path}: server: socket_mode must be a file mode from 0o000 to 0o777, got 0o1777\n"
     )
