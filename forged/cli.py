@@ -158,7 +158,7 @@ def _query(**params: Any) -> dict[str, Any]:
 
 def _format_result(item: dict[str, Any]) -> str:
     date = item["last_seen_at"][:10]
-    return f"{item['score']:8.4f}  {item['kind']:<10}  {date}  {item['text']}"
+    return f"{item['score']:9.3g}  {item['kind']:<10}  {date}  {item['text']}"
 
 
 def cmd_search(args: argparse.Namespace) -> int:
