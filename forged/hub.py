@@ -215,7 +215,7 @@ class Hub:
 
     async def _feed(self, send: trio.MemorySendChannel[StoredInteraction], name: str) -> None:
         """Send the log from the watermark on; block (never drop) while the channel is full."""
-        cursor = (await self.store.observer_totals(name)).watermark
+        cursor = await self.store.watermark(name)  # the stored one: a restart redelivers
         async with send:
             while True:
                 appended = self._appended

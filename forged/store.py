@@ -301,6 +301,12 @@ class Store:
     async def set_watermark(self, observer: str, seq: int) -> None:
         await self.write(lambda c: _with_atomic(c, _set_watermark, observer, seq))
 
+    async def watermark(self, observer: str) -> int:
+        """Every seq up to this one is done for the observer."""
+        sql = "SELECT coalesce(max(seq), 0) FROM watermarks WHERE observer = ?"
+        row = await self.read(lambda c: c.execute(sql, (observer,)).fetchone())
+        return int(row[0])
+
     async def observer_totals(self, observer: str) -> ObserverStatus:
         return await self.read(_observer_totals, observer)
 
