@@ -26,6 +26,7 @@ from forged.tokens import estimate_tokens
 
 MODES = ("json_schema", "json_object", "none")  # the order `auto` tries them in
 CONNECT_TIMEOUT = 10.0  # seconds; a local server that does not accept by then is down
+RETRY_WARMER = 0.3  # temperature added per failed try of the same transcript, up to 1.0
 TRUNCATION_MIN_TOKENS = 1024  # contexts are at least this large: smaller prompts are not cut
 TRUNCATION_RATIO = 0.5  # reported prompt tokens below this share of our estimate: truncated
 _OVERFLOW = re.compile(r"exceed_context_size|context (?:size|length|window)|too long|n_ctx", re.I)
@@ -123,6 +124,7 @@ class OpenAIDistiller:
         self.model = config.model
         auto = config.structured_output == "auto"
         self._modes: tuple[str, ...] = MODES if auto else (config.structured_output,)
+        self._failed: tuple[int, int] = (0, 0)  # (hash of a transcript, its invalid answers)
         headers = {}
         if config.api_key_file:
             headers["Authorization"] = f"Bearer {_read_key(config.api_key_file)}"
@@ -138,17 +140,27 @@ class OpenAIDistiller:
         await self._client.aclose()
 
     async def distill(self, transcript: str) -> DistilledMemory:
-        """Ask the model; fall back to the next structured-output mode when one is rejected."""
+        """Ask the model; fall back to the next structured-output mode when one is rejected.
+
+        A transcript asked again after an invalid answer is asked warmer: at temperature 0 a
+        model repeats the same broken answer.
+        """
+        key = hash(transcript)
+        failures = self._failed[1] if self._failed[0] == key else 0
+        temperature = min(1.0, self.config.temperature + RETRY_WARMER * failures)
         while True:
             try:
-                return await self._complete(transcript, self._modes[0])
+                return await self._complete(transcript, self._modes[0], temperature)
+            except InvalidAnswer:
+                self._failed = (key, failures + 1)
+                raise
             except UnsupportedMode as exc:
                 if len(self._modes) == 1:
                     raise InvalidAnswer(str(exc)) from exc
                 log.warning("llm_mode_unsupported", mode=self._modes[0], next=self._modes[1])
                 self._modes = self._modes[1:]  # remembered for this endpoint
 
-    def _request(self, transcript: str, mode: str) -> dict[str, Any]:
+    def _request(self, transcript: str, mode: str, temperature: float) -> dict[str, Any]:
         system = SYSTEM_PROMPT if mode != "none" else f"{SYSTEM_PROMPT}\n{SCHEMA_HINT}"
         body: dict[str, Any] = {
             "model": self.config.model,
@@ -156,7 +168,7 @@ class OpenAIDistiller:
                 {"role": "system", "content": system},
                 {"role": "user", "content": transcript},
             ],
-            "temperature": self.config.temperature,
+            "temperature": temperature,
             "max_tokens": self.config.max_tokens,
             "stream": False,
             **self.config.request_extra,
@@ -165,8 +177,8 @@ class OpenAIDistiller:
             body["response_format"] = response_format
         return body
 
-    async def _complete(self, transcript: str, mode: str) -> DistilledMemory:
-        body = self._request(transcript, mode)
+    async def _complete(self, transcript: str, mode: str, temperature: float) -> DistilledMemory:
+        body = self._request(transcript, mode, temperature)
         started = time.perf_counter()
         try:
             response = await self._client.post("chat/completions", json=body)

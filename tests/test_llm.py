@@ -253,3 +253,17 @@ def test_a_bad_distiller_class_is_a_config_error() -> None:
         ConfigError, match=r"^distiller.class: cannot import 'no_such_module': No module named"
     ):
         make_distiller(DistillerConfig(class_="no_such_module:Thing"))
+
+
+async def test_a_transcript_asked_again_after_a_bad_answer_is_asked_warmer(
+    client: OpenAIDistiller, fake_llm: FakeLLM
+) -> None:
+    """At temperature 0 a retry would repeat the broken answer; each retry runs warmer."""
+    fake_llm.script.extend(["garbage", "garbage", "ok", "ok"])
+    with trio.fail_after(TIMEOUT):
+        for _ in range(2):
+            with pytest.raises(InvalidAnswer):
+                await client.distill(TRANSCRIPT)
+        await client.distill(TRANSCRIPT)
+        await client.distill(TRANSCRIPT.replace('seq="7"', 'seq="8"'))  # another: cool again
+    assert [r["temperature"] for r in fake_llm.requests] == [0.0, 0.3, 0.6, 0.0]
