@@ -35,6 +35,8 @@ POLL_INTERVAL_S = 0.2
 PROBE_TIMEOUT_S = 2.0
 # Grace between SIGTERM and SIGKILL when we stop the child.
 TERM_GRACE_S = 5.0
+# Seconds before starting a server that died after it was ready.
+RESTART_DELAY_S = 2.0
 # Lines of child output kept for error messages; older lines are dropped, so a chatty child
 # costs bounded memory however long it runs.
 OUTPUT_TAIL_LINES = 40
@@ -176,8 +178,8 @@ async def _supervise(
     base_url: str,
     start_timeout: float,
     task_status: trio.TaskStatus[str],
-) -> str:
-    """Drain the child's output, report readiness, and return why it stopped serving."""
+) -> tuple[bool, str]:
+    """Drain the child's output, report readiness; return whether it was ready, and why it stopped."""
     assert process.stdout is not None  # opened with a pipe
     tail: collections.deque[str] = collections.deque(maxlen=OUTPUT_TAIL_LINES)
     started_at = time.monotonic()
@@ -197,7 +199,7 @@ async def _supervise(
         reason = f"did not answer within {start_timeout:g} s"
     else:
         reason = f"exited with status {process.returncode}" + ("" if ready else " while starting")
-    return f"the bundled LLM {reason}; its last output:\n" + ("\n".join(tail) or "(none)")
+    return ready, f"the bundled LLM {reason}; its last output:\n" + ("\n".join(tail) or "(none)")
 
 
 async def serve_bundled_llm(
@@ -213,22 +215,36 @@ async def serve_bundled_llm(
 
     The model file is assembled into cache_dir (see model_path). The base URL
     (``http://host:port/v1``) is reported through task_status once the server answers.
-    Raises BundledLLMError if the server cannot start or exits on its own. On cancellation the
-    child is terminated and reaped before this returns, so it never outlives the caller.
+    Raises BundledLLMError if the server cannot start; one that dies later is started again on
+    the same port (meanwhile the distiller sees it down and waits). On cancellation the child is
+    terminated and reaped before this returns, so it never outlives the caller.
     """
     _server_available()
     model = await trio.to_thread.run_sync(model_path, cache_dir)
     port = port or _free_port(host)
     base_url = f"http://{host}:{port}/v1"
     log.info("bundled_llm_starting", model=model.name, url=base_url, n_ctx=n_ctx)
+    status = task_status
+    while True:
+        ready, reason = await _run_once(
+            _command(model, host, port, n_ctx), base_url, start_timeout, status
+        )
+        if status is task_status and not ready:
+            raise BundledLLMError(reason)
+        log.error("bundled_llm_exited", reason=reason, restart_in=RESTART_DELAY_S)
+        status = trio.TASK_STATUS_IGNORED  # started() was called once, by the first life
+        await trio.sleep(RESTART_DELAY_S)
+
+
+async def _run_once(
+    command: list[str], base_url: str, start_timeout: float, task_status: trio.TaskStatus[str]
+) -> tuple[bool, str]:
+    """One life of the server child: start, serve until it exits, always reaped."""
     process = await trio.lowlevel.open_process(
-        _command(model, host, port, n_ctx),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     try:
-        raise BundledLLMError(await _supervise(process, base_url, start_timeout, task_status))
+        return await _supervise(process, base_url, start_timeout, task_status)
     finally:
         with trio.CancelScope(shield=True):
             await _stop(process)

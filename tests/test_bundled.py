@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 
 import httpx
@@ -95,3 +96,27 @@ async def test_serves_json_completions_and_reaps_its_child() -> None:
             nursery.cancel_scope.cancel()
     (pid,) = spawned
     assert not _alive(pid)
+
+
+@pytest.mark.model
+async def test_a_server_that_dies_is_started_again_on_the_same_port() -> None:
+    """kill -9 of the model server: a new one answers at the same URL; the old one is reaped."""
+    before = _child_pids()
+    with trio.fail_after(TEST_TIMEOUT_S):
+        async with trio.open_nursery() as nursery, httpx.AsyncClient(timeout=5) as client:
+            base_url = await nursery.start(serve_bundled_llm)
+            (first,) = _child_pids() - before
+            os.kill(first, signal.SIGKILL)
+            while _alive(first):  # until our supervisor has reaped it
+                await trio.sleep(0.05)
+            while True:  # the server is another process: re-ask until a new one answers
+                try:
+                    if (await client.get(f"{base_url}/models")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await trio.sleep(0.2)
+            (second,) = _child_pids() - before
+            nursery.cancel_scope.cancel()
+    assert second != first
+    assert not _alive(first) and not _alive(second)
