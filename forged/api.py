@@ -52,22 +52,19 @@ class Api:
         self.started = time.monotonic()
         self.ready = False
         self.shutting_down = False
+        self.recall = Recall(store, config.recall)
         self.routes: dict[str, dict[str, Route]] = {
             "/v1/interactions": {"POST": self.push},
             "/v1/status": {"GET": self.status},
             "/v1/health": {"GET": self.health},
-            "/v1/dead-letters": {"GET": lambda r: deadletters.list_dead_letters(hub, r)},
-            "/v1/dead-letters/redistill": {"POST": lambda r: deadletters.redistill(hub, r)},
-        }
-        self.prefix_routes: dict[str, dict[str, Route]] = {}
-        self.recall = Recall(store, config.recall)
-        self.routes.update({
             "/v1/search": {"GET": self.search},
             "/v1/context": {"GET": self.context},
             "/v1/facts": {"GET": self.facts},
             "/v1/summaries": {"GET": self.summaries},
-        })  # fmt: skip
-        self.prefix_routes[SCOPES_PREFIX] = {"DELETE": self.forget}
+            "/v1/dead-letters": {"GET": lambda r: deadletters.list_dead_letters(hub, r)},
+            "/v1/dead-letters/redistill": {"POST": lambda r: deadletters.redistill(hub, r)},
+        }
+        self.prefix_routes: dict[str, dict[str, Route]] = {SCOPES_PREFIX: {"DELETE": self.forget}}
 
     def _route(self, request: Request) -> dict[str, Route] | None:
         if (methods := self.routes.get(request.path)) is not None:
