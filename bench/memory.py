@@ -10,7 +10,7 @@ from bench.corpus import Turn
 from bench.report import Row
 from bench.runner import distill_status, fake_llm, running
 from bench.sizes import Context
-from bench.stores import build_backlog, cached
+from bench.stores import backlog_store
 
 # An idle interpreter that imported everything the daemon imports, reporting its own VmHWM.
 IMPORTS_ONLY = (
@@ -43,14 +43,7 @@ async def _peak(ctx: Context, name: str, store: str | None) -> tuple[float, int]
 
 async def measure(ctx: Context, corpus: list[Turn]) -> list[Row]:
     size = ctx.size
-    backlog = cached(
-        ctx.cache,
-        f"backlog-{size.backlog}",
-        build_backlog,
-        corpus,
-        size.backlog,
-        size.backlog_bytes,
-    )
+    backlog = backlog_store(ctx, corpus)
     idle, _ = await _peak(ctx, "idle", None)
     stalled, waiting = await _peak(ctx, "stalled", backlog.path)
     if waiting != size.backlog:

@@ -13,7 +13,7 @@ from bench.corpus import Turn
 from bench.report import Row
 from bench.runner import fake_llm, running
 from bench.sizes import Context
-from bench.stores import build_backlog, cached, size_mb
+from bench.stores import backlog_store, size_mb
 from forged.store import Store
 
 # Import the daemon and open the store with bare sqlite3: the schema check, nothing else.
@@ -48,17 +48,9 @@ async def _median(ctx: Context, name: str, store: str) -> tuple[float, float]:
 
 
 async def measure(ctx: Context, corpus: list[Turn]) -> list[Row]:
-    size = ctx.size
     empty = ctx.work / "empty.db"
     Store(str(empty)).close()
-    large = cached(
-        ctx.cache,
-        f"backlog-{size.backlog}",
-        build_backlog,
-        corpus,
-        size.backlog,
-        size.backlog_bytes,
-    )
+    large = backlog_store(ctx, corpus)
     baseline = "python: import forged.daemon, sqlite3 open + schema check"
     rows = []
     for label, path in (

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from bench.corpus import Turn, interaction, log_row, sentence
+from bench.sizes import Context
 from forged.schema import MIGRATIONS
 from forged.store import Store, normalise
 
@@ -165,6 +166,13 @@ def cached(cache: Path, name: str, build: Any, *args: Any) -> Built:
     built = Built(str(path), time.perf_counter() - started, size_mb(path))
     record.write_text(json.dumps(msgspec.to_builtins(built)))
     return built
+
+
+def backlog_store(ctx: Context, corpus: list[Turn]) -> Built:
+    """The cached store of `ctx.size.backlog` waiting interactions (memory and start share it)."""
+    size = ctx.size
+    return cached(ctx.cache, f"backlog-{size.backlog}", build_backlog, corpus, size.backlog,
+                  size.backlog_bytes)  # fmt: skip
 
 
 def build_plain(path: Path, n: int) -> None:
