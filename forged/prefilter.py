@@ -108,7 +108,7 @@ def _byte_starts(texts: Sequence[str], *, ascii_only: bool) -> list[int]:
 def best(anchors: Sequence[str]) -> Prefilter:
     """Hyperscan when it can be imported, else the stdlib prefilter."""
     try:
-        import hyperscan  # noqa: PLC0415 - optional: a platform without a wheel still scrubs
+        import hyperscan  # optional: a platform without a wheel still scrubs
     except ImportError:
         return StdlibPrefilter(anchors)
     return HyperscanPrefilter(anchors, hyperscan)

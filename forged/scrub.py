@@ -31,7 +31,16 @@ from forged.scrub_rules import (
     name_kind,
 )
 
-__all__ = ["KINDS", "scrub", "scrub_all", "scrub_exact", "secret_key_kind"]
+__all__ = [
+    "ANCHORS",
+    "KINDS",
+    "Scrubber",
+    "redacted",
+    "scrub",
+    "scrub_all",
+    "scrub_exact",
+    "secret_key_kind",
+]
 
 # Shared first check of every pass: every rule starts with one of these characters, and none
 # right after a letter or digit except a PEM block or after an escaped newline or tab of JSON
@@ -41,7 +50,7 @@ _GUARD = r"(?=[A-Za-z0-9_.*-])(?:(?<![A-Za-z0-9])|(?<=\\[nrt])|(?=-----))"
 # Rules by pass, and each rule's place in the one list the prefilter knows.
 _PASSES = (FORMATS, CONTEXTS)
 _FIRST = frozenset(range(len(FORMATS)))
-_PREFILTER = prefilter.best([rule.anchor for rules in _PASSES for rule in rules])
+ANCHORS = tuple(rule.anchor for rules in _PASSES for rule in rules)
 
 # Metadata keys whose value is a credential: a name that ends like an assignment's (spaces
 # read as separators), or one of these words.
@@ -97,28 +106,46 @@ def scrub_exact(text: str) -> str:
     return text
 
 
-def _scrub_flagged(text: str, flags: frozenset[int]) -> str:
-    """Both passes, each with only the rules the prefilter flagged."""
-    if first := flags & _FIRST:
-        scrubbed = _run(0, first, text)
-        if scrubbed != text:  # markers are new text: flag the contexts again on it
-            text, flags = scrubbed, (_PREFILTER.flags([scrubbed]) or [frozenset()])[0]
-    if second := frozenset(i - len(FORMATS) for i in flags - _FIRST):
-        text = _run(1, second, text)
-    return text
+class Scrubber:
+    """The fast path over one prefilter engine; every engine gives the same output."""
+
+    def __init__(self, engine: prefilter.Prefilter) -> None:
+        self.engine = engine
+
+    def _flagged(self, text: str, flags: frozenset[int]) -> str:
+        """Both passes, each with only the rules the prefilter flagged."""
+        if first := flags & _FIRST:
+            scrubbed = _run(0, first, text)
+            if scrubbed != text:  # markers are new text: flag the contexts again on it
+                text, flags = scrubbed, (self.engine.flags([scrubbed]) or [frozenset()])[0]
+        if second := frozenset(i - len(FORMATS) for i in flags - _FIRST):
+            text = _run(1, second, text)
+        return text
+
+    def scrub_all(self, texts: Sequence[str]) -> list[str]:
+        """Scrub many strings (an interaction's) with one prefilter scan over them all."""
+        flagged = self.engine.flags(texts)
+        if flagged is None:
+            return list(texts)
+        return [self._flagged(t, f) if f else t for t, f in zip(texts, flagged, strict=True)]
+
+
+_SCRUBBER = Scrubber(prefilter.best(ANCHORS))
 
 
 def scrub_all(texts: Sequence[str]) -> list[str]:
     """Scrub many strings (an interaction's) with one prefilter scan over them all."""
-    flagged = _PREFILTER.flags(texts)
-    if flagged is None:
-        return list(texts)
-    return [_scrub_flagged(t, f) if f else t for t, f in zip(texts, flagged, strict=True)]
+    return _SCRUBBER.scrub_all(texts)
 
 
 def scrub(text: str) -> str:
     """Return text with every secret it recognises replaced by ``[REDACTED:<kind>]``."""
-    return scrub_all([text])[0]
+    return _SCRUBBER.scrub_all([text])[0]
+
+
+def redacted(kind: str) -> str:
+    """The marker that takes the place of a secret of this kind."""
+    return MARKER.format(kind)
 
 
 def secret_key_kind(key: str) -> str | None:

@@ -84,9 +84,7 @@ _NOT_SECRET = (
 
 # A bare value that looks like a credential rather than a word of prose ("Secret: the meeting"):
 # it holds a digit or a symbol, an upper-case letter after its first character, or 12 characters.
-_CREDENTIAL_LIKE = (
-    rf"(?={_VALUE}*[^A-Za-z\s'\"`,;&<>{{}}()\[\]\\]|{_VALUE}+[A-Z]|{_VALUE}{{12}})"
-)
+_CREDENTIAL_LIKE = rf"(?={_VALUE}*[^A-Za-z\s'\"`,;&<>{{}}()\[\]\\]|{_VALUE}+[A-Z]|{_VALUE}{{12}})"
 
 # Characters of the further words of a passphrase: words to the end of the line, with no
 # punctuation of a sentence ("password: correct horse battery staple", not "password: x, then").
@@ -381,7 +379,7 @@ FORMATS = (
 # up to 20 name characters, an assignment or a comma, and a value shaped like a token (letters
 # and digits, 14 or more). Matched case-insensitively where a name or one of its parts begins
 # (``HEROKU_API``, ``my_heroku``, ``herokuKey``), not inside a word.
-_PROVIDERS = (
+_PROVIDERS = (  # noqa: SIM905 - one string of words reads better than a column of quotes
     "adafruit adobe airtable algolia alibaba asana atlassian confluence jira beamer bitbucket "
     "bittrex meraki cloudflare codecov cohere co_api_key coinbase confluent contentful datadog "
     "dnkey discord droneci dropbox etsy facebook fastly finicity finnhub flickr freshbooks "

@@ -124,11 +124,20 @@ SECRETS: list[tuple[str, str]] = [
 
 # The forms of the hardening issue that were not caught, or only in part.
 SECRETS += [
-    ("aws_secret_key", f"Access key ID,Secret access key\n{'AKIA' + _r(_UPPER_DIGITS, 16)},{_r(_B64, 39)}7"),
+    (
+        "aws_secret_key",
+        f"Access key ID,Secret access key\n{'AKIA' + _r(_UPPER_DIGITS, 16)},{_r(_B64, 39)}7",
+    ),
     ("aws_secret_key", f"AWS Secret Access Key [None]: {_r(_B64, 39)}7"),
     ("aws_secret_key", f"my AWS secret key is {_r(_B64, 39)}7 so keep it"),
-    ("azure_key", f"DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={_r(_B64, 86)}==;EndpointSuffix=core.windows.net"),
-    ("azure_sas", f"https://acme.blob.core.windows.net/c/f.txt?sv=2022-11-02&se=2026-12-01&sp=r&sig={_r(_ALNUM, 40)}%3D"),
+    (
+        "azure_key",
+        f"DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={_r(_B64, 86)}==;EndpointSuffix=core.windows.net",
+    ),
+    (
+        "azure_sas",
+        f"https://acme.blob.core.windows.net/c/f.txt?sv=2022-11-02&se=2026-12-01&sp=r&sig={_r(_ALNUM, 40)}%3D",
+    ),
     ("stripe_key", "sk_live_" + _r(_ALNUM, 24)),
     ("stripe_key", "rk_live_" + _r(_ALNUM, 99)),
     ("gcp_api_key", "AIza" + _r(_URLSAFE, 35)),
@@ -151,10 +160,16 @@ SECRETS += [
     ("api_key", "Ocp-Apim-Subscription-Key: " + _r(_HEX, 32)),
     ("private_key", "my ethereum private key is 0x" + _r(_HEX, 64)),
     ("password", "password: correct horse battery staple"),
-    ("url_credentials", f"postgres://app:{_r(_ALNUM, 6)}@{_r(_ALNUM, 4)}/#{_r(_ALNUM, 5)}@db.internal:5432/app"),
-    ("password", f"curl -u deploy:{_r(_ALNUM, 16)} https://api.example.com"),
+    (
+        "url_credentials",
+        f"postgres://app:{_r(_ALNUM, 6)}@{_r(_ALNUM, 4)}/#{_r(_ALNUM, 5)}@db.internal:5432/app",
+    ),
+    ("password", f"curl https://api.example.com -u deploy:{_r(_ALNUM, 16)}"),
     ("password", f'<add key="ClearTextPassword" value="{_r(_ALNUM, 16)}" />'),
-    ("api_key", f"HEROKU_API: {_r(_HEX, 8)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 12)}"),
+    (
+        "api_key",
+        f"HEROKU_API: {_r(_HEX, 8)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 12)}",
+    ),
     ("api_key", f'"twitter_consumer": "{_r(_LOWER_DIGITS, 25)}"'),
     ("api_key", f"datadog_app = {_r(_LOWER_DIGITS, 40)}"),
 ]
