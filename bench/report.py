@@ -20,7 +20,7 @@ class Row:
 
     measure: str
     value: float | None  # None: not measured (the note says why)
-    unit: str  # "/s", "ms", "s", "MiB", "MB", "" (a count)
+    unit: str  # "/s", "µs", "ms", "s", "MiB", "MB", "" (a count)
     baseline: str
     base: float | None
     note: str = ""  # shown instead of a missing value
@@ -37,6 +37,8 @@ def _number(value: float | None, unit: str, note: str = "") -> str:
         return f"{UNAVAILABLE} ({note})" if note else UNAVAILABLE
     if unit == "/s":
         return f"{value:,.0f}/s"
+    if unit == "µs":
+        return f"{value:,.1f} µs"
     if unit == "ms":
         return f"{value:,.2f} ms" if value < 10 else f"{value:,.1f} ms"
     if unit == "s":

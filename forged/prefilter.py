@@ -15,10 +15,17 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from forged.scrub_rules import trie
+
 # Between joined strings: no anchor needs to match across it, and a match that spans it only
 # flags a string more, which costs an exact scan and changes nothing.
 _SEPARATOR = "\n"
 _NOTHING: frozenset[int] = frozenset()
+
+# Node types of the standard library's regex parser, read to find an anchor's literals.
+_LITERAL, _SUBPATTERN, _BRANCH = (
+    getattr(re._constants, n, None) for n in ("LITERAL", "SUBPATTERN", "BRANCH")
+)  # type: ignore[attr-defined]
 
 
 class Prefilter(Protocol):
@@ -32,24 +39,76 @@ class Prefilter(Protocol):
     def flags(self, texts: Sequence[str]) -> list[frozenset[int]] | None: ...
 
 
+def _needles(items: list[Any]) -> frozenset[str] | None:
+    """Lower-case literals of which every match of a parsed pattern holds one, or None."""
+    options: list[frozenset[str]] = []
+    run = ""
+    for op, av in [*items, (None, None)]:
+        if op is _LITERAL:
+            run += chr(av).lower()
+            continue
+        if run:
+            options.append(frozenset([run]))
+        before, run = run, ""
+        if op is _SUBPATTERN and (inner := _needles(list(av[-1]))):
+            options.append(inner)
+        elif op is _BRANCH:
+            alternatives = [_needles(list(branch)) for branch in av[1]]
+            if all(alternatives):
+                options.append(frozenset().union(*alternatives))  # type: ignore[arg-type]
+            if before:  # the parser moves a prefix common to all alternatives out of them
+                options.append(frozenset(before + _lead(list(b)) for b in av[1]))
+    # The best choice: the fewest needles, the shortest of them as long as can be.
+    return min(options, key=lambda o: (-min(map(len, o)), len(o))) if options else None
+
+
+def _lead(items: list[Any]) -> str:
+    """The literal characters a parsed pattern starts with."""
+    lead = ""
+    for op, av in items:
+        if op is not _LITERAL:
+            break
+        lead += chr(av).lower()
+    return lead
+
+
+def _anchor_needles(anchor: str) -> frozenset[str] | None:
+    """The needles of an anchor; None (always run its regex) if the parser cannot tell."""
+    try:
+        return _needles(list(re._parser.parse(anchor, re.IGNORECASE | re.ASCII)))  # type: ignore[attr-defined]
+    except Exception:  # a private parser: if it ever changes, fall back to the regex alone
+        return None
+
+
 class StdlibPrefilter:
-    """One regex of all anchors decides whether anything is flagged; then each anchor alone."""
+    """One regex of every anchor's needles finds the anchors worth running; then each alone."""
 
     name = "stdlib"
 
     def __init__(self, anchors: Sequence[str]) -> None:
-        self._any = re.compile("|".join(f"(?:{a})" for a in anchors), re.IGNORECASE | re.ASCII)
         self._each = [re.compile(a, re.IGNORECASE | re.ASCII) for a in anchors]
+        needles = [_anchor_needles(a) for a in anchors]
+        words = sorted({word for found in needles if found for word in found})
+        # At each position the longest needle is found; the rules of its prefixes come with it.
+        self._find = re.compile(f"(?=({trie(words)}))")
+        self._rules_of = {
+            word: frozenset(
+                i
+                for i, found in enumerate(needles)
+                if found and any(word.startswith(n) for n in found)
+            )
+            for word in words
+        }
+        self._always = frozenset(i for i, found in enumerate(needles) if found is None)
 
     def flags(self, texts: Sequence[str]) -> list[frozenset[int]] | None:
-        if self._any.search(_SEPARATOR.join(texts)) is None:
+        everything = _SEPARATOR.join(texts).lower()
+        words = {m.group(1) for m in self._find.finditer(everything)}
+        candidates = self._always.union(*(self._rules_of[w] for w in words))
+        if not candidates:
             return None
-        return [self._flag(text) for text in texts]
-
-    def _flag(self, text: str) -> frozenset[int]:
-        if self._any.search(text) is None:
-            return _NOTHING
-        return frozenset(i for i, anchor in enumerate(self._each) if anchor.search(text))
+        found = [frozenset(i for i in candidates if self._each[i].search(t)) for t in texts]
+        return found if any(found) else None
 
 
 class HyperscanPrefilter:

@@ -91,7 +91,9 @@ async def test_secrets_never_reach_disk_logs_or_llm(short_tmp: Path, fake_llm: F
     )
 
 
-async def test_metadata_values_are_redacted_by_their_key(short_tmp: Path, fake_llm: FakeLLM) -> None:
+async def test_metadata_values_are_redacted_by_their_key(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
     """A value under a key naming a credential is redacted whole, at any depth, numbers too."""
     item = interaction("meta-1")
     item["metadata"] = {
