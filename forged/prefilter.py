@@ -15,17 +15,20 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from forged.scrub_rules import trie
-
 # Between joined strings: no anchor needs to match across it, and a match that spans it only
 # flags a string more, which costs an exact scan and changes nothing.
 _SEPARATOR = "\n"
 _NOTHING: frozenset[int] = frozenset()
 
-# Node types of the standard library's regex parser, read to find an anchor's literals.
+# The standard library's regex parser (private, so read defensively) and the node types of its
+# parse trees, read to find an anchor's literals.
+_PARSER: Any = getattr(re, "_parser", None)
 _LITERAL, _SUBPATTERN, _BRANCH = (
-    getattr(re._constants, n, None) for n in ("LITERAL", "SUBPATTERN", "BRANCH")
-)  # type: ignore[attr-defined]
+    getattr(_PARSER, n, None) for n in ("LITERAL", "SUBPATTERN", "BRANCH")
+)
+
+
+_MAX_LEADS = 512  # spelled-out starts of one anchor at most; past that its parts are used
 
 
 class Prefilter(Protocol):
@@ -39,9 +42,29 @@ class Prefilter(Protocol):
     def flags(self, texts: Sequence[str]) -> list[frozenset[int]] | None: ...
 
 
+def _leads(items: list[Any]) -> set[str]:
+    """The literal texts a parsed pattern can start with, its alternatives spelled out."""
+    lead = ""
+    for k, (op, av) in enumerate(items):
+        if op is _LITERAL:
+            lead += chr(av).lower()
+            continue
+        rest = items[k + 1 :]
+        if op is _BRANCH:
+            alternatives = [[*branch, *rest] for branch in av[1]]
+        elif op is _SUBPATTERN:
+            alternatives = [[*av[-1], *rest]]
+        else:
+            break
+        spelled = {lead + tail for alternative in alternatives for tail in _leads(alternative)}
+        return spelled if len(spelled) <= _MAX_LEADS else {lead}
+    return {lead}
+
+
 def _needles(items: list[Any]) -> frozenset[str] | None:
     """Lower-case literals of which every match of a parsed pattern holds one, or None."""
-    options: list[frozenset[str]] = []
+    leads = _leads(items)
+    options = [frozenset(leads)] if "" not in leads else []
     run = ""
     for op, av in [*items, (None, None)]:
         if op is _LITERAL:
@@ -49,39 +72,27 @@ def _needles(items: list[Any]) -> frozenset[str] | None:
             continue
         if run:
             options.append(frozenset([run]))
-        before, run = run, ""
+        run = ""
         if op is _SUBPATTERN and (inner := _needles(list(av[-1]))):
             options.append(inner)
         elif op is _BRANCH:
             alternatives = [_needles(list(branch)) for branch in av[1]]
             if all(alternatives):
                 options.append(frozenset().union(*alternatives))  # type: ignore[arg-type]
-            if before:  # the parser moves a prefix common to all alternatives out of them
-                options.append(frozenset(before + _lead(list(b)) for b in av[1]))
-    # The best choice: the fewest needles, the shortest of them as long as can be.
+    # The best choice: the shortest needle as long as can be, then the fewest needles.
     return min(options, key=lambda o: (-min(map(len, o)), len(o))) if options else None
-
-
-def _lead(items: list[Any]) -> str:
-    """The literal characters a parsed pattern starts with."""
-    lead = ""
-    for op, av in items:
-        if op is not _LITERAL:
-            break
-        lead += chr(av).lower()
-    return lead
 
 
 def _anchor_needles(anchor: str) -> frozenset[str] | None:
     """The needles of an anchor; None (always run its regex) if the parser cannot tell."""
     try:
-        return _needles(list(re._parser.parse(anchor, re.IGNORECASE | re.ASCII)))  # type: ignore[attr-defined]
+        return _needles(list(_PARSER.parse(anchor, re.IGNORECASE | re.ASCII)))
     except Exception:  # a private parser: if it ever changes, fall back to the regex alone
         return None
 
 
 class StdlibPrefilter:
-    """One regex of every anchor's needles finds the anchors worth running; then each alone."""
+    """Literal needles of every anchor, found with ``in``, pick the anchors worth running."""
 
     name = "stdlib"
 
@@ -89,22 +100,16 @@ class StdlibPrefilter:
         self._each = [re.compile(a, re.IGNORECASE | re.ASCII) for a in anchors]
         needles = [_anchor_needles(a) for a in anchors]
         words = sorted({word for found in needles if found for word in found})
-        # At each position the longest needle is found; the rules of its prefixes come with it.
-        self._find = re.compile(f"(?=({trie(words)}))")
         self._rules_of = {
-            word: frozenset(
-                i
-                for i, found in enumerate(needles)
-                if found and any(word.startswith(n) for n in found)
-            )
+            word: frozenset(i for i, found in enumerate(needles) if found and word in found)
             for word in words
         }
         self._always = frozenset(i for i, found in enumerate(needles) if found is None)
 
     def flags(self, texts: Sequence[str]) -> list[frozenset[int]] | None:
         everything = _SEPARATOR.join(texts).lower()
-        words = {m.group(1) for m in self._find.finditer(everything)}
-        candidates = self._always.union(*(self._rules_of[w] for w in words))
+        present = [rules for word, rules in self._rules_of.items() if word in everything]
+        candidates = self._always.union(*present)
         if not candidates:
             return None
         found = [frozenset(i for i in candidates if self._each[i].search(t)) for t in texts]

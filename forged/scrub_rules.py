@@ -43,14 +43,14 @@ _OPAQUE = rf"(?={_B64T}{{8}})(?={_B64T}*[0-9]|{_B64T}{{20}}){_B64T}+=*"
 _SCHEMES = r"(?i:bearer|basic|digest|token|apikey|api-key|negotiate|ntlm|aws4-hmac-sha256)"
 
 
-def trie(words: list[str]) -> str:
+def _trie(words: list[str]) -> str:
     """An alternation of words as a trie: each position tries a few first letters, not all words."""
     if words == [""]:
         return ""
     heads: dict[str, list[str]] = {}
     for word in words:
         heads.setdefault(word[:1], []).append(word[1:])
-    branches = [re.escape(head) + trie(tails) for head, tails in sorted(heads.items()) if head]
+    branches = [re.escape(head) + _trie(tails) for head, tails in sorted(heads.items()) if head]
     body = "|".join(branches)
     if "" in heads:
         return f"(?:{body})?"
@@ -90,7 +90,7 @@ _ENDINGS = (
 )
 ENDINGS_ALTERNATION = "|".join(_ENDINGS)
 # The same endings as a trie of words, for anchors: fast in both engines.
-_ENDINGS_TRIE = trie(sorted({word for end in _ENDINGS for word in _spelled(end)}))
+_ENDINGS_TRIE = _trie(sorted({word for end in _ENDINGS for word in _spelled(end)}))
 
 # A whole name run that ends in one of them: one scan per name, then fixed-width lookbehinds.
 _SECRET_NAME = rf"{_NAME}++(?:{'|'.join(f'(?<=(?i:{end}))' for end in _ENDINGS)})"
@@ -519,12 +519,12 @@ CONTEXTS = (
     ),
     Rule(
         "p",
-        rf"(?<![A-Za-z0-9])(?i:{trie(_PROVIDERS)})"
+        rf"(?<![A-Za-z0-9])(?i:{_trie(_PROVIDERS)})"
         rf"[ \t\w.-]{{0,20}}(?:\\?[\s'\"]){{0,3}}{_PROVIDER_OP}(?:\\?[`'\"\s=]){{0,5}}"
         rf"{_MARKER_AHEAD}(?P<p_s>{_PROVIDER_VALUE})(?=[`'\"\s;,.)\]}}\\]|$)",
         ("p_s",),
         "api_key",
-        rf"{trie(_PROVIDERS)}[ \t\w.-]{{0,20}}[\s'\"\\]{{0,6}}[=>:|?,]",
+        rf"{_trie(_PROVIDERS)}[ \t\w.-]{{0,20}}[\s'\"\\]{{0,6}}[=>:|?,]",
     ),
 )
 
