@@ -122,7 +122,6 @@ class HyperscanPrefilter:
     name = "hyperscan"
 
     def __init__(self, anchors: Sequence[str], hyperscan: Any) -> None:
-        self._hs = hyperscan
         self._db = hyperscan.Database()
         self._db.compile(
             expressions=[a.encode() for a in anchors],

@@ -124,6 +124,10 @@ _NAME_KINDS = (
     (("token",), "token"),
 )
 
+# A character of the prose between a credential's name and the credential: not a line break,
+# and never into a marker, so that a marker's kind never reads as a name.
+_PROSE = r"(?:[^\n\[]|\[(?!REDACTED:))"
+
 # Where a line begins or ends, also inside a JSON string (an escaped newline).
 _LINE_START = r"(?:(?m:^)|(?<=\\n))"
 _LINE_END = r"(?=[ \t]*(?:(?m:$)|\\[rn]))"
@@ -303,19 +307,20 @@ FORMATS = (
         "awss",
         r"(?<![A-Za-z0-9])(?:(?i:aws[_.-]?secret[_.-]?(?:access[_.-]?)?key|secret[_. -]?access[_. -]?key)"
         r"\\?[\"']?[ \t]*(?:\[[^\]\n]{0,40}\][ \t]*)?(?:=>|:=|[:=])"
-        r"|(?i:aws)[^\n]{0,60}?(?i:secret)[^\n]{0,40}?)[ \t]*\\?[\"']?"
+        rf"|(?<!\[REDACTED:)(?i:aws){_PROSE}{{0,60}}?(?i:secret){_PROSE}{{0,40}}?)[ \t]*\\?[\"']?"
         r"(?<![A-Za-z0-9/+])(?P<awss_s>(?=[A-Za-z0-9/+]*[0-9])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
         ("awss_s",),
         "aws_secret_key",
-        "secret[_. -]?access[_. -]?key|aws[^\n]{0,60}secret",
+        "secret[_. -]?access[_. -]?key|aws[^\n]*secret",
     ),
     Rule(
         "hexkey",
-        r"(?<![A-Za-z0-9])(?i:private[ _-]?key|(?:eth|ethereum|wallet)[ _-]?key)[^\n]{0,30}?"
+        r"(?<![A-Za-z0-9])(?<!\[REDACTED:)(?i:private[ _-]?key|(?:eth|ethereum|wallet)[ _-]?key)"
+        rf"{_PROSE}{{0,30}}?"
         r"(?<![A-Za-z0-9])(?P<hexkey_s>(?:0x)?[0-9a-fA-F]{64})(?![A-Za-z0-9])",
         ("hexkey_s",),
         "private_key",
-        r"(?:private[ _-]?|eth[ _-]?|ethereum[ _-]?|wallet[ _-]?)key[^\n]{0,32}[0-9a-f]{64}",
+        r"(?:private[ _-]?|eth[ _-]?|ethereum[ _-]?|wallet[ _-]?)key[^\n]*[0-9a-f]{64}",
     ),
     _token(
         "gh",
@@ -386,8 +391,8 @@ FORMATS = (
     ),
     Rule(
         "azad",
-        r"(?<![A-Za-z0-9_~.-])(?P<azad_s>[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34})"
-        r"(?![A-Za-z0-9_~.-])",
+        r"(?<![A-Za-z0-9_~.-])(?P<azad_s>[A-Za-z0-9_~.]{3}[0-9]Q~(?:[A-Za-z0-9_~.]|-(?!----)){31,34})"
+        r"(?![A-Za-z0-9_~.]|-(?!----))",
         ("azad_s",),
         "azure_client_secret",
         "[0-9]q~",
