@@ -24,6 +24,7 @@ from tests.reliability import interaction, query, record
 from tests.secret_corpus import NEAR_MISSES, SECRETS, embed
 
 TOKEN = re.compile(r"[\w+/=%!*#.~-]{8,}")  # long runs of credential characters
+PER_REQUEST = 5  # interactions per push: one secret in all its embeddings
 ARMOR = re.compile(r"^[A-Z-]+$")  # PEM armor such as -----BEGIN: no secret, and near-misses hold it
 
 
@@ -51,11 +52,12 @@ async def test_secrets_never_reach_disk_logs_or_llm(short_tmp: Path, fake_llm: F
     near = [interaction(f"near-{i}", text=text) for i, text in enumerate(NEAR_MISSES)]
     config = write_config(short_tmp, fake_llm.base_url, log={"format": "json", "level": "debug"})
     daemon = DaemonProcess(config, short_tmp)
-    with trio.fail_after(60):
+    with trio.fail_after(180):  # several hundred pushes and their distillation, on a busy machine
         await daemon.start()
         async with socket_client(daemon.socket) as client:
-            for item in pushed:
-                assert (await client.post("/v1/interactions", json=item)).status_code == 202
+            for at in range(0, len(pushed), PER_REQUEST):
+                chunk = pushed[at : at + PER_REQUEST]
+                assert (await client.post("/v1/interactions", json=chunk)).status_code == 202
             assert (await client.post("/v1/interactions", json=near)).status_code == 202
             await wait_for_watermark(client, len(pushed) + len(near))
             files = Path(daemon.config.store.path).parent.glob("forged.db*")
