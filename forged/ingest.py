@@ -149,7 +149,13 @@ def _timestamp(value: str | None, received_at: str) -> str:
         raise InvalidRequest(
             400, "invalid_body", f"timestamp: {value!r} has no time zone (add Z or an offset)"
         )
-    return parsed.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        utc = parsed.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is past year 9999 in UTC
+        raise InvalidRequest(
+            400, "invalid_body", f"timestamp: {value!r} is out of range (years 1 to 9999 in UTC)"
+        ) from None
+    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def prepare(item: Interaction, received_at: str) -> NewInteraction:

@@ -28,9 +28,10 @@ class Params:
     def __init__(self, query: Mapping[str, str], path: str, accepted: Iterable[str]) -> None:
         self.query = query
         accepted = tuple(accepted)
+        takes = f"accepts {', '.join(accepted)}" if accepted else "takes no parameters"
         for name in query:
             if name not in accepted:
-                raise _invalid(f"unknown parameter `{name}`; {path} accepts {', '.join(accepted)}")
+                raise _invalid(f"unknown parameter `{name}`; {path} {takes}")
 
     def text(self, name: str) -> str:
         """A required free text that must hold more than whitespace."""
