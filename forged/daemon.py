@@ -41,10 +41,16 @@ def _bind(server: ServerConfig) -> trio.SocketListener:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_socket():
         with socket.socket(socket.AF_UNIX) as probe:
+            probe.setblocking(False)  # a live daemon with a full backlog answers EAGAIN, not a hang
             try:
                 probe.connect(str(path))
-            except OSError:
-                path.unlink()  # left by a daemon that died
+            except ConnectionRefusedError:
+                path.unlink()  # left by a daemon that died: nobody listens
+            except OSError as exc:  # EACCES, EAGAIN: perhaps alive, so never take its place
+                raise ConfigError(
+                    f"server.socket: {path} may be in use by another daemon and cannot be "
+                    f"checked ({exc.strerror}); remove it or choose another path"
+                ) from exc
             else:
                 raise ConfigError(f"server.socket: {path} is in use by a running daemon")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
