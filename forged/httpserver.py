@@ -311,12 +311,7 @@ class HttpServer:
             task_status.started()
             while True:
                 stream = await self._accept(listener)
-                if len(self._connections) >= self.limits.max_connections and not self._evict_idle():
-                    message = "the server is at its connection limit; retry shortly"
-                    refusal = error_response(503, "too_many_connections", message)
-                    nursery.start_soon(self._boundary, partial(self._refuse, refusal), stream)
-                else:
-                    nursery.start_soon(self._boundary, self._serve_connection, stream)
+                nursery.start_soon(self._boundary, self._admit(stream), stream)
 
     async def wait_quiet(self) -> None:
         """Return once no request is being answered (idle keep-alive connections do not count)."""
@@ -369,15 +364,21 @@ class HttpServer:
         with trio.move_on_after(REFUSAL_LINGER):
             await stream.receive_some(RECEIVE_SIZE)
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+    def _admit(self, stream: trio.SocketStream) -> Callable[[trio.SocketStream], Awaitable[None]]:
+        """Refuse the connection or take it, decided at once: the cap counts it before it runs."""
         allowed = self.limits.allowed_uids
         if allowed and (uid := _peer_uid(stream)) not in allowed:
             log.warning("client_refused", uid=uid, reason="uid not in allowed_uids")
             forbidden = error_response(403, "forbidden", f"uid {uid} may not use this socket")
-            await self._refuse(forbidden, stream)
-            return
+            return partial(self._refuse, forbidden)
+        if len(self._connections) >= self.limits.max_connections and not self._evict_idle():
+            message = "the server is at its connection limit; retry shortly"
+            return partial(self._refuse, error_response(503, "too_many_connections", message))
         connection = _Connection(stream, self.limits, self._in_flight, self._budget)
         self._connections[connection] = None
+        return partial(self._serve, connection)
+
+    async def _serve(self, connection: _Connection, _stream: trio.SocketStream) -> None:
         try:
             with connection.scope:
                 await connection.serve(self.handler)

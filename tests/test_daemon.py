@@ -356,18 +356,21 @@ async def test_only_allowed_uids_are_served(short_tmp: Path, fake_llm: FakeLLM) 
             allowed = await _request_as(NOBODY, daemon.socket)
             stranger = await _request_as(STRANGER, daemon.socket)
             async with socket_client(daemon.socket) as client:
-                root = await client.get("/v1/health")
+                head = await client.head("/v1/health")  # the refusal of HEAD, too, ends no more
+                root = await client.get("/v1/health")  # than its connection
             assert await daemon.stop() == 0
     assert allowed == (200, '{"status":"ok"}')
     assert stranger == (
         403,
         '{"error":{"code":"forbidden","message":"uid 65533 may not use this socket"}}',
     )
+    assert (head.status_code, head.content) == (403, b"")
     assert root.status_code == 403
     assert root.json()["error"]["message"] == "uid 0 may not use this socket"
     refused = daemon.events("client_refused")
     assert [(e["uid"], e["level"], e["reason"]) for e in refused] == [
         (STRANGER, "warning", "uid not in allowed_uids"),
+        (0, "warning", "uid not in allowed_uids"),
         (0, "warning", "uid not in allowed_uids"),
     ]
 

@@ -100,8 +100,10 @@ async def test_refused_connections_are_answered_and_closed_at_once(
     with trio.fail_after(TIMEOUT):
         async with _serving(short_tmp, max_connections=2, header_timeout=60.0) as (path, _):
             held = [await trio.open_unix_socket(path) for _ in range(2)]
-            for stream in held:
-                await stream.send_all(b"G")  # mid-request: not idle, so never evicted
+            for stream in held:  # mid-request, as `100 Continue` shows: not idle, never evicted
+                await stream.send_all(b"POST / HTTP/1.1\r\nhost: f\r\ncontent-length: 9\r\n"
+                                      b"expect: 100-continue\r\n\r\n")  # fmt: skip
+                assert (await stream.receive_some(65536)).startswith(b"HTTP/1.1 100 ")
             answers = []
             for _ in range(50):
                 answers.append(await _exchange(path, first_bytes))
