@@ -15,7 +15,7 @@ from forged.config import Config
 from forged.errors import InvalidRequest, StorageFull, StoreError
 from forged.httpserver import Request, Response, error_response
 from forged.hub import Hub
-from forged.ingest import Ingest, parse_body
+from forged.ingest import Ingest, read_body
 from forged.models import (
     DEFAULT_SCOPE,
     FACT_KINDS,
@@ -124,9 +124,8 @@ class Api:
             return error_response(500, "internal_error", "internal error; see the daemon's log")
 
     async def push(self, request: Request, _params: Params) -> Response:
-        items = parse_body(
-            request.body, request.headers.get("content-type", ""), self.config.server
-        )
+        content_type = request.headers.get("content-type", "")
+        items = await read_body(request.body, content_type, self.config.server)
         self._check_room(len(items))
         # No checkpoint between the check and push() counting the items: concurrent requests
         # see each other, so together they cannot cross the limit either.
