@@ -191,7 +191,7 @@ async def test_keep_alive_serves_many_requests_on_one_connection(
             assert received.count(b"HTTP/1.1 200") == 3
 
 
-@pytest.mark.parametrize("path", ["/v1/health", "/v1/status", "/v1/facts", "/v1/nope"])
+@pytest.mark.parametrize("path", ["/v1/health", "/v1/summaries", "/v1/facts", "/v1/nope"])
 async def test_head_answers_like_get_without_a_body(client: httpx.AsyncClient, path: str) -> None:
     """HEAD gets GET's status and Content-Length, and no body."""
     get, head = await client.get(path), await client.head(path)
