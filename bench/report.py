@@ -50,7 +50,7 @@ def _number(value: float | None, unit: str, note: str = "") -> str:
 
 def cells(row: Row) -> tuple[str, str, str, str, str]:
     """The row as the table shows it."""
-    ratio = f"{row.ratio:.2f}" if row.ratio is not None else UNAVAILABLE
+    ratio = UNAVAILABLE if row.ratio is None else f"{row.ratio:.{2 if row.ratio >= 0.01 else 4}f}"
     base = _number(row.base, row.unit)
     return (row.measure, _number(row.value, row.unit, row.note), row.baseline, base, ratio)
 

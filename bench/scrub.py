@@ -44,14 +44,14 @@ async def measure(ctx: Context, turns: list[Turn]) -> list[Row]:
     baseline = "every rule on every string"
     return [
         Row(
-            f"scrub per interaction ({prefilter.best(ANCHORS).name} prefilter)",
+            f"scrub: per interaction, {prefilter.best(ANCHORS).name} prefilter",
             _us_per_interaction(scrub_all, interactions),
             "µs",
             baseline,
             exact,
         ),
         Row(
-            "scrub per interaction (stdlib fallback)",
+            "scrub: per interaction, stdlib fallback",
             _us_per_interaction(fallback, interactions),
             "µs",
             baseline,
