@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import sys
 from pathlib import Path
@@ -111,3 +112,12 @@ def test_match_is_attributed_to_its_string(engine: str) -> None:
     flags = ENGINES[engine].engine.flags(texts)
     assert flags is not None
     assert [bool(f) for f in flags] == [False, False, True, False]
+
+
+def test_threads_scan_with_their_own_scratch() -> None:
+    """Ingest scrubs large requests in worker threads: concurrent scans agree with exact matching."""
+    texts = HOSTILE[:40]
+    expected = [scrub_exact(t) for t in texts]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda _: ENGINES["hyperscan"].scrub_all(texts), range(16)))
+    assert results == [expected] * 16
