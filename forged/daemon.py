@@ -17,6 +17,7 @@ import trio
 from forged import log as logging
 from forged import systemd
 from forged.api import Api
+from forged.backup import DatabaseLock
 from forged.config import Config, ServerConfig
 from forged.distill import DistillObserver
 from forged.errors import ConfigError
@@ -24,7 +25,7 @@ from forged.httpserver import HttpServer
 from forged.hub import Hub, Observer
 from forged.ingest import Ingest
 from forged.llm import Distiller, make_distiller
-from forged.plugins import load_object
+from forged.plugins import load_observers
 from forged.store import Store
 
 LISTEN_BACKLOG = 1024  # connections the kernel queues while we are at the connection cap
@@ -71,13 +72,11 @@ def _listener(server: ServerConfig) -> tuple[trio.SocketListener, Path | None]:
     return _bind(server), Path(server.socket)
 
 
-def _observers(config: Config, distiller: Distiller | None) -> list[Observer]:
-    observers: list[Observer] = []
-    if distiller is not None:
-        observers.append(DistillObserver(distiller, config.distill, config.distiller))
-    for i, spec in enumerate(config.observers.plugins):
-        observers.append(load_object(spec, f"observers.plugins[{i}]")())
-    return observers
+def _distill(config: Config, distiller: Distiller | None) -> list[Observer]:
+    """The built-in observer, unless distillation is turned off."""
+    if distiller is None:
+        return []
+    return [DistillObserver(distiller, config.distill, config.distiller)]
 
 
 def _status_line(api: Api) -> str:
@@ -154,11 +153,13 @@ async def run_daemon(
     task_status: trio.TaskStatus[Api] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until SIGTERM or SIGINT; return after a bounded drain."""
+    lock = DatabaseLock(config.store.path)  # a restore must not swap the file under us
     store = await trio.to_thread.run_sync(Store, config.store.path, config.store.busy_timeout_ms)
     bound: Path | None = None
     distiller: Distiller | None = None
     signals = _Signals()
     try:
+        plugins = load_observers(config, store)  # a faulty plugin stops us before anything runs
         with trio.open_signal_receiver(*STOP_SIGNALS, signal.SIGHUP) as received:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(signals.watch, received)
@@ -169,7 +170,8 @@ async def run_daemon(
                         url = await nursery.start(serve_bundled_llm)
                         config = _with_llm(config, url, REQUEST_EXTRA)
                     distiller = make_distiller(config.distiller) if config.distill.enabled else None
-                    hub = Hub(store, _observers(config, distiller), config.distill.channel_capacity)
+                    hub = Hub(store, [*_distill(config, distiller), *plugins],
+                              config.distill.channel_capacity)  # fmt: skip
                     ingest = Ingest(store, hub.notify_appended)
                     api = Api(config, store, hub, ingest)
                     await nursery.start(ingest.serve)
@@ -198,6 +200,7 @@ async def run_daemon(
             if (aclose := getattr(distiller, "aclose", None)) is not None:
                 await aclose()
             await trio.to_thread.run_sync(store.close)
+            lock.release()
     log.info("stopped")
 
 

@@ -82,7 +82,7 @@ class DistillObserver:
         self.policy = policy
         self._redistilling = trio.Lock()  # one re-run at a time: never two results for a seq
 
-    async def start(
+    async def run(
         self, interactions: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress
     ) -> None:
         batcher = Batcher(

@@ -9,7 +9,7 @@ from typing import Generic, Protocol, TypeVar
 import structlog
 import trio
 
-from forged.errors import StorageFull
+from forged.errors import ObserverError, StorageFull
 from forged.models import BatchOutcome, ObserverState, ObserverStatus, StoredInteraction
 from forged.store import Store, now
 
@@ -121,9 +121,11 @@ class Observer(Protocol):
 
     name: str
 
-    async def start(
+    async def run(
         self, interactions: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress
-    ) -> None: ...
+    ) -> None:
+        """Handle interactions for the daemon's whole life; returning is an error."""
+        ...
 
 
 class Hub:
@@ -193,8 +195,6 @@ class Hub:
             started = trio.current_time()
             try:
                 await self._run(observer, progress)
-                log.info("observer_finished", observer=observer.name)
-                return
             except Exception as exc:  # an observer must never take the daemon down
                 log.exception("observer_failed", observer=observer.name, restart_in=delay)
                 while isinstance(exc, ExceptionGroup):
@@ -206,12 +206,18 @@ class Hub:
             delay = min(delay * 2, RESTART_MAX)
 
     async def _run(self, observer: Observer, progress: Progress) -> None:
-        """One life of an observer: a fresh channel fed from the stored watermark."""
+        """One life of an observer: a fresh channel fed from the stored watermark.
+
+        `run` never returns normally: one that does would leave the watermark frozen without a
+        word, so it counts as a failure, logged and restarted like an exception.
+        """
         send, receive = trio.open_memory_channel[StoredInteraction](self._capacity)
         async with trio.open_nursery() as nursery, receive:
             nursery.start_soon(self._feed, send, observer.name)
-            await observer.start(receive, progress)
-            nursery.cancel_scope.cancel()
+            await observer.run(receive, progress)
+            raise ObserverError(
+                f"observer {observer.name!r} returned from run; it must run until cancelled"
+            )
 
     async def _feed(self, send: trio.MemorySendChannel[StoredInteraction], name: str) -> None:
         """Send the log from the watermark on; block (never drop) while the channel is full."""
