@@ -24,6 +24,7 @@ from forged.errors import BackupError, StoreError
 from forged.schema import MIGRATIONS
 
 FILE_MODE = 0o600  # a backup is memory: readable by its owner alone
+LOCK_MODE = 0o644  # the lock file holds nothing; one made by a root restore stays usable
 INTEGRITY_ERRORS = 5  # problems integrity_check reports at most
 _COUNTS = """
     SELECT (SELECT count(*) FROM interactions), (SELECT coalesce(max(seq), 0) FROM interactions),
@@ -55,7 +56,7 @@ class BackupInfo(msgspec.Struct, frozen=True):
 def _lock_file(database: str) -> int:
     path = f"{database}.lock"
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, LOCK_MODE)
 
 
 class DatabaseLock:
@@ -146,6 +147,8 @@ def _copy_snapshot(store: StoreConfig, partial: Path) -> tuple[int, ...]:
 
 def take_backup(store: StoreConfig, target: Path) -> BackupInfo:
     """Copy the live database to `target` (mode 0600) without stopping ingest, checked."""
+    if target.exists() and Path(store.path).exists() and target.samefile(store.path):
+        raise BackupError(f"{target} is the database itself; back up to another file")
     partial = target.with_name(f".{target.name}.partial")
     try:
         _create_private(partial)

@@ -145,7 +145,10 @@ def load_observers(config: Config, store: Store) -> list[Observer]:
     observers: list[Observer] = []
     for name, table in config.observers.items():
         cls, settings, spec = _resolve(name, table)
-        observer = cls(ObserverContext(name, settings, view))
+        try:
+            observer = cls(ObserverContext(name, settings, view))
+        except Exception as exc:  # a plugin's own failure to start: one line, not a traceback
+            raise ConfigError(f"observers.{name}: {spec} failed to start: {exc!r}") from exc
         actual = getattr(observer, "name", None)
         if actual != name:
             found = "has no `name`" if actual is None else f"is named {actual!r}"

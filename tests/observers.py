@@ -67,6 +67,7 @@ class Configured:
 
     def __init__(self, context: ObserverContext[Threshold]) -> None:
         self.name = context.name
+        self.context = context
         type(self).last = context
 
     async def run(
@@ -97,6 +98,16 @@ class BlockingRun:
         pass
 
     def run(self, interactions: object, progress: object) -> None:
+        pass
+
+
+class Broken:
+    """Cannot start: its constructor raises."""
+
+    def __init__(self, context: ObserverContext[None]) -> None:
+        raise OSError(13, "Permission denied")
+
+    async def run(self, interactions: object, progress: object) -> None:
         pass
 
 

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import trio
 
-from forged.backup import DatabaseLock, inspect_backup, restore_backup, take_backup
+from forged.backup import (
+    DatabaseLock,
+    _exclusive,
+    inspect_backup,
+    restore_backup,
+    take_backup,
+)
 from forged.config import StoreConfig, load_config
-from forged.errors import BackupError, StoreError
+from forged.errors import BackupError
 from forged.models import NewInteraction
 from forged.store import Store
 from tests.conftest import running_daemon, socket_client, write_config
@@ -100,6 +108,14 @@ def test_a_backup_is_private_and_says_what_it_holds(short_tmp: Path) -> None:
     assert [p.name for p in short_tmp.iterdir() if p.name.startswith(".")] == []
 
 
+def test_backup_never_overwrites_the_database(short_tmp: Path) -> None:
+    """Naming the database itself as the backup file is refused."""
+    store = _database(short_tmp)
+    with pytest.raises(BackupError, match=r"forged\.db is the database itself; back up to another"):
+        take_backup(store, Path(store.path))
+    assert _ids(Path(store.path)) == {"id-0", "id-1", "id-2"}
+
+
 def test_backup_of_a_missing_database_says_so(short_tmp: Path) -> None:
     """A wrong database path is one line, and no empty database is created there."""
     store = StoreConfig(path=str(short_tmp / "nope.db"))
@@ -125,19 +141,20 @@ async def test_restore_refuses_while_the_daemon_runs(short_tmp: Path, fake_llm: 
 
 
 def test_a_daemon_does_not_start_during_a_restore(short_tmp: Path) -> None:
-    """The daemon's shared claim fails while a restore holds the database."""
-    import fcntl
-    import os
-
+    """`forged serve` on a database being restored exits at once with one line."""
     database = str(short_tmp / "forged.db")
-    DatabaseLock(database).release()
-    fd = os.open(f"{database}.lock", os.O_RDWR)
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    config = short_tmp / "forged.toml"
+    config.write_text(f"[server]\nsocket = '{short_tmp}/s.sock'\n[store]\npath = '{database}'\n")
+    held = _exclusive(database)  # what restore holds while it works
     try:
-        with pytest.raises(StoreError, match=r"is being restored; start forged when that is done$"):
-            DatabaseLock(database)
+        command = [sys.executable, "-m", "forged", "serve", "--config", str(config)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     finally:
-        os.close(fd)
+        os.close(held)
+    assert (done.returncode, done.stderr) == (
+        1, f"forged: {database} is being restored; start forged when that is done\n"
+    )  # fmt: skip
+    DatabaseLock(database).release()  # and once it is done, it may
 
 
 def test_restore_replaces_only_when_told(short_tmp: Path) -> None:
@@ -172,7 +189,9 @@ def _damaged(path: Path) -> None:
     ],
     ids=["not-sqlite", "damaged", "not-forged"],
 )
-def test_restore_checks_the_file_first(short_tmp: Path, prepare, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_restore_checks_the_file_first(
+    short_tmp: Path, prepare: Callable[[Path], object], message: str
+) -> None:
     """A file that is not a sound forged database is refused before anything is touched."""
     backup = short_tmp / "b.db"
     take_backup(_database(short_tmp / "src", interactions=50), backup)

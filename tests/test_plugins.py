@@ -99,17 +99,32 @@ def test_a_faulty_plugin_is_named_before_anything_runs(
             " name (set `self.name = context.name`)",
         ),
         (
+            "[observers.b]\nclass = 'tests.observers:Broken'",
+            "observers.b: tests.observers:Broken failed to start:"
+            " PermissionError(13, 'Permission denied')",
+        ),
+        (
             "[observers.other]\nclass = 'tests.observers:Recorder'",
             "observers.other: tests.observers:Recorder is named 'recorder'; an observer takes its"
             " table's name (set `self.name = context.name`)",
         ),
     ],
 )
-def test_an_observer_must_carry_its_tables_name(toml: str, message: str, store: Store) -> None:
-    """The table's name is the observer's watermark key: a plugin that ignores it is refused."""
+def test_an_observer_is_created_whole_with_its_tables_name(
+    toml: str, message: str, store: Store
+) -> None:
+    """A plugin that cannot start, or ignores its table's name (its watermark key), is refused."""
     with pytest.raises(ConfigError) as info:
         _load(toml, store)
     assert str(info.value) == message
+
+
+def test_one_class_runs_under_two_names(store: Store) -> None:
+    """Two tables, one class: two observers, each with its own name and settings."""
+    toml = "".join(f"[observers.{n}]\nclass = 'tests.observers:Configured'\nlabel = '{n}'\n"
+                   for n in ("a", "b"))  # fmt: skip
+    observers = [o for o in _load(toml, store) if isinstance(o, Configured)]
+    assert [(o.name, o.context.config.label) for o in observers] == [("a", "a"), ("b", "b")]
 
 
 def test_a_plugin_is_created_with_its_context(store: Store) -> None:
