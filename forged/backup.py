@@ -4,8 +4,8 @@
 transaction: in WAL mode the daemon keeps accepting while it runs, and everything committed
 before it began is in the copy. The copy is checked (integrity, schema version, the same counts
 as the snapshot) before it replaces the target. `restore_backup` checks the file the same way and
-puts it in place only while no daemon holds the database: every daemon holds a shared lock on
-`DATABASE.lock` for its whole life, and restore takes it exclusively.
+puts it in place only while no daemon holds the database: an open `Store` holds a shared lock on
+`DATABASE.lock`, and restore takes it exclusively.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _lock_file(database: str) -> int:
 
 
 class DatabaseLock:
-    """The daemon's claim on its database: shared, so only a restore (exclusive) conflicts."""
+    """An open store's claim on its database: shared, so only a restore (exclusive) conflicts."""
 
     def __init__(self, database: str) -> None:
         self._fd = _lock_file(database)
@@ -73,7 +73,9 @@ class DatabaseLock:
             ) from None
 
     def release(self) -> None:
-        os.close(self._fd)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def _counts(conn: sqlite3.Connection) -> tuple[int, ...]:

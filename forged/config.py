@@ -132,9 +132,8 @@ def _explain(error: msgspec.ValidationError | msgspec.DecodeError, table: str = 
         return f"{key}: unknown key"
     m = _AT.match(text)
     problem, at = (m["problem"], m["at"]) if m else (text, "")
-    return (
-        f"{'.'.join(filter(None, [table, at])) or '(top level)'}: {problem[0].lower()}{problem[1:]}"
-    )
+    where = ".".join(filter(None, [table, at])) or "(top level)"
+    return f"{where}: {problem[0].lower()}{problem[1:]}"
 
 
 def decode_table(table: Mapping[str, Any], type_: type[T], key: str) -> T:
@@ -192,9 +191,8 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):  # an inline table
-        return (
-            "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
-        )
+        pairs = (f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items())
+        return "{" + ", ".join(pairs) + "}"
     return repr(value)
 
 

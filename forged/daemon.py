@@ -17,7 +17,6 @@ import trio
 from forged import log as logging
 from forged import systemd
 from forged.api import Api
-from forged.backup import DatabaseLock
 from forged.config import Config, ServerConfig
 from forged.distill import DistillObserver
 from forged.errors import ConfigError
@@ -72,11 +71,13 @@ def _listener(server: ServerConfig) -> tuple[trio.SocketListener, Path | None]:
     return _bind(server), Path(server.socket)
 
 
-def _distill(config: Config, distiller: Distiller | None) -> list[Observer]:
-    """The built-in observer, unless distillation is turned off."""
+def _observers(
+    config: Config, distiller: Distiller | None, plugins: list[Observer]
+) -> list[Observer]:
+    """The built-in distill observer (unless turned off), then the plugins."""
     if distiller is None:
-        return []
-    return [DistillObserver(distiller, config.distill, config.distiller)]
+        return plugins
+    return [DistillObserver(distiller, config.distill, config.distiller), *plugins]
 
 
 def _status_line(api: Api) -> str:
@@ -153,7 +154,6 @@ async def run_daemon(
     task_status: trio.TaskStatus[Api] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until SIGTERM or SIGINT; return after a bounded drain."""
-    lock = DatabaseLock(config.store.path)  # a restore must not swap the file under us
     store = await trio.to_thread.run_sync(Store, config.store.path, config.store.busy_timeout_ms)
     bound: Path | None = None
     distiller: Distiller | None = None
@@ -170,8 +170,8 @@ async def run_daemon(
                         url = await nursery.start(serve_bundled_llm)
                         config = _with_llm(config, url, REQUEST_EXTRA)
                     distiller = make_distiller(config.distiller) if config.distill.enabled else None
-                    hub = Hub(store, [*_distill(config, distiller), *plugins],
-                              config.distill.channel_capacity)  # fmt: skip
+                    observers = _observers(config, distiller, plugins)
+                    hub = Hub(store, observers, config.distill.channel_capacity)
                     ingest = Ingest(store, hub.notify_appended)
                     api = Api(config, store, hub, ingest)
                     await nursery.start(ingest.serve)
@@ -200,7 +200,6 @@ async def run_daemon(
             if (aclose := getattr(distiller, "aclose", None)) is not None:
                 await aclose()
             await trio.to_thread.run_sync(store.close)
-            lock.release()
     log.info("stopped")
 
 

@@ -14,6 +14,7 @@ from typing import Any, ParamSpec, TypeVar
 import msgspec
 import trio
 
+from forged.backup import DatabaseLock
 from forged.errors import StorageFull, StoreError
 from forged.models import (
     BatchOutcome,
@@ -238,6 +239,7 @@ class Store:
 
     def __init__(self, path: str, busy_timeout_ms: int = 5000) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._claim = DatabaseLock(path)  # no restore replaces the file while it is open here
         try:
             self._writer = _connect(path, busy_timeout_ms)
             self.schema_version = migrate(self._writer)
@@ -246,6 +248,7 @@ class Store:
                 "SELECT coalesce(max(seq), 0), count(*) FROM interactions"
             ).fetchone()
         except sqlite3.Error as exc:
+            self._claim.release()
             raise _translate(exc) from exc
         self.path = path
         self.forgotten: dict[str, int] = {}  # scope -> last seq when it was forgotten
@@ -255,6 +258,7 @@ class Store:
     def close(self) -> None:
         self._reader.close()
         self._writer.close()
+        self._claim.release()
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(writer_connection, *args)` in a thread, one writer at a time."""
