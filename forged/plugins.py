@@ -148,7 +148,9 @@ def load_observers(config: Config, store: Store) -> list[Observer]:
         try:
             observer = cls(ObserverContext(name, settings, view))
         except Exception as exc:  # a plugin's own failure to start: one line, not a traceback
-            raise ConfigError(f"observers.{name}: {spec} failed to start: {exc!r}") from exc
+            raise ConfigError(
+                f"observers.{name}: {spec} failed to start: {type(exc).__name__}: {exc}"
+            ) from exc
         actual = getattr(observer, "name", None)
         if actual != name:
             found = "has no `name`" if actual is None else f"is named {actual!r}"

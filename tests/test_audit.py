@@ -15,7 +15,8 @@ from forged.config import Config, load_config, parse_config
 from forged.errors import ConfigError
 from forged.models import Message, StoredInteraction
 from forged.observers.audit import AuditConfig, AuditFile
-from forged.plugins import check_observers
+from forged.plugins import check_observers, load_observers
+from forged.store import Store
 from tests.conftest import running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
 
@@ -81,6 +82,21 @@ def test_bad_audit_settings_name_the_key(table: str, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         check_observers(parse_config(f"[observers.audit]\nclass = '{AUDIT}'\n{table}"))
     assert str(info.value) == message
+
+
+def test_an_unwritable_path_stops_forged_at_start(tmp_path: Path) -> None:
+    """The trail's file is opened at start: a bad path is one config line, not a restart loop."""
+    (tmp_path / "file").touch()
+    path = tmp_path / "file" / "audit.jsonl"
+    config = parse_config(f"[observers.audit]\nclass = '{AUDIT}'\npath = '{path}'")
+    store = Store(str(tmp_path / "forged.db"))
+    with pytest.raises(ConfigError) as info:
+        load_observers(config, store)
+    store.close()
+    assert str(info.value) == (
+        f"observers.audit: {AUDIT} failed to start:"
+        f" FileExistsError: [Errno 17] File exists: '{tmp_path / 'file'}'"
+    )
 
 
 async def _push_and_drain(config: Config, turns: list[dict[str, object]]) -> None:

@@ -101,7 +101,7 @@ def test_a_faulty_plugin_is_named_before_anything_runs(
         (
             "[observers.b]\nclass = 'tests.observers:Broken'",
             "observers.b: tests.observers:Broken failed to start:"
-            " PermissionError(13, 'Permission denied')",
+            " PermissionError: [Errno 13] Permission denied",
         ),
         (
             "[observers.other]\nclass = 'tests.observers:Recorder'",

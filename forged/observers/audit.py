@@ -120,6 +120,9 @@ class AuditLog:
         self.name = context.name
         self.config = context.config
         self.log = context.log
+        trail = AuditFile(self.config)  # a path it cannot write stops forged at start, in one
+        trail.open()  # line, rather than failing and restarting for ever
+        trail.close()
 
     async def run(
         self, interactions: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress
