@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import sqlite3
 from contextlib import closing, suppress
 from pathlib import Path
@@ -45,6 +44,7 @@ class BackupInfo(msgspec.Struct, frozen=True):
     size_bytes: int
 
     def describe(self) -> str:
+        """One line for people: what the file holds and that it passed its checks."""
         return (
             f"{self.interactions} interactions (last seq {self.last_seq}), {self.summaries}"
             f" summaries, {self.facts} facts, {self.open_dead_letters} open dead letters;"
@@ -78,6 +78,15 @@ class DatabaseLock:
             self._fd = -1
 
 
+def _reason(exc: OSError | sqlite3.Error) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+
+
+def _read_only(path: Path) -> str:
+    """The SQLite URI opening `path` read-only (percent-encoded: any file name works)."""
+    return f"{path.resolve().as_uri()}?mode=ro"
+
+
 def _counts(conn: sqlite3.Connection) -> tuple[int, ...]:
     return tuple(conn.execute(_COUNTS).fetchone())
 
@@ -100,7 +109,7 @@ def inspect_backup(path: Path) -> BackupInfo:
     if not path.is_file():
         raise BackupError(f"{path}: no such file")
     try:
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+        with closing(sqlite3.connect(_read_only(path), uri=True)) as conn:
             problems = [p for (p,) in conn.execute(f"PRAGMA integrity_check({INTEGRITY_ERRORS})")]
             if problems != ["ok"]:
                 raise BackupError(f"{path}: damaged: {'; '.join(problems)}")
@@ -130,20 +139,26 @@ def _sync_into_place(partial: Path, target: Path) -> None:
         os.close(directory)
 
 
+def _copy_into(source: sqlite3.Connection, partial: Path) -> None:
+    """Copy the database through SQLite (pages in a WAL included) into one self-contained file."""
+    with closing(sqlite3.connect(partial, isolation_level=None)) as copy:
+        source.backup(copy)  # in one step (pages=-1): the snapshot cannot move under it
+        copy.execute("PRAGMA journal_mode = DELETE")  # no -wal beside it
+
+
 def _copy_snapshot(store: StoreConfig, partial: Path) -> tuple[int, ...]:
     """Copy one snapshot of the live database into `partial`; its counts, read in that snapshot."""
-    uri = f"file:{Path(store.path).resolve()}?mode=ro"
+    uri = _read_only(Path(store.path))
     try:
         source = sqlite3.connect(uri, uri=True, isolation_level=None,
                                  timeout=store.busy_timeout_ms / 1000)  # fmt: skip
     except sqlite3.OperationalError as exc:
         raise BackupError(f"cannot open the database {store.path}: {exc}") from exc
-    with closing(source), closing(sqlite3.connect(partial, isolation_level=None)) as copy:
+    with closing(source):
         source.execute("BEGIN")  # the counts and the copy read the same snapshot
         counts = _counts(source)
-        source.backup(copy)
+        _copy_into(source, partial)
         source.execute("COMMIT")
-        copy.execute("PRAGMA journal_mode = DELETE")  # one self-contained file, no -wal beside it
     return counts
 
 
@@ -159,8 +174,8 @@ def take_backup(store: StoreConfig, target: Path) -> BackupInfo:
         if _counts_of(info) != expected:
             raise BackupError(f"the copy holds {_counts_of(info)}, the database held {expected}")
         _sync_into_place(partial, target)
-    except OSError as exc:
-        raise BackupError(f"cannot write {target}: {exc.strerror}") from exc
+    except (OSError, sqlite3.Error) as exc:
+        raise BackupError(f"cannot write {target}: {_reason(exc)}") from exc
     finally:
         partial.unlink(missing_ok=True)
     return info
@@ -195,7 +210,10 @@ def restore_backup(backup: Path, database: str, *, replace: bool) -> BackupInfo:
         partial = target.with_name(f".{target.name}.restoring")
         try:
             _create_private(partial)
-            shutil.copyfile(backup, partial)
+            with closing(sqlite3.connect(_read_only(backup), uri=True)) as source:
+                _copy_into(source, partial)
+            if _counts_of(inspect_backup(partial)) != _counts_of(info):
+                raise BackupError(f"the copy of {backup} does not hold what the file holds")
             if os.geteuid() == 0:  # run as root: the daemon's user must still own its database
                 owner = (target if target.exists() else target.parent).stat()
                 os.chown(partial, owner.st_uid, owner.st_gid)
@@ -203,8 +221,8 @@ def restore_backup(backup: Path, database: str, *, replace: bool) -> BackupInfo:
                 with suppress(FileNotFoundError):
                     os.unlink(f"{database}{stale}")
             _sync_into_place(partial, target)
-        except OSError as exc:
-            raise BackupError(f"cannot write {database}: {exc.strerror}") from exc
+        except (OSError, sqlite3.Error) as exc:
+            raise BackupError(f"cannot write {database}: {_reason(exc)}") from exc
         finally:
             partial.unlink(missing_ok=True)
     finally:
