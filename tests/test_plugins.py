@@ -221,3 +221,31 @@ def test_serve_with_a_faulty_plugin_exits_2_with_one_line(
     command = [sys.executable, "-m", "forged", "serve", "--config", str(path)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert (done.returncode, done.stderr) == (2, f"forged: config error: {message}\n")
+
+
+def _example(document: str) -> str:
+    """The Python block of `document` that defines the example plugin `Counter`."""
+    text = (Path(__file__).resolve().parent.parent / document).read_text()
+    blocks = [b.split("\n", 1)[1] for b in text.split("```")[1::2] if b.startswith("python")]
+    (code,) = [b for b in blocks if "class Counter" in b]
+    return code
+
+
+@pytest.mark.parametrize("document", ["README.md", "docs/plugins.md"])
+async def test_the_documented_example_plugin_runs(
+    document: str, short_tmp: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The example as the documentation prints it loads, runs and moves its watermark."""
+    module = f"example_{document.replace('/', '_').replace('.', '_')}"
+    (short_tmp / f"{module}.py").write_text(_example(document))
+    monkeypatch.syspath_prepend(str(short_tmp))
+    config = load_config(write_config(short_tmp, fake_llm.base_url, distill={"enabled": False},
+                                      observers={"counter": {"class": f"{module}:Counter"}}),
+                         {})  # fmt: skip
+    with trio.fail_after(30):
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+            await client.post("/v1/interactions", json=[ONE, ONE, ONE])
+            while api.hub.backlog():
+                await api.hub.changed()
+            (status,) = (await client.get("/v1/status")).json()["observers"]
+    assert (status["name"], status["watermark"], status["last_error"]) == ("counter", 3, None)
