@@ -50,7 +50,7 @@ def traces(db: str, scope: str, seqs: list[int], words: list[str]) -> dict[str, 
     found: dict[str, int] = {}
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         tables = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
-        fts = [name for name, sql in tables if "USING fts5" in sql]
+        fts = [name for name, sql in tables if "using fts5" in sql.lower()]
         for name, _ in tables:
             columns = {row[1] for row in conn.execute(f"PRAGMA table_info({name})")}
             seq = next((c for c in ("first_seq", "seq") if c in columns), None)
