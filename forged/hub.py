@@ -117,11 +117,20 @@ class Feed(trio.abc.ReceiveChannel[StoredInteraction]):
         self._skipped = item.seq
         return False
 
+    async def _commit_skipped(self) -> None:
+        """Move the watermark over skipped seqs once nothing handed out or queued is before them."""
+        idle = self._receive.statistics().current_buffer_used == 0
+        if idle and self._skipped > self._progress.status.watermark >= self._handed:
+            await self._progress.commit(self._skipped)
+
+    async def passed(self, seq: int) -> None:
+        """The hub found nothing left in the log up to `seq`: it was all forgotten."""
+        self._skipped = max(self._skipped, seq)
+        await self._commit_skipped()
+
     async def receive(self) -> StoredInteraction:
         while True:
-            idle = self._receive.statistics().current_buffer_used == 0
-            if idle and self._skipped > self._progress.status.watermark >= self._handed:
-                await self._progress.commit(self._skipped)  # nothing else to wait for
+            await self._commit_skipped()
             if self._take(item := await self._receive.receive()):
                 return item
 
@@ -312,9 +321,12 @@ class Hub:
         cursor = await self.store.watermark(name)  # the stored one: a restart redelivers
         async with send:
             while True:
-                appended = self._appended
+                appended, end = self._appended, self.store.last_seq
                 rows = await self.store.read_log(cursor, min(FEED_CHUNK, self._capacity))
                 if not rows:
+                    if end > cursor:  # the end of the log was forgotten before it was read
+                        cursor = end
+                        await feed.passed(end)
                     await appended.wait()
                     continue
                 for row in rows:

@@ -285,3 +285,26 @@ async def test_no_observer_sees_what_was_queued_before_a_forget(
             while api.hub.backlog():
                 await api.hub.changed()
     assert recorder.seen == [2, 4]
+
+
+async def test_forgetting_a_backlog_leaves_none(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """A scope forgotten while its interactions wait, in the queue and in the log: the watermark
+    moves over them and no backlog is left."""
+    fake_llm.gate = trio.Event()
+    config = load_config(
+        write_config(short_tmp, fake_llm.base_url, distill={"channel_capacity": 2}), {}
+    )
+    with trio.fail_after(30):
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+            await client.post("/v1/interactions", json=said(0, "fz", SECRET_WORD))
+            await fake_llm.wait_for_calls(1)
+            await client.post(
+                "/v1/interactions", json=[said(n, "fz", SECRET_WORD) for n in range(1, 9)]
+            )
+            await _queued(api, 3)  # two queued, one in the hub's hand, six only in the log
+            await client.delete("/v1/scopes/fz")
+            fake_llm.gate.set()
+            while api.hub.backlog():
+                await api.hub.changed()
+            (distill,) = (await client.get("/v1/status")).json()["observers"]
+    assert (distill["watermark"], distill["backlog"], fake_llm.calls) == (9, 0, 1)
