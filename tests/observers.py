@@ -7,8 +7,7 @@ from typing import ClassVar
 import msgspec
 import trio
 
-from forged.hub import Progress
-from forged.models import StoredInteraction
+from forged.hub import Feed, Progress
 from forged.plugins import ObserverContext
 
 
@@ -24,9 +23,7 @@ class Recorder:
     def __init__(self, context: ObserverContext[None]) -> None:
         self.context = context
 
-    async def run(
-        self, interactions: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress
-    ) -> None:
+    async def run(self, interactions: Feed, progress: Progress) -> None:
         type(self).lives += 1
         await type(self).gate.wait()
         async for item in interactions:
@@ -45,9 +42,7 @@ class Quitter:
     def __init__(self, context: ObserverContext[None]) -> None:
         self.name = context.name
 
-    async def run(
-        self, interactions: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress
-    ) -> None:
+    async def run(self, interactions: Feed, progress: Progress) -> None:
         type(self).lives += 1
         await progress.commit((await interactions.receive()).seq)
 
@@ -70,9 +65,7 @@ class Configured:
         self.context = context
         type(self).last = context
 
-    async def run(
-        self, interactions: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress
-    ) -> None:
+    async def run(self, interactions: Feed, progress: Progress) -> None:
         async for item in interactions:
             await progress.commit(item.seq)
 

@@ -21,8 +21,7 @@ from typing import Annotated
 import msgspec
 import trio
 
-from forged.hub import Batcher, Progress
-from forged.models import StoredInteraction
+from forged.hub import Batcher, Feed, Progress
 from forged.plugins import ObserverContext
 
 FILE_MODE = 0o600  # the trail holds conversations: memory, for forged's user alone
@@ -124,9 +123,7 @@ class AuditLog:
         trail.open()  # line, rather than failing and restarting for ever
         trail.close()
 
-    async def run(
-        self, interactions: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress
-    ) -> None:
+    async def run(self, interactions: Feed, progress: Progress) -> None:
         trail = AuditFile(self.config)
         written = await trio.to_thread.run_sync(trail.open)
         self.log.info("audit_opened", path=str(trail.path), last_seq=written)
