@@ -95,7 +95,9 @@ _IDS = st.one_of(st.none(), st.sampled_from("abcde"))
 _GROUPS = st.lists(st.lists(st.lists(_IDS, max_size=4), min_size=1, max_size=3), max_size=4)
 
 
-@settings(max_examples=50, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(  # every example opens a database and commits up to four times: disk time, no deadline
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(groups=_GROUPS)
 async def test_first_use_of_an_id_wins(
     tmp_path: Path, groups: list[list[list[str | None]]]
