@@ -34,11 +34,13 @@ NOTES = """\
   clock stops when the last 202 (sent only after COMMIT with `synchronous=FULL`) has arrived.
   The baseline is a bare script inserting the same rows with the same schema and pragmas (WAL,
   `synchronous=FULL`) into a fresh file on the same disk. With {clients} clients, forged commits
-  the requests that arrive together in one transaction (group commit), so it can beat the bare
-  one-transaction-per-interaction figure: ratios above 1 there are real, not an error. In bulk,
-  where one fsync serves many rows, the daemon's work per interaction in Python (decode and
-  validate, scrub every string for secrets, re-encode) costs several times SQLite's own insert:
-  that is why bulk ingest sits furthest below its limit.
+  the requests that arrive together in one transaction (group commit; a group waits up to half
+  the last commit's time, at most 2 ms, for as many requests as the last one had), so it can
+  beat the bare one-transaction-per-interaction figure: ratios above 1 there are real, not an
+  error, and they grow with the disk's fsync time. In bulk, where one fsync serves many rows,
+  the daemon's work per interaction in Python (decode and validate, scrub every string for
+  secrets, re-encode) costs several times SQLite's own insert, scrubbing most of it: that is
+  why bulk ingest sits furthest below its limit.
 - **batching**: {burst:,} conversation turns from {source}, pushed in one NDJSON request, each
   one interaction; the fake LLM answers every call after {latency:.0f} ms and reports usage; the
   figures are the daemon's own `/v1/status` totals once the watermark reaches the last seq. The
