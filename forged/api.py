@@ -18,6 +18,7 @@ from forged.ingest import Ingest, parse_body
 from forged.models import (
     DEFAULT_SCOPE,
     FACT_KINDS,
+    MEMORY_TYPES,
     RECALL_KINDS,
     ForgetAnswer,
     LogStatus,
@@ -25,7 +26,7 @@ from forged.models import (
     Status,
 )
 from forged.params import MAX_KEY_CHARS, Params
-from forged.recall import PAGE_DEFAULT, PAGE_MAX, Recall, SearchQuery
+from forged.recall import PAGE_DEFAULT, PAGE_MAX, Page, Recall, SearchQuery, kind_type
 from forged.store import Store
 
 BACKLOG_RETRY_AFTER = 5  # seconds a client is told to wait when the backlog is full
@@ -150,23 +151,34 @@ class Api:
         return json_response({"status": "ok"})
 
     def _search_query(self, params: Params, limit: int) -> SearchQuery:
+        kind = params.choice("kind", RECALL_KINDS)
+        types = params.choices("types", MEMORY_TYPES)
+        if kind is not None and types is not None and kind_type(kind) not in types:
+            raise InvalidRequest(400, "invalid_parameter", f"`kind` {kind} is a {kind_type(kind)}"
+                                 f", which `types` ({','.join(types)}) leaves out")  # fmt: skip
+        since, until = params.period()
         return SearchQuery(
             q=params.text("q"),
             scope=params.key("scope", DEFAULT_SCOPE) or DEFAULT_SCOPE,
-            kind=params.choice("kind", RECALL_KINDS),
+            kind=kind,
             session=params.key("session"),
             limit=limit,
+            types=types or MEMORY_TYPES,
+            since=since,
+            until=until,
+            sources=params.choice("sources", ("true", "false")) == "true",
         )
 
     async def search(self, request: Request) -> Response:
-        params = Params(request.query, request.path, ("q", "scope", "kind", "session", "limit"))
+        accepted = ("q", "scope", "kind", "types", "session", "since", "until", "limit", "sources")
+        params = Params(request.query, request.path, accepted)
         recall = self.config.recall
         limit = params.integer("limit", recall.default_limit, 1, recall.max_limit)
         results = await self.recall.search(self._search_query(params, limit))
         return json_response(SearchAnswer(results))
 
     async def context(self, request: Request) -> Response:
-        accepted = ("q", "scope", "kind", "session", "budget_tokens")
+        accepted = ("q", "scope", "kind", "types", "session", "since", "until", "budget_tokens")
         params = Params(request.query, request.path, accepted)
         recall = self.config.recall
         budget = params.integer(
@@ -175,24 +187,25 @@ class Api:
         query = self._search_query(params, recall.max_limit)
         return json_response(await self.recall.context(query, budget))
 
-    async def facts(self, request: Request) -> Response:
-        params = Params(request.query, request.path, ("scope", "kind", "after", "limit"))
-        page = await self.recall.facts(
+    def _page(self, params: Params, kinds: tuple[str, ...] = ()) -> Page:
+        since, until = params.period()
+        return Page(
             scope=params.key("scope"),
-            kind=params.choice("kind", FACT_KINDS),
+            kind=params.choice("kind", kinds) if kinds else None,
             after=params.cursor("after"),
             limit=params.integer("limit", PAGE_DEFAULT, 1, PAGE_MAX),
+            since=since,
+            until=until,
         )
-        return json_response(page)
+
+    async def facts(self, request: Request) -> Response:
+        accepted = ("scope", "kind", "since", "until", "after", "limit")
+        params = Params(request.query, request.path, accepted)
+        return json_response(await self.recall.facts(self._page(params, FACT_KINDS)))
 
     async def summaries(self, request: Request) -> Response:
-        params = Params(request.query, request.path, ("scope", "after", "limit"))
-        page = await self.recall.summaries(
-            scope=params.key("scope"),
-            after=params.cursor("after"),
-            limit=params.integer("limit", PAGE_DEFAULT, 1, PAGE_MAX),
-        )
-        return json_response(page)
+        params = Params(request.query, request.path, ("scope", "since", "until", "after", "limit"))
+        return json_response(await self.recall.summaries(self._page(params)))
 
     async def forget(self, request: Request) -> Response:
         scope = request.path.removeprefix(SCOPES_PREFIX)

@@ -20,12 +20,14 @@ from forged.models import BatchOutcome, Fact, MemoryItem, ScopeResult
 from forged.recall import (
     FRAME_TOKENS,
     SELECTIVE_MIN_ROWS,
+    Page,
     SearchQuery,
     fts_query,
     julian_now,
     list_facts,
     pack,
     query_phrases,
+    ranked,
     search,
 )
 from forged.schema import MIGRATIONS
@@ -63,11 +65,13 @@ def add_fact(
     days_ago: float = 0.0,
     session: str | None = None,
 ) -> int:
-    """Insert one fact with a chosen age, as the store would after distillation."""
+    """Insert one fact about a time `days_ago`, as the store would after distillation."""
+    at = stamp(days_ago)
     cur = conn.execute(
         "INSERT INTO facts (kind, text, norm, scope, session, batch_id, first_seq, last_seq,"
-        " created_at, last_seen_at) VALUES (?, ?, ?, ?, ?, 'b1', 1, 1, ?, ?)",
-        (kind, text, normalise(text), scope, session, stamp(days_ago), stamp(days_ago)),
+        " first_at, last_at, created_at, last_seen_at)"
+        " VALUES (?, ?, ?, ?, ?, 'b1', 1, 1, ?, ?, ?, ?)",
+        (kind, text, normalise(text), scope, session, at, at, at, at),
     )
     assert cur.lastrowid is not None
     return cur.lastrowid
@@ -76,10 +80,11 @@ def add_fact(
 def add_summary(
     conn: sqlite3.Connection, text: str, *, scope: str = "a", days_ago: float = 0.0
 ) -> int:
+    at = stamp(days_ago)
     cur = conn.execute(
         "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq, last_seq,"
-        " created_at) VALUES ('distill', 'b1', ?, NULL, ?, 1, 1, ?)",
-        (scope, text, stamp(days_ago)),
+        " first_at, last_at, created_at) VALUES ('distill', 'b1', ?, NULL, ?, 1, 1, ?, ?, ?)",
+        (scope, text, at, at, at),
     )
     assert cur.lastrowid is not None
     return cur.lastrowid
@@ -117,20 +122,24 @@ def test_newer_wins_among_equal_matches(db: sqlite3.Connection) -> None:
 
 
 def test_score_halves_with_each_half_life(db: sqlite3.Connection) -> None:
-    """The same text one half-life older scores exactly half."""
+    """Within its list, the same text about a time one half-life earlier scores exactly half."""
     add_fact(db, "The build runs on Fridays.", kind="decision")
     add_fact(db, "The build runs on Fridays.", kind="state", days_ago=HALF_LIFE)
-    fresh, old = find(db, "fridays")
+    query = SearchQuery(q="fridays", scope="a", limit=10)
+    fresh, old = ranked(db, "fact", query, HALF_LIFE, NOW_JD)
     assert (fresh.kind, old.kind) == ("decision", "state")
     assert old.score == pytest.approx(fresh.score / 2)
 
 
-def test_recency_uses_last_seen(db: sqlite3.Connection) -> None:
-    """A fact distilled again lately counts as recent, however long ago it was first noted."""
+def test_recency_is_when_it_happened_not_when_it_was_distilled(db: sqlite3.Connection) -> None:
+    """A fact about last year distilled today is old; one seen again lately counts as recent."""
+    old_news = add_fact(db, "Beta service used Redis.", days_ago=365)
+    db.execute("UPDATE facts SET created_at = ?, last_seen_at = ? WHERE id = ?",
+               (stamp(0), stamp(0), old_news))  # fmt: skip
     renewed = add_fact(db, "Alpha service now uses Redis.", days_ago=300)
-    db.execute("UPDATE facts SET last_seen_at = ? WHERE id = ?", (stamp(0), renewed))
+    db.execute("UPDATE facts SET last_at = ? WHERE id = ?", (stamp(0), renewed))
     stale = add_fact(db, "Gamma service now uses Redis.", days_ago=10)
-    assert [i.id for i in find(db, "redis")] == [renewed, stale]
+    assert [i.id for i in find(db, "redis")] == [renewed, stale, old_news]
 
 
 def test_a_scope_never_sees_another(db: sqlite3.Connection) -> None:
@@ -178,12 +187,10 @@ def test_query_words_are_quoted() -> None:
 def test_words_in_most_rows_of_a_large_table_do_not_match_alone(db: sqlite3.Connection) -> None:
     """Over 1,000 rows, a word in more than half of them (no BM25 weight) makes no match alone."""
     db.executemany(
-        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, created_at,"
-        " last_seen_at) VALUES ('state', ?, ?, 'a', 'b', 1, 1, ?, ?)",
-        (
-            (f"The service runs job {n}.", f"n{n}", stamp(0), stamp(0))
-            for n in range(SELECTIVE_MIN_ROWS)
-        ),
+        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, first_at,"
+        " last_at, created_at, last_seen_at) VALUES ('state', ?1, ?2, 'a', 'b', 1, 1, ?3, ?3, ?3,"
+        " ?3)",
+        ((f"The service runs job {n}.", f"n{n}", stamp(0)) for n in range(SELECTIVE_MIN_ROWS)),
     )
     zebra = add_fact(db, "The service feeds the zebra.")
     assert [i.id for i in find(db, "what does the service feed the zebra?")] == [zebra]
@@ -232,11 +239,16 @@ def test_migration_indexes_existing_rows(tmp_path: Path) -> None:
     conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
                  " applied_at TEXT NOT NULL)")  # fmt: skip
     conn.execute("INSERT INTO schema_migrations VALUES (1, 'v1', '2026-01-01')")
-    fact = add_fact(conn, "Old fact about Cassandra.")
-    summary = add_summary(conn, "Old summary about Cassandra.")
+    conn.execute("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
+                 " created_at, last_seen_at) VALUES ('state', 'Old fact about Cassandra.', 'x',"
+                 " 'a', 'b1', 1, 1, ?, ?)", (stamp(0), stamp(0)))  # fmt: skip
+    conn.execute("INSERT INTO summaries (observer, batch_id, scope, text, first_seq, last_seq,"
+                 " created_at) VALUES ('distill', 'b1', 'a', 'Old summary about Cassandra.', 1, 1,"
+                 " ?)", (stamp(0),))  # fmt: skip
+    fact, summary = 1, 1
     store = Store(str(path))
     store.close()
-    assert store.schema_version == 2
+    assert store.schema_version == len(MIGRATIONS)
     found = {(i.type, i.id) for i in find(conn, "cassandra")}
     assert found == {("fact", fact), ("summary", summary)}
     conn.close()
@@ -246,6 +258,7 @@ def item(n: int, text: str, kind: Any = "state") -> MemoryItem:
     return MemoryItem(
         id=n, type="fact", kind=kind, scope="a", session=None, text=text, score=1.0,
         created_at=stamp(0), last_seen_at=stamp(0), first_seq=1, last_seq=1,
+        first_at=stamp(0), last_at=stamp(0),
     )  # fmt: skip
 
 
@@ -311,7 +324,7 @@ async def test_same_fact_from_two_batches_is_stored_once(tmp_path: Path) -> None
         await store.commit_batch(
             "distill", _outcome("b2", 2, [Fact("preference", "alice likes TEA")])
         )
-        page = await store.read(list_facts, "a", None, 0, 10)
+        page = await store.read(list_facts, Page(scope="a", limit=10))
         found = await store.read(
             search, SearchQuery(q="tea", scope="a", kind="preference", limit=10), HALF_LIFE
         )
@@ -405,6 +418,9 @@ async def test_no_query_is_a_server_error(daemon: tuple[Api, httpx.AsyncClient],
 
 LIMIT = "`limit` must be an integer from 1 to 100; got "
 CURSOR = "`after` must be the `next` cursor of a previous page; got "
+TYPES = "`types` must be a comma-separated list of fact, summary, interaction; got "
+WHEN = ("`{}` must be a date (2023-05-07) or a date and time with a time zone"
+        " (2023-05-07T14:00:00Z); got {}")  # fmt: skip
 BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
     ("/v1/search", {}, "`q` must not be empty"),
     ("/v1/search", {"q": "  "}, "`q` must not be empty"),
@@ -418,20 +434,40 @@ BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
     ("/v1/search", {"q": "x", "session": "s" * 513},
      "`session` must be 1 to 512 characters, got 513"),
     ("/v1/search", {"q": "x", "colour": "red"},
-     "unknown parameter `colour`; /v1/search accepts q, scope, kind, session, limit"),
+     "unknown parameter `colour`; /v1/search accepts q, scope, kind, types, session, since,"
+     " until, limit, sources"),
+    ("/v1/search", {"q": "x", "types": "facts"}, TYPES + "'facts'"),
+    ("/v1/search", {"q": "x", "types": ""}, TYPES + "''"),
+    ("/v1/search", {"q": "x", "types": "fact,,summary"}, TYPES + "'fact,,summary'"),
+    ("/v1/search", {"q": "x", "kind": "decision", "types": "summary,interaction"},
+     "`kind` decision is a fact, which `types` (summary,interaction) leaves out"),
+    ("/v1/search", {"q": "x", "since": "yesterday"}, WHEN.format("since", "'yesterday'")),
+    ("/v1/search", {"q": "x", "until": "2023-05-07T14:00:00"},
+     WHEN.format("until", "'2023-05-07T14:00:00'")),
+    ("/v1/search", {"q": "x", "since": "2023-02-30"}, WHEN.format("since", "'2023-02-30'")),
+    ("/v1/search", {"q": "x", "since": "2023-05-08", "until": "2023-05-07"},
+     "`since` (2023-05-08) is after `until` (2023-05-07)"),
+    ("/v1/search", {"q": "x", "sources": "yes"},
+     "`sources` must be one of true, false; got 'yes'"),
+    ("/v1/context", {"q": "x", "types": "turn"}, TYPES + "'turn'"),
+    ("/v1/context", {"q": "x", "until": "soon"}, WHEN.format("until", "'soon'")),
     ("/v1/context", {"q": ""}, "`q` must not be empty"),
     ("/v1/context", {"q": "x", "budget_tokens": "0"},
      "`budget_tokens` must be an integer from 1 to 100000; got '0'"),
     ("/v1/context", {"q": "x", "budget_tokens": "1e3"},
      "`budget_tokens` must be an integer from 1 to 100000; got '1e3'"),
     ("/v1/context", {"q": "x", "limit": "5"},
-     "unknown parameter `limit`; /v1/context accepts q, scope, kind, session, budget_tokens"),
+     "unknown parameter `limit`; /v1/context accepts q, scope, kind, types, session, since,"
+     " until, budget_tokens"),
     ("/v1/facts", {"kind": "summary"},
      "`kind` must be one of decision, correction, preference, state; got 'summary'"),
     ("/v1/facts", {"after": "abc"}, CURSOR + "'abc'"),
     ("/v1/facts", {"after": "-3"}, CURSOR + "'-3'"),
     ("/v1/facts", {"limit": "1001"}, "`limit` must be an integer from 1 to 1000; got '1001'"),
+    ("/v1/facts", {"since": "May"}, WHEN.format("since", "'May'")),
     ("/v1/summaries", {"after": "x"}, CURSOR + "'x'"),
+    ("/v1/summaries", {"since": "2024-01-01T00:00:00Z", "until": "2023-12-31"},
+     "`since` (2024-01-01T00:00:00Z) is after `until` (2023-12-31)"),
 ]  # fmt: skip
 
 
