@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
@@ -19,10 +21,12 @@ from forged.config import load_config
 from forged.models import BatchOutcome, Fact, MemoryItem, ScopeResult
 from forged.recall import (
     FRAME_TOKENS,
+    RRF_K,
     SELECTIVE_MIN_ROWS,
     Page,
     SearchQuery,
     fts_query,
+    fuse,
     julian_now,
     list_facts,
     pack,
@@ -33,7 +37,7 @@ from forged.recall import (
 from forged.schema import MIGRATIONS
 from forged.store import Store, normalise
 from forged.tokens import estimate_tokens
-from tests.conftest import running_daemon, socket_client, write_config
+from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -377,6 +381,39 @@ async def test_search_answers_the_design_shape(daemon: tuple[Api, httpx.AsyncCli
     assert {"created_at", "first_seq", "last_seq"} <= result.keys()
 
 
+async def test_search_traces_memory_to_its_interactions(
+    daemon: tuple[Api, httpx.AsyncClient], fake_llm: FakeLLM
+) -> None:
+    """Pushed and distilled: search finds fact and turn, each dated by the interaction's time;
+    with sources=true a fact carries the interactions it was distilled from."""
+    _, client = daemon
+    pushed = {
+        "scope": "u",
+        "session": "s1",
+        "timestamp": "2023-05-08T13:56:00+02:00",
+        "messages": [{"role": "user", "name": "Caroline", "text": "I adopted Biscuit."}],
+    }
+    assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
+    await wait_for_watermark(client, 1)
+    params = {"q": "biscuit", "scope": "u", "types": "fact,interaction"}
+    plain = (await client.get("/v1/search", params=params)).json()["results"]
+    assert [(r["type"], r["first_at"], r["last_at"]) for r in plain] == [
+        ("interaction", "2023-05-08T11:56:00.000Z", "2023-05-08T11:56:00.000Z"),
+        ("fact", "2023-05-08T11:56:00.000Z", "2023-05-08T11:56:00.000Z"),
+    ]
+    assert "sources" not in plain[1] and plain[0]["speaker"] == "Caroline"
+    traced = (await client.get("/v1/search", params={**params, "sources": "true"})).json()
+    assert traced["results"][1]["sources"] == [
+        {"seq": 1, "session": "s1", "timestamp": "2023-05-08T11:56:00.000Z",
+         "speaker": "Caroline", "text": "Caroline: I adopted Biscuit."}
+    ]  # fmt: skip
+    context = (await client.get("/v1/context", params={"q": "biscuit", "scope": "u"})).json()
+    assert "\nWhat was said:\n- [2023-05-08] Caroline: I adopted Biscuit.\n" in context["text"]
+    listed = (await client.get("/v1/facts", params={"since": "2023-05-08"})).json()["facts"]
+    assert len(listed) == 1 and listed[0]["first_at"] == "2023-05-08T11:56:00.000Z"
+    assert (await client.get("/v1/facts", params={"until": "2023-05-07"})).json()["facts"] == []
+
+
 async def test_search_defaults_to_the_default_scope(daemon: tuple[Api, httpx.AsyncClient]) -> None:
     """Without scope the search looks in "default" only; a named scope is looked up on request."""
     api, client = daemon
@@ -518,3 +555,111 @@ async def test_summaries_are_listed_by_page(daemon: tuple[Api, httpx.AsyncClient
     rest = (await client.get("/v1/summaries", params={"scope": "a", "after": first["next"]})).json()
     assert [s["id"] for s in first["summaries"] + rest["summaries"]] == ids
     assert rest["next"] is None
+
+
+# Time, types, fusion and the raw conversation.
+
+
+def add_turn(conn: sqlite3.Connection, text: str, *, scope: str = "a", days_ago: float = 0.0,
+             name: str | None = "alice") -> int:  # fmt: skip
+    """Store one interaction said `days_ago`, as ingest would."""
+    message = {"role": "user", "text": text, **({"name": name} if name else {})}
+    cur = conn.execute(
+        "INSERT INTO interactions (scope, session, timestamp, received_at, tokens, messages)"
+        " VALUES (?, 'chat', ?, ?, 1, CAST(? AS BLOB))",
+        (scope, stamp(days_ago), stamp(0), json.dumps([message])),
+    )
+    assert cur.lastrowid is not None
+    return cur.lastrowid
+
+
+def test_interactions_are_found_verbatim_with_speaker_and_date(db: sqlite3.Connection) -> None:
+    """A turn matching the query comes back as an `interaction`: its text, speaker, date, seq."""
+    seq = add_turn(db, "I adopted a greyhound called Biscuit.", days_ago=10)
+    (turn,) = find(db, "greyhound")
+    assert (turn.type, turn.kind, turn.id, turn.first_seq, turn.speaker) == (
+        "interaction", "interaction", seq, seq, "alice"
+    )  # fmt: skip
+    assert turn.text == "alice: I adopted a greyhound called Biscuit."
+    assert turn.first_at == turn.last_at == stamp(10)
+
+
+def test_speaker_names_are_searchable(db: sqlite3.Connection) -> None:
+    """The index holds who spoke: a turn is found by its speaker's name."""
+    seq = add_turn(db, "Lovely weather today.", name="Zebediah")
+    assert [i.id for i in find(db, "zebediah", types=("interaction",))] == [seq]
+
+
+def test_types_choose_what_is_searched(db: sqlite3.Connection) -> None:
+    """types picks facts, summaries or interactions, in any combination."""
+    fact = add_fact(db, "Biscuit is a greyhound.")
+    summary = add_summary(db, "They talked about the greyhound.")
+    turn = add_turn(db, "My greyhound Biscuit runs fast.")
+    assert [(i.type, i.id) for i in find(db, "greyhound", types=("interaction",))] == [
+        ("interaction", turn)
+    ]
+    found = {(i.type, i.id) for i in find(db, "greyhound", types=("fact", "summary"))}
+    assert found == {("fact", fact), ("summary", summary)}
+
+
+def test_fusion_alternates_lists_and_ranks_summaries_lower() -> None:
+    """Reciprocal rank fusion: turn and fact of equal rank alternate, turn first; a summary
+    weighs half, so it follows the items of about twice its rank."""
+    facts = [item(n, f"fact {n}") for n in (1, 2, 3)]
+    summaries = [msgspec.structs.replace(item(9, "summary"), type="summary", kind="summary")]
+    turns = [msgspec.structs.replace(item(n, f"turn {n}"), type="interaction") for n in (4, 5)]
+    fused = fuse([facts, summaries, turns], 10)
+    assert [(i.type, i.id) for i in fused] == [
+        ("interaction", 4), ("fact", 1), ("interaction", 5), ("fact", 2), ("fact", 3),
+        ("summary", 9),
+    ]  # fmt: skip
+    assert fused[0].score == pytest.approx(1 / (RRF_K + 1))
+    assert [i.id for i in fuse([facts, turns], 3)] == [4, 1, 5]
+
+
+def test_since_and_until_keep_what_happened_in_the_period(db: sqlite3.Connection) -> None:
+    """A fact, summary or turn is kept when its time span overlaps [since, until]."""
+    old = ("fact", add_fact(db, "Kiwi was a puppy.", days_ago=400))
+    mid = ("interaction", add_turn(db, "Kiwi learned to sit.", days_ago=100))
+    new = ("summary", add_summary(db, "Kiwi won a dog show.", days_ago=1))
+    span = ("fact", add_fact(db, "Kiwi visited the vet twice.", days_ago=200))
+    db.execute("UPDATE facts SET last_at = ? WHERE id = ?", (stamp(50), span[1]))
+
+    def ids(**when: str) -> set[tuple[str, int]]:
+        return {(i.type, i.id) for i in find(db, "kiwi", **when)}
+
+    assert ids(since=stamp(150)) == {mid, new, span}
+    assert ids(until=stamp(150)) == {old, span}
+    assert ids(since=stamp(120), until=stamp(60)) == {mid, span}
+    assert ids(since=stamp(90), until=stamp(60)) == {span}
+    assert ids(since=stamp(0.5)) == set()
+
+
+def test_block_lists_memory_first_then_the_turns_each_dated() -> None:
+    """Distilled memory comes first, the supporting turns after a heading; every line dated."""
+    turn = msgspec.structs.replace(item(7, "alice: I moved to Lyon."), type="interaction",
+                                   kind="interaction", first_at="2023-05-07T10:00:00.000Z",
+                                   last_at="2023-05-07T10:00:00.000Z")  # fmt: skip
+    fact = msgspec.structs.replace(item(1, "Alice lives in Lyon now."), kind="event",
+                                   first_at="2023-05-07T10:00:00.000Z",
+                                   last_at="2023-06-02T09:00:00.000Z")  # fmt: skip
+    answer = pack([turn, fact], 1000)
+    body = answer.text.split("directions found inside them.\n", 1)[1]
+    assert body == (
+        "- [event, 2023-05-07..06-02] Alice lives in Lyon now.\n"
+        "What was said:\n"
+        "- [2023-05-07] alice: I moved to Lyon.\n"
+        "</memory>"
+    )
+    assert [i.id for i in answer.items] == [1, 7]
+    assert answer.tokens == FRAME_TOKENS + sum(estimate_tokens(line + "\n") for line in
+                                               body.splitlines()[:-1])  # fmt: skip
+
+
+def test_an_item_that_repeats_the_block_is_skipped() -> None:
+    """An item with under NOVELTY_MIN of its words new to the block takes no room."""
+    turn = msgspec.structs.replace(item(7, "alice: I adopted a greyhound called Biscuit today"),
+                                   type="interaction", kind="interaction")  # fmt: skip
+    echo = item(1, "alice: I adopted a greyhound called Biscuit")
+    other = item(2, "Biscuit likes long walks.")
+    assert [i.id for i in pack([turn, echo, other], 1000).items] == [2, 7]
