@@ -21,6 +21,7 @@ from forged.config import load_config
 from forged.models import BatchOutcome, Fact, MemoryItem, ScopeResult
 from forged.recall import (
     FRAME_TOKENS,
+    RECENCY_FLOOR,
     RRF_K,
     SELECTIVE_MIN_ROWS,
     Page,
@@ -125,14 +126,17 @@ def test_newer_wins_among_equal_matches(db: sqlite3.Connection) -> None:
     assert [i.id for i in find(db, "redis")] == [newer, older]
 
 
-def test_score_halves_with_each_half_life(db: sqlite3.Connection) -> None:
-    """Within its list, the same text about a time one half-life earlier scores exactly half."""
+def test_recency_halves_down_to_its_floor(db: sqlite3.Connection) -> None:
+    """Within its list, the recency part of a score halves with each half-life since it
+    happened, above RECENCY_FLOOR: old but relevant memory is never buried."""
     add_fact(db, "The build runs on Fridays.", kind="decision")
     add_fact(db, "The build runs on Fridays.", kind="state", days_ago=HALF_LIFE)
+    add_fact(db, "The build runs on Fridays.", kind="correction", days_ago=100 * HALF_LIFE)
     query = SearchQuery(q="fridays", scope="a", limit=10)
-    fresh, old = ranked(db, "fact", query, HALF_LIFE, NOW_JD)
-    assert (fresh.kind, old.kind) == ("decision", "state")
-    assert old.score == pytest.approx(fresh.score / 2)
+    fresh, old, ancient = ranked(db, "fact", query, HALF_LIFE, NOW_JD)
+    assert (fresh.kind, old.kind, ancient.kind) == ("decision", "state", "correction")
+    assert old.score == pytest.approx(fresh.score * (RECENCY_FLOOR + (1 - RECENCY_FLOOR) / 2))
+    assert ancient.score == pytest.approx(fresh.score * RECENCY_FLOOR)
 
 
 def test_recency_is_when_it_happened_not_when_it_was_distilled(db: sqlite3.Connection) -> None:
