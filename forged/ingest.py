@@ -23,6 +23,7 @@ GROUP_MAX_REQUESTS = 64  # requests committed in one transaction at most
 MAX_DEPTH = 64  # nesting levels allowed in metadata: deeper JSON would exhaust the stack
 QUEUE_CAPACITY = 256  # requests waiting for the committer
 OFFLOAD_CHARS = 256 * 1024  # scrub bigger requests in a worker thread, off the event loop
+OFFLOAD_BYTES = 256 * 1024  # decode bigger bodies in a worker thread, off the event loop
 
 _ONE = msgspec.json.Decoder(Interaction)
 _MANY = msgspec.json.Decoder(list[Interaction])
@@ -123,6 +124,13 @@ def parse_body(body: bytes, content_type: str, limits: ServerConfig) -> list[Int
         raise InvalidRequest(400, "invalid_body", "the body holds no interactions")
     _check_limits(items, limits)
     return items
+
+
+async def read_body(body: bytes, content_type: str, limits: ServerConfig) -> list[Interaction]:
+    """`parse_body`, in a worker thread for a large body: the event loop keeps serving meanwhile."""
+    if len(body) <= OFFLOAD_BYTES:
+        return parse_body(body, content_type, limits)
+    return await trio.to_thread.run_sync(parse_body, body, content_type, limits)
 
 
 def _scrub_value(value: Any) -> Any:

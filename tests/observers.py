@@ -6,8 +6,7 @@ from typing import ClassVar
 
 import trio
 
-from forged.hub import Progress
-from forged.models import StoredInteraction
+from forged.hub import Feed, Progress
 
 
 class Recorder:
@@ -19,9 +18,7 @@ class Recorder:
     fail_once_at: ClassVar[int | None] = None  # raise when this seq arrives, the first time only
     lives: ClassVar[int] = 0
 
-    async def start(
-        self, interactions: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress
-    ) -> None:
+    async def start(self, interactions: Feed, progress: Progress) -> None:
         type(self).lives += 1
         await type(self).gate.wait()
         async for item in interactions:
