@@ -82,7 +82,7 @@ class DistillObserver:
         self.policy = policy
         self._redistilling = trio.Lock()  # one re-run at a time: never two results for a seq
 
-    async def start(self, interactions: Feed, progress: Progress) -> None:
+    async def run(self, interactions: Feed, progress: Progress) -> None:
         batcher = Batcher(
             interactions,
             max_items=self.batching.max_batch_interactions,

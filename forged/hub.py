@@ -9,7 +9,7 @@ from typing import Generic, Protocol, TypeVar
 import structlog
 import trio
 
-from forged.errors import StorageFull
+from forged.errors import ObserverError, StorageFull
 from forged.models import (
     BatchOutcome,
     Deleted,
@@ -210,7 +210,9 @@ class Observer(Protocol):
 
     name: str
 
-    async def start(self, interactions: Feed, progress: Progress) -> None: ...
+    async def run(self, interactions: Feed, progress: Progress) -> None:
+        """Handle interactions for the daemon's whole life; returning is an error."""
+        ...
 
 
 class Hub:
@@ -293,8 +295,6 @@ class Hub:
             started = trio.current_time()
             try:
                 await self._run(observer, progress)
-                log.info("observer_finished", observer=observer.name)
-                return
             except Exception as exc:  # an observer must never take the daemon down
                 log.exception("observer_failed", observer=observer.name, restart_in=delay)
                 while isinstance(exc, ExceptionGroup):
@@ -306,13 +306,19 @@ class Hub:
             delay = min(delay * 2, RESTART_MAX)
 
     async def _run(self, observer: Observer, progress: Progress) -> None:
-        """One life of an observer: a fresh channel fed from the stored watermark."""
+        """One life of an observer: a fresh channel fed from the stored watermark.
+
+        `run` never returns normally: one that does would leave the watermark frozen without a
+        word, so it counts as a failure, logged and restarted like an exception.
+        """
         send, receive = trio.open_memory_channel[StoredInteraction](self._capacity)
         feed = self.feeds[observer.name] = Feed(receive, progress)
         async with trio.open_nursery() as nursery, feed:
             nursery.start_soon(self._feed, send, feed, observer.name)
-            await observer.start(feed, progress)
-            nursery.cancel_scope.cancel()
+            await observer.run(feed, progress)
+            raise ObserverError(
+                f"observer {observer.name!r} returned from run; it must run until cancelled"
+            )
 
     async def _feed(
         self, send: trio.MemorySendChannel[StoredInteraction], feed: Feed, name: str

@@ -15,6 +15,7 @@ import msgspec
 import structlog
 import trio
 
+from forged.backup import DatabaseLock
 from forged.errors import StorageFull, StoreError
 from forged.models import (
     BatchOutcome,
@@ -338,6 +339,7 @@ class Store:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         # memory is private: SQLite gives the -wal and -shm files the mode of the database file
         Path(path).touch(mode=0o600, exist_ok=True)
+        self._claim = DatabaseLock(path)  # no restore replaces the file while it is open here
         try:
             self._writer = _connect(path, busy_timeout_ms)
             self.schema_version = migrate(self._writer)
@@ -346,6 +348,7 @@ class Store:
                 "SELECT coalesce(max(seq), 0), count(*) FROM interactions"
             ).fetchone()
         except sqlite3.Error as exc:
+            self._claim.release()
             raise _translate(exc) from exc
         self.path = path
         self._write_limiter = trio.CapacityLimiter(1)
@@ -354,6 +357,7 @@ class Store:
     def close(self) -> None:
         self._reader.close()
         self._writer.close()
+        self._claim.release()
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(writer_connection, *args)` in a thread, one writer at a time.

@@ -284,7 +284,7 @@ async def test_no_observer_sees_what_was_queued_before_a_forget(
             short_tmp,
             fake_llm.base_url,
             distill={"enabled": False},
-            observers={"plugins": ["tests.observers:Recorder"]},
+            observers={"recorder": {"class": "tests.observers:Recorder"}},
         ),
         {},
     )

@@ -106,7 +106,7 @@ async def test_full_channel_blocks_the_feeder_and_drops_nothing(
             short_tmp,
             fake_llm.base_url,
             distill={"enabled": False, "channel_capacity": 2},
-            observers={"plugins": ["tests.observers:Recorder"]},
+            observers={"recorder": {"class": "tests.observers:Recorder"}},
         ),
         {},
     )
@@ -132,7 +132,7 @@ async def test_failed_observer_restarts_from_its_watermark(
             short_tmp,
             fake_llm.base_url,
             distill={"enabled": False},
-            observers={"plugins": ["tests.observers:Recorder"]},
+            observers={"recorder": {"class": "tests.observers:Recorder"}},
         ),
         {},
     )
@@ -145,18 +145,3 @@ async def test_failed_observer_restarts_from_its_watermark(
     assert recorder.seen == [1, 2, 3, 4, 5, 6, 7, 8]
     assert recorder.lives == 2
     assert status["last_error"] == "RuntimeError: plugin failed at seq 4"
-
-
-def test_unknown_plugin_is_a_config_error(short_tmp: Path) -> None:
-    """A plugin path that does not import names the key and the problem."""
-    from forged.daemon import _observers
-    from forged.errors import ConfigError
-
-    config = load_config(
-        write_config(
-            short_tmp, "http://127.0.0.1:9/v1", observers={"plugins": ["tests.nope:Thing"]}
-        ),
-        {},
-    )
-    with pytest.raises(ConfigError, match=r"^observers.plugins\[0\]: cannot import 'tests.nope'"):
-        _observers(config, None)
