@@ -64,7 +64,7 @@ class Turn:
     text: str
 
 
-def _locomo_path(start: Path) -> Path | None:
+def locomo_path(start: Path) -> Path | None:
     if env := os.environ.get(LOCOMO_ENV):
         return Path(env) if Path(env).is_file() else None
     for directory in [start, *start.parents]:
@@ -105,7 +105,7 @@ def _generated() -> Iterator[Turn]:
 
 def turns(repo: Path) -> tuple[list[Turn], str]:
     """The conversation turns to push, and where they come from."""
-    path = _locomo_path(repo)
+    path = locomo_path(repo)
     if path is not None:
         return list(_locomo(path)), "LoCoMo (locomo10.json)"
     return list(_generated()), "generated (LoCoMo not found)"
