@@ -21,21 +21,198 @@ MAX_SOURCE_LINES = 3  # a fact cites the interactions of at most this many lines
 YEAR_SLACK = 1  # a date may lie this many years from the sources' dates ("last year")
 STEM_CHARS = 6  # stems are cut to this many letters: counseling, counselor -> counse
 STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been before
-    being below between both but by can could did do does doing done down during each even ever
-    few for from further get gets got had has have having he her here hers herself him himself his
-    how i if in into is it its itself just let like lot lots me more most much my myself no nor not
-    now of off on once one only or other our ours ourselves out over own really same she should so
-    some such than that the their theirs them themselves then there these they this those through
-    to too under until up very was we were what when where which while who whom why will with
-    would you your yours yourself yourselves oh yeah yes ok okay hey hi hello wow thanks thank
-    something anything everything someone anyone everyone things thing way ways well still many
-    may might must shall us going gonna really quite pretty""".split()
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "also",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "done",
+        "down",
+        "during",
+        "each",
+        "even",
+        "ever",
+        "few",
+        "for",
+        "from",
+        "further",
+        "get",
+        "gets",
+        "got",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "let",
+        "like",
+        "lot",
+        "lots",
+        "me",
+        "more",
+        "most",
+        "much",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "one",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "really",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "oh",
+        "yeah",
+        "yes",
+        "ok",
+        "okay",
+        "hey",
+        "hi",
+        "hello",
+        "wow",
+        "thanks",
+        "thank",
+        "something",
+        "anything",
+        "everything",
+        "someone",
+        "anyone",
+        "everyone",
+        "things",
+        "thing",
+        "way",
+        "ways",
+        "well",
+        "still",
+        "many",
+        "may",
+        "might",
+        "must",
+        "shall",
+        "us",
+        "going",
+        "gonna",
+        "really",
+        "quite",
+        "pretty",
+    ]
 )
-MONTHS = (
-    "january february march april may june july august september october november december"
-).split()
-WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
+MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 NUMBER_WORDS = {  # spelled-out numbers compare equal to digits
     w: str(n)
     for n, words in enumerate(
@@ -57,10 +234,10 @@ NUMBER_WORDS = {  # spelled-out numbers compare equal to digits
     )
     for w in words
 }
-_TOKEN = re.compile(r"[^\W\d_][\w'’-]*|\d[\d,.]*\w*")
+_TOKEN = re.compile(r"[^\W\d_][\w'\u2019-]*|\d[\d,.]*\w*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+)[\W_]*\w")  # ends on a sentence's first letter
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_SUFFIXES = ("'s", "’s", "ies", "ied", "ing", "ed", "es", "s", "ly")
+_SUFFIXES = ("'s", "\u2019s", "ies", "ied", "ing", "ed", "es", "s", "ly")
 
 
 def stem(word: str) -> str:
@@ -70,7 +247,7 @@ def stem(word: str) -> str:
         if w.endswith(suffix) and len(w) - len(suffix) >= (5 if suffix == "ly" else 3):
             w = w[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
             break
-    w = w.rstrip("'’-")
+    w = w.rstrip("'\u2019-")
     if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouls":  # running -> runn -> run
         w = w[:-1]
     return w.rstrip("e")[:STEM_CHARS] if len(w) > 3 else w
@@ -82,7 +259,6 @@ def _number(token: str) -> str | None:
         n = m.group(0).replace(",", "").rstrip(".")
         return str(int(n)) if n.isdigit() else n  # 09 is 9
     return NUMBER_WORDS.get(token.casefold())
-
 
 
 def _positioned(text: str) -> list[tuple[int, str]]:
@@ -157,7 +333,7 @@ class Verdict:
 
 
 @dataclass(frozen=True)
-class _Claim:
+class Claim:
     """What a text asserts: its names, numbers, years, and content words (names apart)."""
 
     names: set[str]
@@ -172,27 +348,28 @@ def _is_day(tokens: list[str], i: int, n: str) -> bool:
     return n.isdigit() and 1 <= int(n) <= 31 and bool(near & set(MONTHS))
 
 
-def _claim(text: str) -> _Claim:
+def claim(text: str) -> Claim:
+    """The names, numbers, years and content-word stems a text asserts."""
     positioned = _positioned(text)
     tokens = [token for _, token in positioned]
     starts = {m.end() - 1 for m in _SENTENCE_START.finditer(text)}
-    claim = _Claim(set(), set(), set(), set())
+    out = Claim(set(), set(), set(), set())
     for i, token in enumerate(tokens):
         low = token.casefold()
         if token[0].isdigit():
             n = _number(token) or token
             if len(n) == 4 and n.isdigit() and 1900 <= int(n) <= 2200:
-                claim.years.add(int(n))
+                out.years.add(int(n))
             elif not _is_day(tokens, i, n):
-                claim.numbers.add(n)
+                out.numbers.add(n)
         elif low in STOPWORDS or low in MONTHS or low in WEEKDAYS or low in NUMBER_WORDS:
             continue
         elif token[0].isupper():  # a name, or a word that starts a sentence
             if positioned[i][0] not in starts:
-                claim.names.add(stem(token))
+                out.names.add(stem(token))
         elif len(low) >= 3:
-            claim.words.add(stem(token))
-    return claim
+            out.words.add(stem(token))
+    return out
 
 
 def _best_lines(words: set[str], lines: list[Line], most: int) -> tuple[list[Line], int]:
@@ -216,33 +393,33 @@ def check(text: str, sources: Sources, *, summary: bool = False) -> Verdict:
     """
     if len(text.strip()) < MIN_CHARS:
         return Verdict([], f"shorter than {MIN_CHARS} characters")
-    claim = _claim(text)
-    if not claim.words and not claim.names:
+    asserted = claim(text)
+    if not asserted.words and not asserted.names:
         return Verdict([], "no words, only numbers or stopwords")
-    if missing := sorted(claim.names - sources.stems):
+    if missing := sorted(asserted.names - sources.stems):
         return Verdict([], f"names not in the sources: {', '.join(missing)}")
-    if missing := sorted(claim.numbers - sources.numbers):
+    if missing := sorted(asserted.numbers - sources.numbers):
         return Verdict([], f"numbers not in the sources: {', '.join(missing)}")
-    if any(all(abs(y - s) > YEAR_SLACK for s in sources.years) for y in claim.years):
+    if any(all(abs(y - s) > YEAR_SLACK for s in sources.years) for y in asserted.years):
         return Verdict([], "a year far from the sources' dates")
     if summary:
-        share = len(claim.words & sources.stems) / max(len(claim.words), 1)
-        lines, _ = _best_lines(claim.words | claim.names, sources.lines, MAX_SOURCE_LINES * 4)
+        share = len(asserted.words & sources.stems) / max(len(asserted.words), 1)
+        lines, _ = _best_lines(asserted.words | asserted.names, sources.lines, MAX_SOURCE_LINES * 4)
         needed = MIN_COVERAGE
     else:
-        lines, found = _best_lines(claim.words, sources.lines, 1)
-        share = found / max(len(claim.words), 1)
-        more, _ = _best_lines(claim.words | claim.names, sources.lines, MAX_SOURCE_LINES)
+        lines, found = _best_lines(asserted.words, sources.lines, 1)
+        share = found / max(len(asserted.words), 1)
+        more, _ = _best_lines(asserted.words | asserted.names, sources.lines, MAX_SOURCE_LINES)
         lines += more
         needed = MIN_LINE_COVERAGE
-    if claim.words and share < needed:
+    if asserted.words and share < needed:
         return Verdict([], f"{share:.0%} of its content words in the sources")
     return Verdict(sorted({line.seq for line in lines}))
 
 
 def content_share(text: str, sources: Iterable[str]) -> float:
     """The share of a text's content words (names included) found in the sources."""
-    claim = _claim(text)
-    words = claim.words | claim.names
+    asserted = claim(text)
+    words = asserted.words | asserted.names
     stems = {stem(t) for s in sources for t in _tokens(s)}
     return len(words & stems) / len(words) if words else 0.0

@@ -102,6 +102,13 @@ def _check_limits(items: list[Interaction], limits: ServerConfig) -> None:
                     f"{len(message.text)} characters, at most "
                     f"{limits.max_text_chars} allowed",
                 )
+            if message.name is not None and len(message.name) > limits.max_name_chars:
+                raise InvalidRequest(
+                    400,
+                    "invalid_body",
+                    f"{at}.messages[{j}].name: {len(message.name)} characters, at most "
+                    f"{limits.max_name_chars} allowed",
+                )
 
 
 def parse_body(body: bytes, content_type: str, limits: ServerConfig) -> list[Interaction]:
@@ -164,7 +171,9 @@ def prepare(item: Interaction, received_at: str) -> NewInteraction:
         session=scrub(item.session) if item.session else None,
         timestamp=_timestamp(item.timestamp, received_at),
         received_at=received_at,
-        tokens=sum(estimate_tokens(m.text) for m in messages),
+        tokens=sum(
+            estimate_tokens(m.text) + (estimate_tokens(m.name) if m.name else 0) for m in messages
+        ),
         messages=_JSON.encode(messages),
         metadata=_JSON.encode(_scrub_value(item.metadata)) if item.metadata else None,
     )

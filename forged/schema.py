@@ -124,6 +124,10 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX distill_runs_by_scope ON distill_runs (scope);
         """,
     ),
+    (
+        "distill runs count what the grounding check dropped",
+        "ALTER TABLE distill_runs ADD COLUMN ungrounded INTEGER NOT NULL DEFAULT 0;",
+    ),
 )
 
 

@@ -126,20 +126,13 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
     created = now()
     with atomic(conn):
         for r in outcome.results:
-            conn.execute(
-                "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
-                " last_seq, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    observer,
-                    r.batch_id,
-                    r.scope,
-                    r.session,
-                    r.summary,
-                    r.first_seq,
-                    r.last_seq,
-                    created,
-                ),
-            )
+            if r.summary:  # an extractive distiller writes none
+                conn.execute(
+                    "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
+                    " last_seq, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (observer, r.batch_id, r.scope, r.session, r.summary, r.first_seq,
+                     r.last_seq, created),
+                )  # fmt: skip
             conn.executemany(
                 _INSERT_FACT,
                 (
@@ -150,8 +143,8 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
                         r.scope,
                         r.session,
                         r.batch_id,
-                        r.first_seq,
-                        r.last_seq,
+                        min(f.sources, default=r.first_seq),  # the interactions it comes from
+                        max(f.sources, default=r.last_seq),
                         created,
                         created,
                     )
@@ -168,8 +161,8 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
         )
         conn.executemany(
             "INSERT INTO distill_runs (observer, batch_id, model, scope, interactions, first_seq,"
-            " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error, created_at,"
+            " ungrounded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 (
                     observer,
@@ -186,6 +179,7 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
                     r.outcome,
                     r.error,
                     created,
+                    r.ungrounded,
                 )
                 for r in outcome.runs
             ),
@@ -206,7 +200,8 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
     row = conn.execute(
         "SELECT count(DISTINCT batch_id), coalesce(sum(llm_calls), 0),"
         " coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0),"
-        " coalesce(sum(ms), 0), max(created_at) FROM distill_runs WHERE observer = ?",
+        " coalesce(sum(ms), 0), max(created_at), coalesce(sum(ungrounded), 0)"
+        " FROM distill_runs WHERE observer = ?",
         (observer,),
     ).fetchone()
     (dead,) = conn.execute(
@@ -215,7 +210,7 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
     (watermark,) = conn.execute(
         "SELECT coalesce(max(seq), 0) FROM watermarks WHERE observer = ?", (observer,)
     ).fetchone()
-    batches, calls, prompt, completion, ms, last = row
+    batches, calls, prompt, completion, ms, last, ungrounded = row
     return ObserverStatus(
         name=observer,
         watermark=watermark,
@@ -225,6 +220,7 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
         completion_tokens=completion,
         llm_ms=ms,
         dead_letters=dead,
+        ungrounded=ungrounded,
         last_batch_at=last,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -171,7 +172,7 @@ async def test_runs_record_tokens_and_time_of_every_paid_call(
         db,
         "SELECT model, llm_calls, prompt_tokens, completion_tokens, ms, outcome FROM distill_runs",
     )
-    assert (model, calls, outcome) == ("gemma3:270m", 2, "committed")
+    assert (model, calls, outcome) == ("smollm2:135m", 2, "committed")
     assert prompt > 2 * 100 and completion > 0 and ms >= 40
     assert (distill["llm_calls"], distill["prompt_tokens"]) == (2, prompt)
     assert (distill["completion_tokens"], distill["llm_ms"]) == (completion, ms)
@@ -197,15 +198,12 @@ async def test_an_oversized_interaction_is_chunked_and_merged(
     assert len(rows(db, "SELECT id FROM summaries")) == 1
     facts = [t for (t,) in rows(db, "SELECT text FROM facts ORDER BY id")]
     # several chunks open with the same line, so give the same fact: it is kept once
-    same = "Interaction 1 was recorded: Same closing remark, repeated."
-    assert sum(">\nSame closing remark, repeated.\n" in p for p in prompts) >= 2
+    same = "Recorded: assistant: Same closing remark, repeated."
+    assert sum(re.search(r">\n\[1\.\d+\] assistant: Same closing", p) is not None for p in prompts) >= 2
     assert facts.count(same) == 1
-    assert (
-        facts[0]
-        == "Interaction 1 was recorded: user: Line 0: the deploy target for step 0 is host-0."
-    )
+    assert facts[0] == "Recorded: user: Line 0: the deploy target for step 0 is host-0."
     ((summary,),) = rows(db, "SELECT text FROM summaries")
-    assert summary.split("\n") == ["Interaction 1 discussed 1 recorded exchange."] * len(prompts)
+    assert len(summary.split("\n")) == len(prompts)  # one summary per chunk, joined
     ((calls,),) = rows(db, "SELECT llm_calls FROM distill_runs")
     assert calls == len(prompts)
 
