@@ -296,7 +296,7 @@ def _date_line(seq: int, when: str) -> Line | None:
     except ValueError:
         return None
     words = {MONTHS[d.month - 1], WEEKDAYS[d.weekday()]}
-    numbers = {d.day, d.month, d.year, d.hour, d.hour % 12 or 12, d.minute}
+    numbers = {d.day, d.year, d.hour, d.hour % 12 or 12, d.minute}  # months go by name
     return Line(seq, frozenset(map(stem, words)), frozenset(map(str, numbers)))
 
 

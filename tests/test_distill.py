@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import trio
+from structlog.testing import capture_logs
 
 from forged.api import Api
 from forged.config import load_config
@@ -220,3 +222,57 @@ async def test_a_distiller_class_from_config_is_used(short_tmp: Path, fake_llm: 
     ((fact,),) = rows(db, "SELECT text FROM facts WHERE kind = 'preference'")
     assert fact.startswith("I prefer tabs.") and "AKIAIOSFODNN7EXAMPLE" not in fact
     assert rows(db, "SELECT model FROM distill_runs") == [("stub:m",)]
+
+
+@pytest.mark.parametrize("mode", ["json_schema", "json_object", "none"])
+async def test_extractive_style_stores_picked_lines_verbatim(
+    short_tmp: Path, fake_llm: FakeLLM, mode: str
+) -> None:
+    """style = extractive: the model names lines; forged stores them as said, with their seq."""
+    spec = {"style": "extractive", "structured_output": mode}
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+            items = [turn(1), turn(2, "I prefer tabs over spaces in every Python file.")]
+            await client.post("/v1/interactions", json=items)
+            await wait_for_watermark(client, 2)
+    request = fake_llm.requests[-1]
+    assert '{"lines": ' in request["messages"][0]["content"]
+    if mode != "none":
+        fmt = request["response_format"]
+        schema = fmt["json_schema"]["schema"] if mode == "json_schema" else fmt["schema"]
+        shown = re.findall(r"^\[(\d+\.\d+)\]", request["messages"][-1]["content"], re.M)
+        assert schema["properties"]["lines"]["items"]["properties"]["line"]["enum"] == shown
+    assert rows(db, "SELECT text, first_seq, last_seq FROM facts ORDER BY id") == [
+        ("user: Turn 1: we keep PostgreSQL for service 1.", 1, 1),
+        ("user: I prefer tabs over spaces in every Python file.", 2, 2),
+    ]
+    assert rows(db, "SELECT count(*) FROM summaries") == [(0,)]
+
+
+async def test_ungrounded_memory_is_dropped_and_counted(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """A fact the transcript does not support is not stored; runs and /v1/status count it."""
+    spec = {"class": "tests.stub_distiller:InventingDistiller", "model": "m"}
+    with trio.fail_after(TIMEOUT), capture_logs() as logs:
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+            await client.post("/v1/interactions", json=turn(1))
+            status = await wait_for_watermark(client, 1)
+    assert observer(status)["ungrounded"] == 2
+    assert rows(db, "SELECT ungrounded FROM distill_runs") == [(2,)]
+    assert rows(db, "SELECT text FROM facts") == [("We keep PostgreSQL for service 1.",)]
+    assert rows(db, "SELECT count(*) FROM summaries") == [(0,)]
+    reasons = [e["reason"] for e in logs if e["event"] == "ungrounded"]
+    assert reasons == ["names not in the sources: oracl", "shorter than 12 characters"]
+
+
+async def test_the_line_picker_needs_no_model(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """The no-model baseline keeps the specific lines, verbatim, and skips small talk."""
+    spec = {"class": "forged.linepicker:LinePicker"}
+    item = turn(1, "Hi there!\nYesterday we decided to move billing to PostgreSQL 16.\nOk?")
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+            await client.post("/v1/interactions", json=item)
+            await wait_for_watermark(client, 1)
+    assert fake_llm.calls == 0
+    assert rows(db, "SELECT kind, text FROM facts") == [
+        ("decision", "user: Yesterday we decided to move billing to PostgreSQL 16.")
+    ]
