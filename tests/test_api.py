@@ -189,3 +189,12 @@ async def test_keep_alive_serves_many_requests_on_one_connection(
                 while received.count(b'{"status":"ok"}') < 3:
                     received += await stream.receive_some(65536)
             assert received.count(b"HTTP/1.1 200") == 3
+
+
+async def test_a_message_name_over_the_limit_is_a_clear_400(client: httpx.AsyncClient) -> None:
+    """`name` has a limit (server.max_name_chars), since it goes to the model with every line."""
+    body = {"messages": [{"role": "user", "name": "n" * 257, "text": "hi"}]}
+    response = await client.post("/v1/interactions", json=body)
+    message = await _error(response, 400, "invalid_body")
+    assert message == "$.messages[0].name: 257 characters, at most 256 allowed"
+    assert (await client.get("/v1/status")).json()["log"]["count"] == 0

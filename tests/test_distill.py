@@ -16,6 +16,7 @@ from structlog.testing import capture_logs
 
 from forged.api import Api
 from forged.config import load_config
+from forged.tokens import estimate_tokens
 from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import SEQ_TAG, FakeLLM
 
@@ -201,7 +202,10 @@ async def test_an_oversized_interaction_is_chunked_and_merged(
     facts = [t for (t,) in rows(db, "SELECT text FROM facts ORDER BY id")]
     # several chunks open with the same line, so give the same fact: it is kept once
     same = "Recorded: assistant: Same closing remark, repeated."
-    assert sum(re.search(r">\n\[1\.\d+\] assistant: Same closing", p) is not None for p in prompts) >= 2
+    assert (
+        sum(re.search(r">\n\[1\.\d+\] assistant: Same closing", p) is not None for p in prompts)
+        >= 2
+    )
     assert facts.count(same) == 1
     assert facts[0] == "Recorded: user: Line 0: the deploy target for step 0 is host-0."
     ((summary,),) = rows(db, "SELECT text FROM summaries")
@@ -276,3 +280,17 @@ async def test_the_line_picker_needs_no_model(short_tmp: Path, fake_llm: FakeLLM
     assert rows(db, "SELECT kind, text FROM facts") == [
         ("decision", "user: Yesterday we decided to move billing to PostgreSQL 16.")
     ]
+
+
+async def test_a_message_name_counts_toward_the_batch_budget(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """A name costs tokens like text (it is sent with every line): 256 characters are 65."""
+    named = turn(1)
+    named["messages"][0]["name"] = "n" * 256
+    text_tokens = sum(estimate_tokens(m["text"]) for m in named["messages"])
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm) as (_, client, db):
+            await client.post("/v1/interactions", json=named)
+            await wait_for_watermark(client, 1)
+    assert rows(db, "SELECT tokens FROM interactions") == [(text_tokens + 65,)]

@@ -14,7 +14,11 @@ DATE = "2023-05-08T13:56:00Z"  # a Monday
 SOURCES = Sources.of(
     [
         (1, DATE, "Caroline: I went to a LGBTQ support group yesterday and it was so powerful."),
-        (2, DATE, "Melanie: I painted that lake sunrise last year, in 2022.\nMelanie: I have 3 kids."),
+        (
+            2,
+            DATE,
+            "Melanie: I painted that lake sunrise last year, in 2022.\nMelanie: I have 3 kids.",
+        ),
     ]
 )
 

@@ -17,10 +17,17 @@ def _item(*messages: Message, session: str | None = "s", seq: int = 3) -> Stored
 def test_lines_are_numbered_per_interaction_and_dated() -> None:
     """Each line starts [seq.n] and its speaker; the interaction shows its date for the model."""
     text = render_transcript(
-        [_item(Message("user", "Hi!\nI went out yesterday.", "Caroline"), Message("assistant", "Nice."))]
+        [
+            _item(
+                Message("user", "Hi!\nI went out yesterday.", "Caroline"),
+                Message("assistant", "Nice."),
+            )
+        ]
     )
     assert '<interaction seq="3" date="Monday 8 May 2023 13:56" session="s">' in text
-    assert "[3.1] Caroline: Hi!\n[3.2] Caroline: I went out yesterday.\n[3.3] assistant: Nice." in text
+    assert (
+        "[3.1] Caroline: Hi!\n[3.2] Caroline: I went out yesterday.\n[3.3] assistant: Nice." in text
+    )
 
 
 def test_a_session_cannot_forge_markup() -> None:
