@@ -60,7 +60,7 @@ def _iso(locomo_date: str) -> str:
     return datetime.strptime(locomo_date, LOCOMO_DATE).isoformat() + "Z"
 
 
-def _sessions(conversation: dict[str, Any]) -> list[Session]:
+def locomo_sessions(conversation: dict[str, Any]) -> list[Session]:
     keys = [k for k, v in conversation.items() if k.startswith("session_") and isinstance(v, list)]
     keys.sort(key=lambda k: int(k.split("_")[1]))
     return [(conversation[k], _iso(conversation[f"{k}_date_time"])) for k in keys]
@@ -91,8 +91,8 @@ def _renamer(a: dict[str, Any], b: dict[str, Any]) -> Callable[[str], str]:
 
 def _conversation_samples(n: int, data: list[dict[str, Any]]) -> Iterator[Sample]:
     sample, other = data[n], data[(n + 1) % len(data)]
-    sessions = _sessions(sample["conversation"])
-    elsewhere = _sessions(other["conversation"])
+    sessions = locomo_sessions(sample["conversation"])
+    elsewhere = locomo_sessions(other["conversation"])
     rename = _renamer(sample["conversation"], other["conversation"])
     speakers = " ".join(sample["conversation"][k] for k in ("speaker_a", "speaker_b"))
     by_id = {t["dia_id"]: t for turns, _ in sessions for t in turns}
@@ -117,7 +117,7 @@ def _conversation_samples(n: int, data: list[dict[str, Any]]) -> Iterator[Sample
 def samples(data: list[dict[str, Any]]) -> list[Sample]:
     """The calibration set: gold observations and summaries, and invented ones."""
     out = [s for n in range(len(data)) for s in _conversation_samples(n, data)]
-    first = _sessions(data[0]["conversation"])[0]
+    first = locomo_sessions(data[0]["conversation"])[0]
     out += [Sample("invented by a small model", text, _sources(*first)) for text in INVENTED]
     return out
 
