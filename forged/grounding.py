@@ -283,6 +283,10 @@ class Line:
     stems: frozenset[str]
     numbers: frozenset[str]
 
+    @property
+    def terms(self) -> frozenset[str]:
+        return self.stems | self.numbers
+
     @classmethod
     def of(cls, seq: int, text: str) -> Line:
         tokens = _tokens(text)
@@ -377,11 +381,11 @@ def _best_lines(words: set[str], lines: list[Line], most: int) -> tuple[list[Lin
     chosen: list[Line] = []
     wanted = set(words)
     while wanted and len(chosen) < most:
-        best = max(lines, key=lambda line: len(wanted & line.stems), default=None)
-        if best is None or not wanted & best.stems:
+        best = max(lines, key=lambda line: len(wanted & line.terms), default=None)
+        if best is None or not wanted & best.terms:
             break
         chosen.append(best)
-        wanted -= best.stems
+        wanted -= best.terms
     return chosen, len(words) - len(wanted)
 
 
@@ -404,13 +408,14 @@ def check(text: str, sources: Sources, *, summary: bool = False) -> Verdict:
         return Verdict([], "a year far from the sources' dates")
     if summary:
         share = len(asserted.words & sources.stems) / max(len(asserted.words), 1)
-        lines, _ = _best_lines(asserted.words | asserted.names, sources.lines, MAX_SOURCE_LINES * 4)
+        cited = asserted.words | asserted.names | asserted.numbers
+        lines, _ = _best_lines(cited, sources.lines, MAX_SOURCE_LINES * 4)
         needed = MIN_COVERAGE
     else:
-        lines, found = _best_lines(asserted.words, sources.lines, 1)
+        _, found = _best_lines(asserted.words, sources.lines, 1)
         share = found / max(len(asserted.words), 1)
-        more, _ = _best_lines(asserted.words | asserted.names, sources.lines, MAX_SOURCE_LINES)
-        lines += more
+        cited = asserted.words | asserted.names | asserted.numbers
+        lines, _ = _best_lines(cited, sources.lines, MAX_SOURCE_LINES)
         needed = MIN_LINE_COVERAGE
     if asserted.words and share < needed:
         return Verdict([], f"{share:.0%} of its content words in the sources")

@@ -78,9 +78,7 @@ async def test_pushed_conversation_is_found_by_search(daemon: Daemon) -> None:
     done = await daemon.forged("search", "PostgreSQL JSONB", "--scope", "user:alice")
     assert done.returncode == 0, done.stderr
     first = done.stdout.decode().splitlines()[0]
-    assert first.endswith(
-        "Interaction 1 was recorded: user (alice): Let's use PostgreSQL, we need JSONB."
-    )
+    assert first.endswith("Recorded: alice: Let's use PostgreSQL, we need JSONB.")
     assert "  state       20" in first
 
 
@@ -92,10 +90,7 @@ async def test_pushed_conversation_shows_up_in_context(daemon: Daemon) -> None:
     assert done.returncode == 0, done.stderr
     block = done.stdout.decode()
     assert block.startswith("<memory>\nQuoted notes recalled from earlier conversations.")
-    assert (
-        "] Interaction 1 was recorded: user (alice): Let's use PostgreSQL, we need JSONB.\n"
-        in block
-    )
+    assert "] Recorded: alice: Let's use PostgreSQL, we need JSONB.\n" in block
     assert block.rstrip().endswith("</memory>")
 
 
