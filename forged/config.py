@@ -38,6 +38,7 @@ class ServerConfig(_Section, frozen=True):
     body_timeout: Seconds = 30.0
     idle_timeout: Seconds = 60.0
     max_body_bytes: Positive = 16 * MIB
+    max_receiving_bytes: Positive = 64 * MIB
     max_header_bytes: Positive = 16 * 1024
     max_messages: Annotated[int, msgspec.Meta(ge=1, le=256)] = 256
     max_text_chars: Positive = 1_000_000
@@ -49,6 +50,11 @@ class ServerConfig(_Section, frozen=True):
         if not 0 <= self.socket_mode <= 0o777:
             raise ValueError(
                 f"socket_mode must be a file mode from 0o000 to 0o777, got {oct(self.socket_mode)}"
+            )
+        if self.max_receiving_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"max_receiving_bytes ({self.max_receiving_bytes}) must be at least "
+                f"max_body_bytes ({self.max_body_bytes})"
             )
 
 
@@ -182,7 +188,9 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):  # an inline table; keys quoted like strings
-        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+        return (
+            "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+        )
     return repr(value)
 
 

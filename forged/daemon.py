@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import time
@@ -31,6 +32,7 @@ LISTEN_BACKLOG = 1024  # connections the kernel queues while we are at the conne
 STATUS_INTERVAL = 5.0  # seconds between STATUS= updates (more often when the watchdog asks)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # a bounded drain, then exit 0
 API_FD_NAME = "api"  # FileDescriptorName= of the API socket in forged.socket
+FD_RESERVE = 256  # descriptors besides client connections: database, journal, LLM, refusals
 
 log = structlog.get_logger("forged.daemon")
 
@@ -41,10 +43,16 @@ def _bind(server: ServerConfig) -> trio.SocketListener:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_socket():
         with socket.socket(socket.AF_UNIX) as probe:
+            probe.setblocking(False)  # a live daemon with a full backlog answers EAGAIN, not a hang
             try:
                 probe.connect(str(path))
-            except OSError:
-                path.unlink()  # left by a daemon that died
+            except ConnectionRefusedError:
+                path.unlink()  # left by a daemon that died: nobody listens
+            except OSError as exc:  # EACCES, EAGAIN: perhaps alive, so never take its place
+                raise ConfigError(
+                    f"server.socket: {path} may be in use by another daemon and cannot be "
+                    f"checked ({exc.strerror}); remove it or choose another path"
+                ) from exc
             else:
                 raise ConfigError(f"server.socket: {path} is in use by a running daemon")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -69,6 +77,15 @@ def _listener(server: ServerConfig) -> tuple[trio.SocketListener, Path | None]:
         log.info("socket_activated", name=chosen.name, socket=chosen.socket.getsockname())
         return trio.SocketListener(trio.socket.from_stdlib_socket(chosen.socket)), None
     return _bind(server), Path(server.socket)
+
+
+def _check_file_limit(server: ServerConfig) -> None:
+    """Warn when the open-file limit cannot hold `max_connections` (accept would hit EMFILE)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = server.max_connections + FD_RESERVE
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        log.warning("file_limit_low", limit=soft, needed=needed,
+                    hint="raise LimitNOFILE= (ulimit -n) or lower server.max_connections")  # fmt: skip
 
 
 def _observers(config: Config, distiller: Distiller | None) -> list[Observer]:
@@ -174,6 +191,7 @@ async def run_daemon(
                     api = Api(config, store, hub, ingest)
                     await nursery.start(ingest.serve)
                     await nursery.start(hub.serve)
+                    _check_file_limit(config.server)
                     listener, bound = _listener(config.server)
                     address = listener.socket.getsockname()
                     server = HttpServer(api.handle, config.server)

@@ -294,8 +294,11 @@ class Recall:
         return await self.store.read(list_summaries, scope, after, limit)
 
     async def forget(self, scope: str) -> Deleted:
+        known = scope in self.store.forgotten
         self.store.forgotten[scope] = self.store.last_seq  # before: a batch may commit meanwhile
         deleted = await self.store.write(forget, scope)
+        if not (known or deleted.interactions or deleted.summaries or deleted.facts):
+            del self.store.forgotten[scope]  # it never existed: nothing may stay for it
         self.store.count -= deleted.interactions
         log.info("scope_forgotten", scope=scope, interactions=deleted.interactions,
                  summaries=deleted.summaries, facts=deleted.facts)  # fmt: skip

@@ -234,6 +234,8 @@ class Store:
 
     def __init__(self, path: str, busy_timeout_ms: int = 5000) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # memory is private: SQLite gives the -wal and -shm files the mode of the database file
+        Path(path).touch(mode=0o600, exist_ok=True)
         try:
             self._writer = _connect(path, busy_timeout_ms)
             self.schema_version = migrate(self._writer)

@@ -66,6 +66,10 @@ def test_environment_overrides_the_distiller() -> None:
         ),
         ("[server]\nallowed_uids = [-1]", "f.toml: server.allowed_uids[0]: expected `int` >= 0"),
         (
+            "[server]\nmax_receiving_bytes = 1024",
+            "f.toml: server: max_receiving_bytes (1024) must be at least max_body_bytes (16777216)",
+        ),
+        (
             "[server\n",
             "f.toml: not valid TOML: Expected ']' at the end of a table declaration (at line 1, column 8)",
         ),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 import uuid
 from pathlib import Path
 
@@ -33,6 +35,24 @@ def test_migrations_are_recorded_once(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "f.db") as conn:
         versions = conn.execute("SELECT version FROM schema_migrations").fetchall()
     assert versions == [(v,) for v in range(1, len(MIGRATIONS) + 1)]
+
+
+async def test_database_files_are_private_under_a_lax_umask(tmp_path: Path) -> None:
+    """With umask 022 (outside systemd) the database, WAL and shm are created 0600."""
+    old = os.umask(0o022)
+    try:
+        store = Store(str(tmp_path / "f.db"))
+    finally:
+        os.umask(old)
+    try:
+        await store.append([[new("private memory")]])
+        modes = {
+            name: stat.S_IMODE(os.stat(tmp_path / name).st_mode)
+            for name in ("f.db", "f.db-wal", "f.db-shm")
+        }
+    finally:
+        store.close()
+    assert modes == {"f.db": 0o600, "f.db-wal": 0o600, "f.db-shm": 0o600}
 
 
 def test_pragmas_are_durable(tmp_path: Path) -> None:

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from forged.config import ServerConfig
+from forged.daemon import FD_RESERVE
+
 UNITS = Path(__file__).resolve().parents[1] / "systemd"
 SERVICE, SOCKET, SYSUSERS = (
     UNITS / "forged.service",
@@ -144,3 +147,9 @@ def test_service_can_reach_a_loopback_llm() -> None:
 def test_bad_config_is_not_restarted_in_a_loop() -> None:
     """forged exits 2 on a bad configuration; systemd must not restart it for that."""
     assert _settings(SERVICE)["RestartPreventExitStatus"] == ["2"]
+
+
+def test_file_limit_holds_max_connections() -> None:
+    """LimitNOFILE= leaves room for `max_connections` clients and forged's own descriptors."""
+    (limit,) = _settings(SERVICE)["LimitNOFILE"]
+    assert int(limit) >= ServerConfig().max_connections + FD_RESERVE
