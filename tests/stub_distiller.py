@@ -18,6 +18,28 @@ class PreferenceDistiller:
         return DistilledMemory(summary=f"{len(facts)} preferences stated.", facts=facts)
 
 
+class Modelless:
+    """Forgets to say which model it is."""
+
+    def __init__(self, config: DistillerConfig) -> None:
+        pass
+
+    async def distill(self, transcript: str) -> DistilledMemory:
+        return DistilledMemory(summary="", facts=[])
+
+
+class Blocking:
+    """A `distill` that is not async."""
+
+    model = "blocking"
+
+    def __init__(self, config: DistillerConfig) -> None:
+        pass
+
+    def distill(self, transcript: str) -> DistilledMemory:
+        return DistilledMemory(summary="", facts=[])
+
+
 class InventingDistiller:
     """Writes one fact the transcript supports, and a fact, a number and a summary it does not."""
 

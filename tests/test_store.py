@@ -14,7 +14,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forged.errors import StoreError
-from forged.models import BatchOutcome, Fact, Message, NewInteraction, ScopeResult
+from forged.models import (
+    BatchOutcome,
+    DeadLetter,
+    Deleted,
+    DistillRun,
+    Fact,
+    Message,
+    NewInteraction,
+    ScopeResult,
+    Usage,
+)
 from forged.schema import MIGRATIONS
 from forged.store import Store, normalise
 
@@ -84,6 +94,63 @@ async def test_duplicate_ids_take_no_seq(tmp_path: Path) -> None:
     store.close()
 
 
+async def test_same_id_twice_in_one_request_is_stored_once(tmp_path: Path) -> None:
+    """The second use of an id within a request is a duplicate, and takes no seq."""
+    store = Store(str(tmp_path / "f.db"))
+    assert await store.append([[new("a", "x"), new("b", "x"), new("c")]]) == [2]
+    stored = [(i.seq, i.messages[0].text) for i in await store.read_log(0, 10)]
+    assert stored == [(1, "a"), (2, "c")]
+    store.close()
+
+
+async def test_interactions_without_id_are_never_duplicates(tmp_path: Path) -> None:
+    """Only a client id makes a push idempotent: the same text twice is stored twice."""
+    store = Store(str(tmp_path / "f.db"))
+    assert await store.append([[new("a"), new("a")], [new("a")]]) == [2, 1]
+    store.close()
+
+
+async def test_ids_stored_before_a_restart_are_duplicates(tmp_path: Path) -> None:
+    """Idempotency survives a restart, and the seqs after it stay gap-free."""
+    store = Store(str(tmp_path / "f.db"))
+    await store.append([[new("a", "x"), new("b", "y")]])
+    store.close()
+    store = Store(str(tmp_path / "f.db"))
+    assert await store.append([[new("c", "y"), new("d", "z")], [new("e", "x")]]) == [1, 0]
+    assert [i.seq for i in await store.read_log(0, 10)] == [1, 2, 3]
+    store.close()
+
+
+_IDS = st.one_of(st.none(), st.sampled_from("abcde"))
+_GROUPS = st.lists(st.lists(st.lists(_IDS, max_size=4), min_size=1, max_size=3), max_size=4)
+
+
+@settings(  # every example opens a database and commits up to four times: disk time, no deadline
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(groups=_GROUPS)
+async def test_first_use_of_an_id_wins(
+    tmp_path: Path, groups: list[list[list[str | None]]]
+) -> None:
+    """Over any groups of requests, an id is stored at its first use only; seqs stay dense."""
+    store = Store(str(tmp_path / f"ids-{uuid.uuid4().hex}.db"))
+    seen: set[str] = set()
+    for group in groups:
+        expected = []
+        for request in group:
+            added = 0
+            for client_id in request:
+                if client_id is None:
+                    added += 1
+                elif client_id not in seen:
+                    added += 1
+                    seen.add(client_id)
+            expected.append(added)
+        assert await store.append([[new("t", i) for i in request] for request in group]) == expected
+    assert [i.seq for i in await store.read_log(0, 100)] == list(range(1, store.count + 1))
+    store.close()
+
+
 async def test_failed_batch_commit_leaves_nothing(tmp_path: Path) -> None:
     """Results and watermark move together: a failing commit writes neither."""
     store = Store(str(tmp_path / "f.db"))
@@ -120,7 +187,9 @@ def test_normalise_folds_case_space_and_punctuation() -> None:
     )
 
 
-@settings(max_examples=50, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)  # each example opens a database with fsync: its time follows the machine's load
 @given(texts=st.lists(st.text(min_size=1).filter(str.strip), min_size=1, max_size=5))
 async def test_interactions_round_trip(tmp_path: Path, texts: list[str]) -> None:
     """What is appended is read back unchanged, in order."""
@@ -129,3 +198,33 @@ async def test_interactions_round_trip(tmp_path: Path, texts: list[str]) -> None
     read = await store.read_log(0, 100)
     store.close()
     assert [i.messages[0].text for i in read] == texts
+
+
+async def test_a_batch_of_a_scope_forgotten_meanwhile_stores_nothing_of_it(tmp_path: Path) -> None:
+    """Results, runs and dead letters of forgotten seqs are left out; the rest and the watermark
+    are stored, and the answer says what was."""
+    store = Store(str(tmp_path / "f.db"))
+    await store.append([[new("a", scope="fz"), new("b", scope="kept"), new("c", scope="fz")]])
+    forgotten = await store.forget("fz", ["distill"])
+    assert (forgotten.deleted, forgotten.through) == (Deleted(2, 0, 0), 3)
+    fact = [Fact(kind="state", text="Something was said.")]
+    runs = [DistillRun("b1", "m", scope, 1, seq, seq, Usage(calls=1), "committed")
+            for scope, seq in (("fz", 1), ("kept", 2))]  # fmt: skip
+    outcome = BatchOutcome(
+        [
+            ScopeResult("b1", "fz", None, "s", fact, 1, 1),
+            ScopeResult("b1", "kept", None, "s", fact, 2, 2),
+        ],
+        [DeadLetter(3, "too long")],
+        runs,
+        watermark=3,
+    )
+    stored = await store.commit_batch("distill", outcome)
+    rows = {t: store._reader.execute(f"SELECT group_concat(scope) FROM {t}").fetchone()[0]
+            for t in ("summaries", "facts", "distill_runs")}  # fmt: skip
+    dead = store._reader.execute("SELECT count(*) FROM dead_letters").fetchone()[0]
+    totals = await store.observer_totals("distill")
+    store.close()
+    assert rows == dict.fromkeys(rows, "kept")
+    assert (dead, totals.watermark, totals.llm_calls) == (0, 3, 1)
+    assert (len(stored.results), len(stored.runs), stored.dead_letters) == (1, 1, [])
