@@ -102,6 +102,10 @@ def _check_limits(items: list[Interaction], limits: ServerConfig) -> None:
             if len(message.text) > max_chars:
                 raise _over_limit(items, i, f".messages[{j}].text: {len(message.text)} characters,"
                                   f" at most {max_chars} allowed")  # fmt: skip
+            name = message.name
+            if name is not None and len(name) > limits.max_name_chars:
+                raise _over_limit(items, i, f".messages[{j}].name: {len(name)} characters,"
+                                  f" at most {limits.max_name_chars} allowed")  # fmt: skip
 
 
 def parse_body(body: bytes, content_type: str, limits: ServerConfig) -> list[Interaction]:
@@ -213,7 +217,9 @@ def prepare(item: Interaction, received_at: str, at: str = "$") -> NewInteractio
         session=item.session,
         timestamp=_timestamp(item.timestamp, received_at),
         received_at=received_at,
-        tokens=sum(estimate_tokens(m.text) for m in messages),
+        tokens=sum(
+            estimate_tokens(m.text) + (estimate_tokens(m.name) if m.name else 0) for m in messages
+        ),
         messages=_JSON.encode(messages),
         metadata=_JSON.encode(_rebuild(item.metadata, clean_meta, None)) if item.metadata else None,
     )

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 Role = Literal["user", "assistant", "system", "tool"]
-FactKind = Literal["decision", "correction", "preference", "state"]
-FACT_KINDS: tuple[str, ...] = ("decision", "correction", "preference", "state")
+FactKind = Literal["decision", "correction", "preference", "state", "event", "profile"]
+FACT_KINDS: tuple[str, ...] = ("decision", "correction", "preference", "state", "event", "profile")
 ObserverState = Literal["idle", "distilling", "waiting_for_llm"]
 DEFAULT_SCOPE = "default"  # the scope of an interaction that names none, and of recall without one
 Key = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]  # ids, scopes and sessions
@@ -49,10 +49,23 @@ class StoredInteraction(msgspec.Struct, frozen=True):
 
 
 class Fact(msgspec.Struct, forbid_unknown_fields=True):
-    """One typed, self-contained statement distilled from a transcript."""
+    """One typed, self-contained statement distilled from a transcript.
+
+    `sources` are the seqs of the interactions it comes from; forged sets them when it checks
+    the fact against the transcript (see forged.grounding).
+    """
 
     kind: FactKind
     text: str
+    sources: list[int] = []
+
+
+class LinePick(msgspec.Struct, frozen=True):
+    """A transcript line an extractive distiller chose to keep: interaction seq, line, kind."""
+
+    seq: int
+    line: int
+    kind: FactKind
 
 
 class Usage(msgspec.Struct, frozen=True):
@@ -65,11 +78,12 @@ class Usage(msgspec.Struct, frozen=True):
 
 
 class DistilledMemory(msgspec.Struct):
-    """What a distiller returns for one transcript."""
+    """What a distiller returns for one transcript: written memory, or lines picked from it."""
 
     summary: str
     facts: list[Fact]
     usage: Usage = Usage()
+    picks: list[LinePick] = []  # extractive: forged stores these lines verbatim
 
 
 class Accepted(msgspec.Struct):
@@ -104,6 +118,7 @@ class ObserverStatus(msgspec.Struct):
     completion_tokens: int = 0
     llm_ms: int = 0
     dead_letters: int = 0
+    ungrounded: int = 0  # facts and summaries dropped because their transcript did not support them
     last_batch_at: str | None = None
     last_error: str | None = None
 
@@ -169,6 +184,7 @@ class DistillRun(msgspec.Struct, frozen=True):
     usage: Usage
     outcome: str  # committed, dead_letter, redistilled
     error: str | None = None
+    ungrounded: int = 0  # facts and summaries the grounding check dropped
 
 
 class BatchOutcome(msgspec.Struct, frozen=True):
@@ -183,7 +199,7 @@ class BatchOutcome(msgspec.Struct, frozen=True):
 
 MemoryType = Literal["fact", "summary", "interaction"]
 MEMORY_TYPES: tuple[MemoryType, ...] = ("fact", "summary", "interaction")
-RecallKind = Literal["decision", "correction", "preference", "state", "summary"]
+RecallKind = Literal["decision", "correction", "preference", "state", "event", "profile", "summary"]
 RECALL_KINDS: tuple[str, ...] = (*FACT_KINDS, "summary")
 
 

@@ -232,6 +232,10 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         INSERT INTO interactions_fts (rowid, text) SELECT seq, text FROM interactions_text;
         """,
     ),
+    (
+        "distill runs count what the grounding check dropped",
+        "ALTER TABLE distill_runs ADD COLUMN ungrounded INTEGER NOT NULL DEFAULT 0;",
+    ),
 )
 
 

@@ -21,11 +21,13 @@ from forged.models import (
     BatchOutcome,
     DeadLetterInfo,
     Deleted,
+    Fact,
     Forgotten,
     Message,
     NewInteraction,
     ObserverStatus,
     OpenDeadLetter,
+    ScopeResult,
     StoredInteraction,
 )
 from forged.schema import migrate
@@ -198,6 +200,14 @@ def _span(conn: sqlite3.Connection, scope: str, first_seq: int, last_seq: int) -
     return first_at, last_at
 
 
+def _fact_row(conn: sqlite3.Connection, r: ScopeResult, f: Fact, created: str) -> tuple[Any, ...]:
+    """A fact's row, dated by the interactions it names as sources (else by its whole batch)."""
+    first_seq, last_seq = min(f.sources, default=r.first_seq), max(f.sources, default=r.last_seq)
+    first_at, last_at = _span(conn, r.scope, first_seq, last_seq)
+    return (f.kind, f.text, normalise(f.text), r.scope, r.session, r.batch_id, first_seq,
+            last_seq, first_at, last_at, created, created)  # fmt: skip
+
+
 def _logged(conn: sqlite3.Connection, seq: int) -> bool:
     return conn.execute("SELECT 1 FROM interactions WHERE seq = ?", (seq,)).fetchone() is not None
 
@@ -223,18 +233,14 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
         outcome = _still_logged(conn, outcome)
         for r in outcome.results:
             first_at, last_at = _span(conn, r.scope, r.first_seq, r.last_seq)
-            conn.execute(
-                "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
-                " last_seq, first_at, last_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (observer, r.batch_id, r.scope, r.session, r.summary, r.first_seq, r.last_seq,
-                 first_at, last_at, created),
-            )  # fmt: skip
-            facts = (
-                (f.kind, f.text, normalise(f.text), r.scope, r.session, r.batch_id, r.first_seq,
-                 r.last_seq, first_at, last_at, created, created)
-                for f in r.facts
-            )  # fmt: skip
-            conn.executemany(_INSERT_FACT, facts)
+            if r.summary:  # an extractive distiller writes none
+                conn.execute(
+                    "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
+                    " last_seq, first_at, last_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (observer, r.batch_id, r.scope, r.session, r.summary, r.first_seq,
+                     r.last_seq, first_at, last_at, created),
+                )  # fmt: skip
+            conn.executemany(_INSERT_FACT, (_fact_row(conn, r, f, created) for f in r.facts))
         conn.executemany(
             "INSERT INTO dead_letters (observer, seq, reason, raw, created_at) VALUES (?, ?, ?, ?, ?)",
             ((observer, d.seq, d.reason, d.raw, created) for d in outcome.dead_letters),
@@ -249,8 +255,8 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
         ]
         conn.executemany(
             "INSERT INTO distill_runs (observer, batch_id, model, scope, interactions, first_seq,"
-            " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error, created_at,"
+            " ungrounded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 (
                     observer,
@@ -267,6 +273,7 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
                     r.outcome,
                     r.error,
                     created,
+                    r.ungrounded,
                 )
                 for r in outcome.runs
             ),
@@ -288,7 +295,8 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
     row = conn.execute(
         "SELECT count(DISTINCT batch_id), coalesce(sum(llm_calls), 0),"
         " coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0),"
-        " coalesce(sum(ms), 0), max(created_at) FROM distill_runs WHERE observer = ?",
+        " coalesce(sum(ms), 0), max(created_at), coalesce(sum(ungrounded), 0)"
+        " FROM distill_runs WHERE observer = ?",
         (observer,),
     ).fetchone()
     (dead,) = conn.execute(
@@ -297,7 +305,7 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
     (watermark,) = conn.execute(
         "SELECT coalesce(max(seq), 0) FROM watermarks WHERE observer = ?", (observer,)
     ).fetchone()
-    batches, calls, prompt, completion, ms, last = row
+    batches, calls, prompt, completion, ms, last, ungrounded = row
     return ObserverStatus(
         name=observer,
         watermark=watermark,
@@ -307,6 +315,7 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
         completion_tokens=completion,
         llm_ms=ms,
         dead_letters=dead,
+        ungrounded=ungrounded,
         last_batch_at=last,
     )
 

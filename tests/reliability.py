@@ -7,14 +7,12 @@ Every scenario runs at a small size in `make test`. `FORGED_SOAK=<n>` multiplies
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
 SOAK = max(1, int(os.environ.get("FORGED_SOAK", "1") or 1))  # count multiplier for soak runs
-_FACT = re.compile(r"^Interaction (\d+) was")  # the fake LLM's fact names the seq it covers
 
 
 def scaled(count: int) -> int:
@@ -52,9 +50,9 @@ def integrity(db: str | Path) -> str:
 def facts_per_seq(db: str | Path) -> dict[int, int]:
     """How many facts name each seq: the fake LLM writes one per interaction it distils."""
     counts: dict[int, int] = {}
-    for (text,) in query(db, "SELECT text FROM facts"):
-        if m := _FACT.match(text):
-            counts[int(m.group(1))] = counts.get(int(m.group(1)), 0) + 1
+    for first, last in query(db, "SELECT first_seq, last_seq FROM facts"):
+        if first == last:  # the fake's fact quotes one interaction, its source
+            counts[first] = counts.get(first, 0) + 1
     return counts
 
 

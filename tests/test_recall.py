@@ -477,7 +477,7 @@ BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
     ("/v1/search", {}, "`q` must not be empty"),
     ("/v1/search", {"q": "  "}, "`q` must not be empty"),
     ("/v1/search", {"q": "x", "kind": "opinion"},
-     "`kind` must be one of decision, correction, preference, state, summary; got 'opinion'"),
+     "`kind` must be one of decision, correction, preference, state, event, profile, summary; got 'opinion'"),
     ("/v1/search", {"q": "x", "limit": "ten"}, LIMIT + "'ten'"),
     ("/v1/search", {"q": "x", "limit": "0"}, LIMIT + "'0'"),
     ("/v1/search", {"q": "x", "limit": "101"}, LIMIT + "'101'"),
@@ -512,7 +512,7 @@ BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
      "unknown parameter `limit`; /v1/context accepts q, scope, kind, types, session, since,"
      " until, budget_tokens"),
     ("/v1/facts", {"kind": "summary"},
-     "`kind` must be one of decision, correction, preference, state; got 'summary'"),
+     "`kind` must be one of decision, correction, preference, state, event, profile; got 'summary'"),
     ("/v1/facts", {"after": "abc"}, CURSOR + "'abc'"),
     ("/v1/facts", {"after": "-3"}, CURSOR + "'-3'"),
     ("/v1/facts", {"limit": "1001"}, "`limit` must be an integer from 1 to 1000; got '1001'"),
