@@ -20,6 +20,7 @@ from forged.models import (
     FACT_KINDS,
     RECALL_KINDS,
     ForgetAnswer,
+    Health,
     LogStatus,
     SearchAnswer,
     Status,
@@ -147,7 +148,7 @@ class Api:
     async def health(self, request: Request) -> Response:
         if not self.ready or self.shutting_down:
             return error_response(503, "not_ready", "forged is not ready")
-        return json_response({"status": "ok"})
+        return json_response(Health("ok"))
 
     def _search_query(self, params: Params, limit: int) -> SearchQuery:
         return SearchQuery(

@@ -158,6 +158,15 @@ def with_overrides(config: Config, env: Mapping[str, str]) -> Config:
     return msgspec.structs.replace(config, distiller=distiller)
 
 
+def config_file(explicit: str | Path | None, env: Mapping[str, str]) -> Path | None:
+    """The file the daemon reads: `--config`, then `FORGED_CONFIG`, then the default if present."""
+    if explicit:
+        return Path(explicit)
+    if env.get("FORGED_CONFIG"):
+        return Path(env["FORGED_CONFIG"])
+    return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None
+
+
 def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
     """Read the file at `path` (embedded defaults when it is None) and apply `env` overrides."""
     if path is None:

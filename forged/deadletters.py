@@ -8,6 +8,7 @@ import msgspec
 
 from forged.errors import InvalidRequest, LLMUnavailable
 from forged.httpserver import Request, Response
+from forged.models import DeadLettersAnswer
 
 if TYPE_CHECKING:
     from forged.distill import DistillObserver
@@ -49,7 +50,7 @@ async def list_dead_letters(hub: Hub, request: Request) -> Response:
     """`GET /v1/dead-letters?from=&to=`: the open dead letters, oldest seq first."""
     first, last = _range(request)
     letters = await hub.store.list_dead_letters(OBSERVER, first, last)
-    return Response(200, _JSON.encode({"dead_letters": letters}))
+    return Response(200, _JSON.encode(DeadLettersAnswer(letters)))
 
 
 async def redistill(hub: Hub, request: Request) -> Response:
