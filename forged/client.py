@@ -49,9 +49,11 @@ _ERROR = msgspec.json.Decoder(ErrorAnswer)
 
 
 def _checkout() -> Path | None:
-    """The source checkout this package runs from (an editable install), if it is one."""
-    root = Path(__file__).resolve().parent.parent
-    return root if (root / DEV_CONFIG).is_file() else None
+    """The source checkout we run in (the working directory) or from (an editable install)."""
+    for root in (Path.cwd(), Path(__file__).resolve().parent.parent):
+        if (root / DEV_CONFIG).is_file():
+            return root
+    return None
 
 
 def find_socket(
@@ -61,8 +63,9 @@ def find_socket(
     env: Mapping[str, str] | None = None,
 ) -> str:
     """The daemon's socket: `socket`, then `FORGED_SOCKET`, then the socket of the configuration
-    the daemon would read (`config`, `FORGED_CONFIG`, `/etc/forged/forged.toml`), then, run from
-    a source checkout, the one `make run` serves on; the systemd default otherwise."""
+    the daemon would read (`config`, `FORGED_CONFIG`, `/etc/forged/forged.toml`), then, in or
+    from a source checkout, the one `make run` serves on; the systemd default otherwise.
+    """
     env = os.environ if env is None else env
     if socket:
         return str(socket)

@@ -292,6 +292,6 @@ def import_file(client: Client, fmt: str, path: Path, *, scope: str | None = Non
     report.turns = len(turns)
     for problem in report.bad:
         print(f"forged: {path.name} {problem}; skipped", file=err)
-    print(f"imported {report.turns} turns from {path.name}: {report.accepted} new,"
-          f" {report.duplicates} already stored, {len(report.bad)} skipped")  # fmt: skip
+    print(f"imported {path.name}: {report.accepted} new turns, {report.duplicates} already"
+          f" stored, {len(report.bad)} skipped")  # fmt: skip
     return report
