@@ -68,7 +68,9 @@ def test_jsonl_lines_are_forged_interactions() -> None:
     """Bad lines are named by number; --scope replaces each line's scope."""
     records = read_records("jsonl", JSONL.read_bytes(), "user:ally")
     good = [r.interaction for r in records if r.interaction is not None]
-    assert [i.id for i in good][0] == "chat-7:turn-1"
+    ids = [i.id or "" for i in good]
+    assert ids[0] == "chat-7:turn-1"  # a line's own id is kept; the others get derived ones
+    assert [i[:6] for i in ids[1:]] == ["jsonl:"] * 3
     assert {i.scope for i in good} == {"user:ally"}
     assert _problems("jsonl", JSONL) == [
         "line 3: Invalid enum value 'robot' - at `$.messages[0].role`",
