@@ -18,6 +18,7 @@ DEFAULT_DATABASE = "/var/lib/forged/forged.db"  # StateDirectory of the systemd 
 DEFAULT_LLM_URL = "http://127.0.0.1:11434/v1"  # Ollama's OpenAI-compatible endpoint
 DEFAULT_LLM_MODEL = "gemma3:270m"  # Ollama's name for the bundled model
 MIB = 1024 * 1024
+OCTAL_KEYS = frozenset({"socket_mode"})  # file modes: written as 0o660, the way people read them
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 Seconds = Annotated[float, msgspec.Meta(gt=0)]
@@ -195,6 +196,9 @@ def render_toml(config: Config) -> str:
     lines = []
     for section, table in msgspec.to_builtins(config).items():
         lines.append(f"[{section}]")
-        lines.extend(f"{key} = {_toml_value(value)}" for key, value in table.items())
+        lines.extend(
+            f"{key} = {oct(value) if key in OCTAL_KEYS else _toml_value(value)}"
+            for key, value in table.items()
+        )
         lines.append("")
     return "\n".join(lines)
