@@ -200,4 +200,6 @@ class Api:
         if len(scope) > MAX_KEY_CHARS:
             raise InvalidRequest(400, "invalid_parameter", f"the scope must be 1 to {MAX_KEY_CHARS}"
                                  f" characters, got {len(scope)}")  # fmt: skip
-        return json_response(ForgetAnswer(await self.recall.forget(scope)))
+        deleted = await self.recall.forget(scope)
+        await self.hub.recount()  # the scope's runs are gone: so are they from the totals
+        return json_response(ForgetAnswer(deleted))

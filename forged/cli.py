@@ -104,7 +104,8 @@ def _format_observer(o: ObserverStatus) -> list[str]:
         f" {o.llm_ms / 1000:.1f} s), {o.dead_letters} dead letters"
     ]
     if o.batch is not None:
-        lines.append(f"  batch in flight: {o.batch.interactions} interactions"
+        size = f"{o.batch.interactions} interaction" + ("s" if o.batch.interactions != 1 else "")
+        lines.append(f"  batch in flight: {size}"
                      f" ({o.batch.tokens} tokens), started {_clock(o.batch.started_at)} UTC,"
                      f" {o.batch.elapsed_s:.0f} s ago")  # fmt: skip
     lines.append(f"  last batch: {o.last_batch_at or 'none yet'}")

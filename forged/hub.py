@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 import structlog
 import trio
 
 from forged.errors import StorageFull
-from forged.models import BatchOutcome, ObserverState, ObserverStatus, StoredInteraction
+from forged.models import (
+    BatchInFlight,
+    BatchOutcome,
+    ObserverState,
+    ObserverStatus,
+    StoredInteraction,
+)
 from forged.store import Store, now
 
 T = TypeVar("T")
 RESTART_INITIAL = 0.5  # seconds before restarting an observer that raised
 RESTART_MAX = 30.0  # longest wait between restarts
 HEALTHY_RUN = 60.0  # seconds an observer must run before its restart delay resets
+TOTALS = ("batches", "llm_calls", "prompt_tokens", "completion_tokens", "llm_ms", "dead_letters")
 FEED_CHUNK = 256  # log rows a feeder reads per query
 STORAGE_RETRY_INITIAL = 0.1  # seconds before retrying a commit that found the disk full
 STORAGE_RETRY_MAX = 5.0  # longest wait between such retries
@@ -70,6 +78,7 @@ class Progress:
         self.status = status
         self.stopping = False
         self._changed = changed
+        self._batch_started = 0.0  # monotonic time the batch in flight began
 
     @property
     def name(self) -> str:
@@ -79,7 +88,15 @@ class Progress:
         self.status.state = state
         if error is not None:
             self.status.last_error = error
+        if state == "idle":
+            self.status.batch = None
         self._changed()
+
+    def start_batch(self, batch: Sequence[StoredInteraction]) -> None:
+        """Show the batch being worked on in the status (size, start), until idle again."""
+        self._batch_started = time.monotonic()
+        self.status.batch = BatchInFlight(len(batch), sum(i.tokens for i in batch), now())
+        self.set_state("distilling")
 
     async def _until_stored(self, write: Callable[[], Awaitable[None]]) -> None:
         """Retry a commit while the disk is full: the batch in hand is kept, not re-run."""
@@ -156,7 +173,17 @@ class Hub:
     def statuses(self) -> list[ObserverStatus]:
         for p in self.progress.values():
             p.status.backlog = max(0, self.store.last_seq - p.status.watermark)
+            if p.status.batch is not None:
+                p.status.batch.elapsed_s = round(time.monotonic() - p._batch_started, 1)
         return [p.status for p in self.progress.values()]
+
+    async def recount(self) -> None:
+        """Re-read every observer's totals from the store: forgetting a scope erases its runs."""
+        for name, progress in self.progress.items():
+            stored = await self.store.observer_totals(name)
+            for total in TOTALS:
+                setattr(progress.status, total, getattr(stored, total))
+        self._notify_changed()
 
     def backlog(self) -> int:
         """How far the slowest observer lags behind the log."""
