@@ -19,7 +19,7 @@ from forged import systemd
 from forged.api import Api
 from forged.config import Config, ServerConfig
 from forged.distill import DistillObserver
-from forged.errors import ConfigError
+from forged.errors import AlreadyRunning, ConfigError
 from forged.httpserver import HttpServer
 from forged.hub import Hub, Observer
 from forged.ingest import Ingest
@@ -46,7 +46,8 @@ def _bind(server: ServerConfig) -> trio.SocketListener:
             except OSError:
                 path.unlink()  # left by a daemon that died
             else:
-                raise ConfigError(f"server.socket: {path} is in use by a running daemon")
+                raise AlreadyRunning(f"another forged is already serving on {path}; stop it"
+                                     " first, or give this one another [server] socket")  # fmt: skip
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old_umask = os.umask(0o777 & ~server.socket_mode)  # never visible with a looser mode
     try:
@@ -163,6 +164,8 @@ async def run_daemon(
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(signals.watch, received)
                 with signals.startup:
+                    # The socket first: a second daemon must refuse before it starts a model.
+                    listener, bound = _listener(config.server)
                     if bundled_llm:
                         from forged.bundled import REQUEST_EXTRA, serve_bundled_llm
 
@@ -174,7 +177,6 @@ async def run_daemon(
                     api = Api(config, store, hub, ingest)
                     await nursery.start(ingest.serve)
                     await nursery.start(hub.serve)
-                    listener, bound = _listener(config.server)
                     address = listener.socket.getsockname()
                     server = HttpServer(api.handle, config.server)
                     await nursery.start(server.serve, listener)
