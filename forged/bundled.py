@@ -56,6 +56,8 @@ MODEL_ALIAS = "gemma3-270m"
 # What forged adds to its requests: without a repeat penalty the 270M model loops until its
 # length bounds, several times slower than when it stops by itself.
 REQUEST_EXTRA: dict[str, str | int | float | bool] = {"repeat_penalty": 1.2}
+# The structured-output mode llama-cpp-python's server takes (it refuses `json_schema` with a 500).
+STRUCTURED_OUTPUT = "json_object"
 
 log = structlog.get_logger(__name__)
 

@@ -167,11 +167,17 @@ async def run_daemon(
                     # The socket first: a second daemon must refuse before it starts a model.
                     listener, bound = _listener(config.server)
                     if bundled_llm:
-                        from forged.bundled import REQUEST_EXTRA, serve_bundled_llm
+                        from forged.bundled import (
+                            REQUEST_EXTRA,
+                            STRUCTURED_OUTPUT,
+                            serve_bundled_llm,
+                        )
 
                         url = await nursery.start(serve_bundled_llm)
-                        config = _with_llm(config, url, REQUEST_EXTRA)
-                    distiller = make_distiller(config.distiller) if config.distill.enabled else None
+                        config = _with_llm(config, url, REQUEST_EXTRA, STRUCTURED_OUTPUT)
+                    distiller = (
+                        make_distiller(config.distiller, store) if config.distill.enabled else None
+                    )
                     hub = Hub(store, _observers(config, distiller), config.distill.channel_capacity)
                     ingest = Ingest(store, hub.notify_appended)
                     api = Api(config, store, hub, ingest)
@@ -203,8 +209,17 @@ async def run_daemon(
     log.info("stopped")
 
 
-def _with_llm(config: Config, url: str, extra: dict[str, str | int | float | bool]) -> Config:
+def _with_llm(
+    config: Config, url: str, extra: dict[str, str | int | float | bool], known_mode: str
+) -> Config:
     """Point the distiller at the bundled server, with the request fields that suit its model."""
     request_extra = {**extra, **config.distiller.request_extra}
-    distiller = msgspec.structs.replace(config.distiller, base_url=url, request_extra=request_extra)
+    mode = config.distiller.structured_output
+    distiller = msgspec.structs.replace(
+        config.distiller,
+        base_url=url,
+        request_extra=request_extra,
+        # its port changes on every start, but its server is known: no probing needed
+        structured_output=known_mode if mode == "auto" else mode,
+    )
     return msgspec.structs.replace(config, distiller=distiller)

@@ -124,6 +124,16 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX distill_runs_by_scope ON distill_runs (scope);
         """,
     ),
+    (
+        "the structured-output mode each LLM endpoint accepted",
+        """
+        CREATE TABLE llm_modes (
+            endpoint TEXT PRIMARY KEY,              -- the server's base URL
+            mode TEXT NOT NULL,                     -- json_schema, json_object or none
+            learned_at TEXT NOT NULL
+        );
+        """,
+    ),
 )
 
 

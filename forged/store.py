@@ -310,6 +310,19 @@ class Store:
     async def observer_totals(self, observer: str) -> ObserverStatus:
         return await self.read(_observer_totals, observer)
 
+    async def known_mode(self, endpoint: str) -> str | None:
+        """The structured-output mode `endpoint` accepted last time, if any."""
+        sql = "SELECT mode FROM llm_modes WHERE endpoint = ?"
+        row = await self.read(lambda c: c.execute(sql, (endpoint,)).fetchone())
+        return None if row is None else str(row[0])
+
+    async def remember_mode(self, endpoint: str, mode: str) -> None:
+        """Keep the mode `endpoint` accepts, for the next start."""
+        sql = "INSERT OR REPLACE INTO llm_modes (endpoint, mode, learned_at) VALUES (?, ?, ?)"
+        await self.write(
+            lambda c: _with_atomic(c, lambda c: c.execute(sql, (endpoint, mode, now())))
+        )
+
     async def open_dead_letters(
         self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1
     ) -> list[OpenDeadLetter]:
