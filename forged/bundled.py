@@ -242,8 +242,14 @@ async def _run_once(
     command: list[str], base_url: str, start_timeout: float, task_status: trio.TaskStatus[str]
 ) -> tuple[bool, str]:
     """One life of the server child: start, serve until it exits, always reaped."""
+    # Its own session: Ctrl-C on the terminal reaches forged alone, which stops the server once
+    # it no longer needs it (a server that got the signal too would be restarted meanwhile).
     process = await trio.lowlevel.open_process(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         return await _supervise(process, base_url, start_timeout, task_status)

@@ -30,6 +30,7 @@ from forged.store import Store
 LISTEN_BACKLOG = 1024  # connections the kernel queues while we are at the connection cap
 STATUS_INTERVAL = 5.0  # seconds between STATUS= updates (more often when the watchdog asks)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # a bounded drain, then exit 0
+INTERRUPT = signal.SIGINT.name  # Ctrl-C: stop at once, without waiting for the model
 API_FD_NAME = "api"  # FileDescriptorName= of the API socket in forged.socket
 
 log = structlog.get_logger("forged.daemon")
@@ -137,15 +138,21 @@ class _Signals:
             return
 
 
-async def _shutdown(api: Api, server: HttpServer, grace: float) -> None:
-    """Refuse new pushes, answer those in progress, let the batch in flight commit; bounded."""
+async def _shutdown(api: Api, server: HttpServer, grace: float, *, wait_for_batch: bool) -> None:
+    """Refuse new pushes, answer those in progress, let the batch in flight commit; bounded.
+
+    Ctrl-C does not wait for the batch: a person waits, and the model may need minutes. The
+    batch stays in the log and is distilled again on the next start.
+    """
     api.shutting_down = True
     systemd.notify("STOPPING=1", _status_line(api))
     api.hub.stop()
     with trio.move_on_after(grace) as timer:
         await server.wait_quiet()  # a push already past the door still gets its 202
-        await api.hub.wait_idle()
-    log.info("shutdown", drained=not timer.cancelled_caught, grace_s=grace)
+        if wait_for_batch:
+            await api.hub.wait_idle()
+    log.info("shutdown", drained=not timer.cancelled_caught, grace_s=grace,
+             waited_for_batch=wait_for_batch)  # fmt: skip
 
 
 async def run_daemon(
@@ -196,7 +203,8 @@ async def run_daemon(
                 await signals.stop.wait()
                 log.info("stopping", signal=signals.name, ready=signals.api is not None)
                 if signals.api is not None:
-                    await _shutdown(signals.api, server, config.server.shutdown_grace)
+                    await _shutdown(signals.api, server, config.server.shutdown_grace,
+                                    wait_for_batch=signals.name != INTERRUPT)  # fmt: skip
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):

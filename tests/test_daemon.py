@@ -288,6 +288,22 @@ async def test_a_batch_longer_than_the_grace_is_redone_after_restart(
     assert set(results_per_seq(daemon.config.store.path, 3).values()) == {1}
 
 
+async def test_ctrl_c_mid_batch_stops_at_once(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """SIGINT (Ctrl-C) does not wait out the grace for a model that is still thinking."""
+    fake_llm.default = "hang"
+    config_path = write_config(short_tmp, fake_llm.base_url, server={"shutdown_grace": 60.0})
+    async with DaemonProcess(config_path, short_tmp) as daemon:
+        with trio.fail_after(TIMEOUT):
+            await daemon.start()
+            await _push(daemon.socket, 1)
+            await fake_llm.wait_for_calls(1)
+            with trio.fail_after(10):  # far below the 60 s grace a SIGTERM would wait
+                assert await daemon.stop(signal.SIGINT) == 0
+    (shutdown,) = daemon.events("shutdown")
+    assert (shutdown["drained"], shutdown["waited_for_batch"]) == (True, False)
+    assert rows(daemon.config.store.path, "SELECT count(*) FROM summaries") == [(0,)]
+
+
 # access control
 
 
