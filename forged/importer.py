@@ -180,7 +180,7 @@ def _claude(data: Any, scope: str) -> Iterator[Record]:
             yield Record(where, None, "no `chat_messages` list")
             continue
         messages = [
-            _Message(str(m.get("uuid")), CLAUDE_ROLES[m.get("sender")], text,
+            _Message(str(m.get("uuid")), CLAUDE_ROLES[str(m.get("sender"))], text,
                      _iso(m.get("created_at")))
             for m in chat
             if isinstance(m, dict) and m.get("sender") in CLAUDE_ROLES and (text := _claude_text(m))

@@ -19,7 +19,15 @@ from pydantic import Field
 from forged import __version__
 from forged.client import AsyncClient
 from forged.errors import ForgedError
-from forged.models import DEFAULT_SCOPE, FactKind, Interaction, MemoryItem, Message, RecallKind
+from forged.models import (
+    DEFAULT_SCOPE,
+    FactKind,
+    Interaction,
+    MemoryItem,
+    Message,
+    RecallKind,
+    Role,
+)
 
 T = TypeVar("T")
 LIST_LIMIT = 50  # facts `list_facts` returns when not told otherwise
@@ -80,9 +88,9 @@ def build_server(client: AsyncClient, scope: str = DEFAULT_SCOPE) -> MCPServer:
     async def remember(
         note: Note = "", user: UserText = "", assistant: AssistantText = "", session: Session = None
     ) -> str:
+        said: list[tuple[Role, str]] = [("user", user), ("assistant", assistant)]
         messages = [Message("assistant", note, name="note")] if note.strip() else []
-        messages += [Message(r, t) for r, t in (("user", user), ("assistant", assistant))
-                     if t.strip()]  # fmt: skip
+        messages += [Message(role, text) for role, text in said if text.strip()]
         if not messages:
             raise ToolError("give a `note`, or the `user` text of an exchange (and its answer)")
         item = Interaction(messages, scope=scope, session=session, metadata={"source": "mcp"})
