@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 import trio
 
@@ -129,3 +130,15 @@ def test_run_from_the_checkout_the_dev_socket(
     (short_tmp / "config" / "forged.dev.toml").write_text('[server]\nsocket = "./s/f.sock"\n')
     monkeypatch.chdir(short_tmp)
     assert find_socket(env={}) == str(short_tmp / "s" / "f.sock")
+
+
+async def test_a_daemon_that_does_not_answer_is_unreachable(short_tmp: Path) -> None:
+    """A socket that accepts but never answers: `Unreachable` once the read timeout passes."""
+    path = str(short_tmp / "mute.sock")
+    with trio.socket.socket(trio.socket.AF_UNIX) as mute:
+        await mute.bind(path)
+        mute.listen(1)
+        timeout = httpx.Timeout(0.2, connect=1.0)
+        async with AsyncClient(path, timeout=timeout) as client:
+            with pytest.raises(Unreachable, match=rf"^forged at {path} did not answer in time \("):
+                await client.status()

@@ -177,3 +177,12 @@ async def test_a_file_that_is_not_an_export_is_one_line(daemon: Config, short_tm
     assert done.stderr.decode() == (
         "forged: the file is not an export's conversations.json (a JSON array)\n"
     )
+
+
+async def test_a_file_that_cannot_be_read_is_one_line(daemon: Config, short_tmp: Path) -> None:
+    """A missing file is named, with the reason."""
+    done = await _import(daemon, "claude", str(short_tmp / "missing.json"))
+    assert done.returncode == 1
+    assert done.stderr.decode() == (
+        f"forged: cannot read {short_tmp / 'missing.json'}: No such file or directory\n"
+    )

@@ -114,3 +114,13 @@ async def test_a_daemon_that_is_down_is_a_tool_error(daemon: Config, short_tmp: 
     assert result.is_error
     assert f"cannot reach forged at {gone}" in _text(result)
     assert {t.name for t in tools.tools} == TOOLS
+
+
+async def test_without_the_extra_the_command_says_what_to_install() -> None:
+    """`forged mcp` without the mcp package: one line naming the extra, exit 1."""
+    hide = "import sys; sys.modules['mcp'] = None; from forged.cli import main; sys.exit(main(['mcp']))"
+    done = await trio.run_process([sys.executable, "-c", hide], capture_stderr=True, check=False)
+    assert done.returncode == 1
+    assert done.stderr.decode().startswith(
+        "forged: `forged mcp` needs the mcp extra: pip install 'forged[mcp]' ("
+    )

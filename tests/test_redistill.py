@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -173,3 +174,20 @@ async def test_the_redistill_command_reports_what_happened(
     assert header.split() == ["SEQ", "OUTCOME", "FACTS", "REASON"]
     assert row.split()[:2] == ["2", "redistilled"]
     assert done.stderr.decode() == "1 redistilled, 0 still failing\n"
+
+
+async def test_the_dead_letters_command_prints_a_table(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """`forged dead-letters` prints seq, scope, time and reason as a table, like other commands."""
+    config = await _with_dead_letter(short_tmp, fake_llm)
+    argv = [sys.executable, "-m", "forged", "dead-letters", "--socket", config.server.socket]
+    with trio.fail_after(TIMEOUT):
+        async with running_daemon(config), socket_client(config.server.socket) as client:
+            await _push_three(client)
+            done = await trio.run_process(argv, capture_stdout=True, check=False)
+    header, row = done.stdout.decode().splitlines()
+    assert header.split() == ["SEQ", "SCOPE", "SINCE", "(UTC)", "REASON"]
+    assert re.match(
+        r"^2    user:bob  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d  InvalidAnswer: the answer holds no JSON"
+        r" object$",
+        row,
+    ), row
