@@ -98,6 +98,13 @@ class Progress:
         self.status.batch = BatchInFlight(len(batch), sum(i.tokens for i in batch), now())
         self.set_state("distilling")
 
+    def refreshed(self, last_seq: int) -> ObserverStatus:
+        """The status as of now: the backlog behind `last_seq`, the age of the batch in flight."""
+        self.status.backlog = max(0, last_seq - self.status.watermark)
+        if self.status.batch is not None:
+            self.status.batch.elapsed_s = round(time.monotonic() - self._batch_started, 1)
+        return self.status
+
     async def _until_stored(self, write: Callable[[], Awaitable[None]]) -> None:
         """Retry a commit while the disk is full: the batch in hand is kept, not re-run."""
         delay = STORAGE_RETRY_INITIAL
@@ -171,11 +178,7 @@ class Hub:
         self._changed = trio.Event()
 
     def statuses(self) -> list[ObserverStatus]:
-        for p in self.progress.values():
-            p.status.backlog = max(0, self.store.last_seq - p.status.watermark)
-            if p.status.batch is not None:
-                p.status.batch.elapsed_s = round(time.monotonic() - p._batch_started, 1)
-        return [p.status for p in self.progress.values()]
+        return [p.refreshed(self.store.last_seq) for p in self.progress.values()]
 
     async def recount(self) -> None:
         """Re-read every observer's totals from the store: forgetting a scope erases its runs."""
