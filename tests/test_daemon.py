@@ -153,8 +153,8 @@ async def test_refuses_the_socket_of_a_running_daemon(short_tmp: Path, fake_llm:
             )  # fmt: skip
             assert second.returncode == 2
             assert second.stderr.decode() == (
-                f"forged: config error: server.socket: {daemon.socket} is in use by a running"
-                " daemon\n"
+                f"forged: another forged is already serving on {daemon.socket}; stop it first,"
+                " or give this one another [server] socket\n"
             )
             await _push(daemon.socket, 1)
             assert await daemon.stop() == 0
