@@ -170,7 +170,8 @@ async def _stop(process: trio.Process) -> None:
         process.terminate()
         with trio.move_on_after(TERM_GRACE_S):
             await process.wait()
-    if process.poll() is None:
+    if process.poll() is None:  # still computing an answer nobody waits for: it cannot be stopped
+        log.warning("bundled_llm_killed", pid=process.pid, grace_s=TERM_GRACE_S)
         process.kill()
         await process.wait()
 
