@@ -53,6 +53,8 @@ def test_every_example_is_run_or_says_why_not() -> None:
     marked = [m for m in BLOCK.finditer(README) if m["lang"] in ("sh", "python", "json")]
     assert len(marked) == len(EXAMPLE.findall(README))
     assert all(m["name"].strip() for m in marked)
+    tested = [m["name"] for m in marked if m["mark"] == "test"]
+    assert len(set(tested)) == len(tested), "two examples share a name"
 
 
 def _expected_output(body: str) -> list[str]:
