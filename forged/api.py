@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 import msgspec
 import structlog
@@ -14,7 +15,7 @@ from forged.config import Config
 from forged.errors import InvalidRequest, StorageFull, StoreError
 from forged.httpserver import Request, Response, error_response
 from forged.hub import Hub
-from forged.ingest import Ingest, parse_body
+from forged.ingest import Ingest, read_body
 from forged.models import (
     DEFAULT_SCOPE,
     FACT_KINDS,
@@ -35,7 +36,14 @@ SCOPES_PREFIX = "/v1/scopes/"  # DELETE /v1/scopes/{scope} forgets a scope
 
 _JSON = msgspec.json.Encoder()
 log = structlog.get_logger("forged.api")
-Route = Callable[[Request], Awaitable[Response]]
+_SEARCH = ("q", "scope", "kind", "session")  # parameters of search and context alike
+
+
+class Route(NamedTuple):
+    """A handler and the query parameters it accepts: any other is a 400."""
+
+    handler: Callable[[Request, Params], Awaitable[Response]]
+    params: tuple[str, ...] = ()
 
 
 def json_response(value: Any, status: int = 200) -> Response:
@@ -55,19 +63,23 @@ class Api:
         self.shutting_down = False
         self.recall = Recall(store, config.recall)
         self.routes: dict[str, dict[str, Route]] = {
-            "/v1/interactions": {"POST": self.push},
-            "/v1/status": {"GET": self.status},
-            "/v1/health": {"GET": self.health},
-            "/v1/search": {"GET": self.search},
-            "/v1/context": {"GET": self.context},
-            "/v1/facts": {"GET": self.facts},
-            "/v1/summaries": {"GET": self.summaries},
-            "/v1/dead-letters": {"GET": lambda r: deadletters.list_dead_letters(hub, r)},
-            "/v1/dead-letters/redistill": {"POST": lambda r: deadletters.redistill(hub, r)},
+            "/v1/interactions": {"POST": Route(self.push)},
+            "/v1/status": {"GET": Route(self.status)},
+            "/v1/health": {"GET": Route(self.health)},
+            "/v1/search": {"GET": Route(self.search, (*_SEARCH, "limit"))},
+            "/v1/context": {"GET": Route(self.context, (*_SEARCH, "budget_tokens"))},
+            "/v1/facts": {"GET": Route(self.facts, ("scope", "kind", "after", "limit"))},
+            "/v1/summaries": {"GET": Route(self.summaries, ("scope", "after", "limit"))},
+            "/v1/dead-letters": {
+                "GET": Route(partial(deadletters.list_dead_letters, hub), deadletters.PARAMS)
+            },
+            "/v1/dead-letters/redistill": {
+                "POST": Route(partial(deadletters.redistill, hub), deadletters.PARAMS)
+            },
         }
-        self.prefix_routes: dict[str, dict[str, Route]] = {SCOPES_PREFIX: {"DELETE": self.forget}}
+        self.prefix_routes = {SCOPES_PREFIX: {"DELETE": Route(self.forget)}}
 
-    def _route(self, request: Request) -> dict[str, Route] | None:
+    def _methods(self, request: Request) -> dict[str, Route] | None:
         if (methods := self.routes.get(request.path)) is not None:
             return methods
         for prefix, methods in self.prefix_routes.items():
@@ -77,19 +89,20 @@ class Api:
 
     async def handle(self, request: Request) -> Response:
         """Answer one request; errors become the API's error shape, never a traceback."""
-        methods = self._route(request)
+        methods = self._methods(request)
         if methods is None:
             return error_response(404, "not_found", f"no such path: {request.path}")
-        route = methods.get(request.method)
+        # HEAD is GET without the body; the server sends only the head
+        route = methods.get("GET" if request.method == "HEAD" else request.method)
         if route is None:
             allowed = ", ".join(methods)
             return error_response(405, "method_not_allowed", f"{request.path} accepts {allowed}")
-        if self.shutting_down and request.method != "GET":
+        if self.shutting_down and request.method not in ("GET", "HEAD"):
             return error_response(
                 503, "shutting_down", "forged is shutting down; retry shortly", SHUTDOWN_RETRY_AFTER
             )
         try:
-            return await route(request)
+            return await route.handler(request, Params(request.query, request.path, route.params))
         except InvalidRequest as exc:
             return error_response(exc.status, exc.code, exc.message, exc.retry_after)
         except StorageFull as exc:
@@ -111,10 +124,9 @@ class Api:
             log.exception("request_failed", method=request.method, path=request.path)
             return error_response(500, "internal_error", "internal error; see the daemon's log")
 
-    async def push(self, request: Request) -> Response:
-        items = parse_body(
-            request.body, request.headers.get("content-type", ""), self.config.server
-        )
+    async def push(self, request: Request, _params: Params) -> Response:
+        content_type = request.headers.get("content-type", "")
+        items = await read_body(request.body, content_type, self.config.server)
         self._check_room(len(items))
         # No checkpoint between the check and push() counting the items: concurrent requests
         # see each other, so together they cannot cross the limit either.
@@ -133,7 +145,7 @@ class Api:
                                  f"{limit}; retry later",
                                  retry_after=BACKLOG_RETRY_AFTER)  # fmt: skip
 
-    async def status(self, request: Request) -> Response:
+    async def status(self, _request: Request, _params: Params) -> Response:
         return json_response(
             Status(
                 version=__version__,
@@ -145,7 +157,7 @@ class Api:
             )
         )
 
-    async def health(self, request: Request) -> Response:
+    async def health(self, _request: Request, _params: Params) -> Response:
         if not self.ready or self.shutting_down:
             return error_response(503, "not_ready", "forged is not ready")
         return json_response(Health("ok"))
@@ -159,16 +171,13 @@ class Api:
             limit=limit,
         )
 
-    async def search(self, request: Request) -> Response:
-        params = Params(request.query, request.path, ("q", "scope", "kind", "session", "limit"))
+    async def search(self, _request: Request, params: Params) -> Response:
         recall = self.config.recall
         limit = params.integer("limit", recall.default_limit, 1, recall.max_limit)
         results = await self.recall.search(self._search_query(params, limit))
         return json_response(SearchAnswer(results))
 
-    async def context(self, request: Request) -> Response:
-        accepted = ("q", "scope", "kind", "session", "budget_tokens")
-        params = Params(request.query, request.path, accepted)
+    async def context(self, _request: Request, params: Params) -> Response:
         recall = self.config.recall
         budget = params.integer(
             "budget_tokens", recall.default_budget_tokens, 1, recall.max_budget_tokens
@@ -176,8 +185,7 @@ class Api:
         query = self._search_query(params, recall.max_limit)
         return json_response(await self.recall.context(query, budget))
 
-    async def facts(self, request: Request) -> Response:
-        params = Params(request.query, request.path, ("scope", "kind", "after", "limit"))
+    async def facts(self, _request: Request, params: Params) -> Response:
         page = await self.recall.facts(
             scope=params.key("scope"),
             kind=params.choice("kind", FACT_KINDS),
@@ -186,8 +194,7 @@ class Api:
         )
         return json_response(page)
 
-    async def summaries(self, request: Request) -> Response:
-        params = Params(request.query, request.path, ("scope", "after", "limit"))
+    async def summaries(self, _request: Request, params: Params) -> Response:
         page = await self.recall.summaries(
             scope=params.key("scope"),
             after=params.cursor("after"),
@@ -195,11 +202,9 @@ class Api:
         )
         return json_response(page)
 
-    async def forget(self, request: Request) -> Response:
+    async def forget(self, request: Request, _params: Params) -> Response:
         scope = request.path.removeprefix(SCOPES_PREFIX)
         if len(scope) > MAX_KEY_CHARS:
             raise InvalidRequest(400, "invalid_parameter", f"the scope must be 1 to {MAX_KEY_CHARS}"
                                  f" characters, got {len(scope)}")  # fmt: skip
-        deleted = await self.recall.forget(scope)
-        await self.hub.recount()  # the scope's runs are gone: so are they from the totals
-        return json_response(ForgetAnswer(deleted))
+        return json_response(ForgetAnswer(await self.hub.forget(scope)))

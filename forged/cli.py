@@ -12,6 +12,7 @@ from typing import Any, TextIO
 import msgspec
 
 from forged import __version__
+from forged.backup import restore_backup, take_backup
 from forged.client import JSON, NDJSON, Client, find_socket
 from forged.config import Config, config_file, load_config, render_toml
 from forged.errors import AlreadyRunning, ClientError, ConfigError, ForgedError
@@ -57,10 +58,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    from forged.plugins import check_observers  # imports the daemon's modules: only here
+
     config = _config(args)
+    check_observers(config)
     source = config_file(args.config, os.environ) or "embedded defaults"
     print(f"# effective configuration (from {source}, with FORGED_* overrides)")
     print(render_toml(config).rstrip())
+    return 0
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    info = take_backup(_config(args).store, Path(args.file))
+    print(f"backed up to {args.file}: {info.describe()}")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    database = _config(args).store.path
+    info = restore_backup(Path(args.file), database, replace=args.yes)
+    print(f"restored {args.file} into {database}: {info.describe()}")
     return 0
 
 
@@ -357,6 +374,10 @@ def _parser() -> argparse.ArgumentParser:
         help="start the bundled local model and distil with it",
     )
     add("check-config", cmd_check_config, "print the effective configuration, or the error")
+    add("backup", cmd_backup, "copy the live database to FILE, checked").add_argument("file")
+    restore = add("restore", cmd_restore, "put a backup back (the daemon must be stopped)")
+    restore.add_argument("file")
+    restore.add_argument("--yes", action="store_true", help="replace an existing database")
     _add_client_commands(add)
     return parser
 

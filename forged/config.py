@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
@@ -19,6 +19,7 @@ DEFAULT_LLM_URL = "http://127.0.0.1:11434/v1"  # Ollama's OpenAI-compatible endp
 DEFAULT_LLM_MODEL = "gemma3:270m"  # Ollama's name for the bundled model
 MIB = 1024 * 1024
 OCTAL_KEYS = frozenset({"socket_mode"})  # file modes: written as 0o660, the way people read them
+T = TypeVar("T")
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 Seconds = Annotated[float, msgspec.Meta(gt=0)]
@@ -38,6 +39,7 @@ class ServerConfig(_Section, frozen=True):
     body_timeout: Seconds = 30.0
     idle_timeout: Seconds = 60.0
     max_body_bytes: Positive = 16 * MIB
+    max_receiving_bytes: Positive = 64 * MIB
     max_header_bytes: Positive = 16 * 1024
     max_messages: Annotated[int, msgspec.Meta(ge=1, le=256)] = 256
     max_text_chars: Positive = 1_000_000
@@ -48,6 +50,11 @@ class ServerConfig(_Section, frozen=True):
         if not 0 <= self.socket_mode <= 0o777:
             raise ValueError(
                 f"socket_mode must be a file mode from 0o000 to 0o777, got {oct(self.socket_mode)}"
+            )
+        if self.max_receiving_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"max_receiving_bytes ({self.max_receiving_bytes}) must be at least "
+                f"max_body_bytes ({self.max_body_bytes})"
             )
 
 
@@ -85,10 +92,6 @@ class DistillConfig(_Section, frozen=True):
     channel_capacity: Positive = 256
 
 
-class ObserversConfig(_Section, frozen=True):
-    plugins: list[str] = []
-
-
 class RecallConfig(_Section, frozen=True):
     half_life_days: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     default_limit: Positive = 10
@@ -107,7 +110,7 @@ class Config(_Section, frozen=True):
     store: StoreConfig = StoreConfig()
     distiller: DistillerConfig = DistillerConfig()
     distill: DistillConfig = DistillConfig()
-    observers: ObserversConfig = ObserversConfig()
+    observers: dict[str, dict[str, Any]] = {}  # [observers.NAME]: `class` and its settings
     recall: RecallConfig = RecallConfig()
     log: LogConfig = LogConfig()
 
@@ -123,18 +126,33 @@ _ENV_OVERRIDES = {  # environment variable -> distiller key it replaces
 }
 
 
-def _explain(error: msgspec.ValidationError | msgspec.DecodeError) -> str:
-    """Turn msgspec's message into `key: problem`, naming the key the way the file spells it."""
+def _explain(error: msgspec.ValidationError | msgspec.DecodeError, table: str = "") -> str:
+    """Turn msgspec's message into `key: problem`, naming the key the way the file spells it.
+
+    `table` is where the decoded value sits in the file (a plugin's `observers.NAME`).
+    """
     text = str(error)
     if not isinstance(error, msgspec.ValidationError):
         return f"not valid TOML: {text}"
     if m := _UNKNOWN.match(text):
-        key = ".".join(filter(None, [m["at"], m["key"]]))
+        key = ".".join(filter(None, [table, m["at"], m["key"]]))
         return f"{key}: unknown key"
-    if m := _AT.match(text):
-        problem = m["problem"]
-        return f"{m['at'] or '(top level)'}: {problem[0].lower()}{problem[1:]}"
-    return text
+    m = _AT.match(text)
+    problem, at = (m["problem"], m["at"]) if m else (text, "")
+    where = ".".join(filter(None, [table, at])) or "(top level)"
+    return f"{where}: {problem[0].lower()}{problem[1:]}"
+
+
+def decode_table(table: Mapping[str, Any], type_: type[T], key: str) -> T:
+    """A config table decoded into `type_` (a plugin's settings), unknown keys refused."""
+    known = set(getattr(type_, "__struct_encode_fields__", ()))
+    for name in table:
+        if name not in known:
+            raise ConfigError(f"{key}.{name}: unknown key")
+    try:
+        return msgspec.convert(table, type_)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_explain(exc, key)) from exc
 
 
 def parse_config(data: bytes | str, source: str = "<config>") -> Config:
@@ -188,6 +206,9 @@ def _toml_value(value: Any) -> str:
         return json.dumps(value)  # a JSON string is a valid TOML basic string
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table
+        pairs = (f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items())
+        return "{" + ", ".join(pairs) + "}"
     return repr(value)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import time
@@ -24,7 +25,7 @@ from forged.httpserver import HttpServer
 from forged.hub import Hub, Observer
 from forged.ingest import Ingest
 from forged.llm import Distiller, make_distiller
-from forged.plugins import load_object
+from forged.plugins import load_observers
 from forged.store import Store
 
 LISTEN_BACKLOG = 1024  # connections the kernel queues while we are at the connection cap
@@ -32,6 +33,7 @@ STATUS_INTERVAL = 5.0  # seconds between STATUS= updates (more often when the wa
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # a bounded drain, then exit 0
 INTERRUPT = signal.SIGINT.name  # Ctrl-C: stop at once, without waiting for the model
 API_FD_NAME = "api"  # FileDescriptorName= of the API socket in forged.socket
+FD_RESERVE = 256  # descriptors besides client connections: database, journal, LLM, refusals
 
 log = structlog.get_logger("forged.daemon")
 
@@ -42,10 +44,16 @@ def _bind(server: ServerConfig) -> trio.SocketListener:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_socket():
         with socket.socket(socket.AF_UNIX) as probe:
+            probe.setblocking(False)  # a live daemon with a full backlog answers EAGAIN, not a hang
             try:
                 probe.connect(str(path))
-            except OSError:
-                path.unlink()  # left by a daemon that died
+            except ConnectionRefusedError:
+                path.unlink()  # left by a daemon that died: nobody listens
+            except OSError as exc:  # EACCES, EAGAIN: perhaps alive, so never take its place
+                raise ConfigError(
+                    f"server.socket: {path} may be in use by another daemon and cannot be "
+                    f"checked ({exc.strerror}); remove it or choose another path"
+                ) from exc
             else:
                 raise AlreadyRunning(f"another forged is already serving on {path}; stop it"
                                      " first, or give this one another [server] socket")  # fmt: skip
@@ -73,13 +81,22 @@ def _listener(server: ServerConfig) -> tuple[trio.SocketListener, Path | None]:
     return _bind(server), Path(server.socket)
 
 
-def _observers(config: Config, distiller: Distiller | None) -> list[Observer]:
-    observers: list[Observer] = []
-    if distiller is not None:
-        observers.append(DistillObserver(distiller, config.distill, config.distiller))
-    for i, spec in enumerate(config.observers.plugins):
-        observers.append(load_object(spec, f"observers.plugins[{i}]")())
-    return observers
+def _check_file_limit(server: ServerConfig) -> None:
+    """Warn when the open-file limit cannot hold `max_connections` (accept would hit EMFILE)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = server.max_connections + FD_RESERVE
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        log.warning("file_limit_low", limit=soft, needed=needed,
+                    hint="raise LimitNOFILE= (ulimit -n) or lower server.max_connections")  # fmt: skip
+
+
+def _observers(
+    config: Config, distiller: Distiller | None, plugins: list[Observer]
+) -> list[Observer]:
+    """The built-in distill observer (unless turned off), then the plugins."""
+    if distiller is None:
+        return plugins
+    return [DistillObserver(distiller, config.distill, config.distiller), *plugins]
 
 
 def _status_line(api: Api) -> str:
@@ -167,6 +184,7 @@ async def run_daemon(
     distiller: Distiller | None = None
     signals = _Signals()
     try:
+        plugins = load_observers(config, store)  # a faulty plugin stops us before anything runs
         with trio.open_signal_receiver(*STOP_SIGNALS, signal.SIGHUP) as received:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(signals.watch, received)
@@ -185,11 +203,13 @@ async def run_daemon(
                     distiller = (
                         make_distiller(config.distiller, store) if config.distill.enabled else None
                     )
-                    hub = Hub(store, _observers(config, distiller), config.distill.channel_capacity)
+                    observers = _observers(config, distiller, plugins)
+                    hub = Hub(store, observers, config.distill.channel_capacity)
                     ingest = Ingest(store, hub.notify_appended)
                     api = Api(config, store, hub, ingest)
                     await nursery.start(ingest.serve)
                     await nursery.start(hub.serve)
+                    _check_file_limit(config.server)
                     address = listener.socket.getsockname()
                     server = HttpServer(api.handle, config.server)
                     await nursery.start(server.serve, listener)

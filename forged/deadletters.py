@@ -9,31 +9,25 @@ import msgspec
 from forged.errors import InvalidRequest, LLMUnavailable
 from forged.httpserver import Request, Response
 from forged.models import DeadLettersAnswer
+from forged.params import MAX_SEQ, Params
 
 if TYPE_CHECKING:
     from forged.distill import DistillObserver
     from forged.hub import Hub, Progress
 
+PARAMS = ("from", "to")  # the seq range both routes take
 OBSERVER = "distill"  # the observer that writes dead letters
 LLM_RETRY_AFTER = 10  # seconds a client is told to wait when the LLM is unreachable
 _JSON = msgspec.json.Encoder()
 
 
-def _seq(request: Request, name: str, default: int) -> int:
-    value = request.query.get(name, "")
-    if not value:
-        return default
-    if not value.isdigit():
-        raise InvalidRequest(
-            400, "invalid_query", f"{name}: must be a non-negative integer, got {value!r}"
-        )
-    return int(value)
-
-
-def _range(request: Request) -> tuple[int, int]:
-    first, last = _seq(request, "from", 0), _seq(request, "to", 2**63 - 1)
+def _range(params: Params) -> tuple[int, int]:
+    first = params.integer("from", 0, 0, MAX_SEQ)
+    last = params.integer("to", MAX_SEQ, 0, MAX_SEQ)
     if first > last:
-        raise InvalidRequest(400, "invalid_query", f"from ({first}) is greater than to ({last})")
+        raise InvalidRequest(
+            400, "invalid_parameter", f"`from` ({first}) is greater than `to` ({last})"
+        )
     return first, last
 
 
@@ -46,16 +40,16 @@ def _distill(hub: Hub) -> tuple[DistillObserver, Progress]:
     return observer, hub.progress[OBSERVER]
 
 
-async def list_dead_letters(hub: Hub, request: Request) -> Response:
+async def list_dead_letters(hub: Hub, _request: Request, params: Params) -> Response:
     """`GET /v1/dead-letters?from=&to=`: the open dead letters, oldest seq first."""
-    first, last = _range(request)
+    first, last = _range(params)
     letters = await hub.store.list_dead_letters(OBSERVER, first, last)
     return Response(200, _JSON.encode(DeadLettersAnswer(letters)))
 
 
-async def redistill(hub: Hub, request: Request) -> Response:
+async def redistill(hub: Hub, _request: Request, params: Params) -> Response:
     """`POST /v1/dead-letters/redistill?from=&to=`: distil the open dead letters again."""
-    first, last = _range(request)
+    first, last = _range(params)
     observer, progress = _distill(hub)
     try:
         report = await observer.redistill(progress, first, last)

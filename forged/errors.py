@@ -10,8 +10,10 @@ ForgedError
 │   ├── ContextOverflow  the transcript does not fit the model's context; split the batch
 │   ├── UnsupportedMode  the server rejected the structured-output mode; try the next one
 │   └── InvalidAnswer    the answer was not valid memory; retry, then split
+├── ObserverError        an observer plugin broke its contract (its run returned)
 ├── BundledLLMError      the bundled local model could not be started
 ├── AlreadyRunning       another daemon is serving on the configured socket
+├── BackupError          a backup could not be taken, checked or restored
 └── ClientError          a client of the daemon could not get what it asked for
     ├── Unreachable      no daemon answers on the socket (not running, wrong path, timed out)
     └── ApiError         the daemon answered with an error (carries status, code, message)
@@ -79,12 +81,20 @@ class InvalidAnswer(DistillError):
     """The answer was not valid memory (not JSON, wrong shape, truncated)."""
 
 
+class ObserverError(ForgedError):
+    """An observer plugin broke its contract: its `run` returned instead of running on."""
+
+
 class BundledLLMError(ForgedError):
     """The bundled local LLM server could not be started."""
 
 
 class AlreadyRunning(ForgedError):
     """Another daemon answers on the configured socket; a second one must not take it over."""
+
+
+class BackupError(ForgedError):
+    """A backup could not be taken, did not pass its checks, or could not be restored."""
 
 
 class ClientError(ForgedError):

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 import struct
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
+from functools import partial
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import h11
@@ -17,6 +18,13 @@ import trio
 from forged.config import ServerConfig
 
 RECEIVE_SIZE = 65536  # bytes read from a socket at once
+ACCEPT_CAPACITY_ERRNOS = frozenset(  # out of descriptors or kernel memory: wait, then accept again
+    {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+)
+ACCEPT_BACKOFF_INITIAL = 0.1  # seconds before the first retry of such an accept (as trio's)
+ACCEPT_BACKOFF_MAX = 2.0  # seconds between retries at most, so the log is not flooded
+REFUSAL_LINGER = 1.0  # seconds a refused client has to send its request before we close
+BUSY_RETRY_AFTER = 1  # seconds a client is told to wait while the body budget is spent
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _GONE = (trio.BrokenResourceError, trio.ClosedResourceError)  # the client closed or reset
 
@@ -61,6 +69,10 @@ class _TooLarge(Exception):
     """The request body is over the limit."""
 
 
+class _Busy(Exception):
+    """Bodies being received by other connections already fill the budget."""
+
+
 def _peer_uid(stream: trio.SocketStream) -> int | None:
     try:
         raw = stream.socket.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
@@ -91,23 +103,48 @@ class _InFlight:
         await self._quiet.wait()
 
 
+class _BodyBudget:
+    """Bytes of request bodies held at once across connections, from arrival to the answer."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, size: int) -> None:
+        if self.used + size > self.limit:
+            raise _Busy
+        self.used += size
+
+    def give(self, size: int) -> None:
+        self.used -= size
+
+
 def _head_size(head: h11.Request) -> int:
     """The size of a request head as sent: request line, header lines, blank line."""
     line = len(head.method) + len(head.target) + len(b"  HTTP/1.1\r\n")
     return line + sum(len(name) + len(value) + 4 for name, value in head.headers) + 2
 
 
+def _declared_length(head: h11.Request) -> int | None:
+    length = dict(head.headers).get(b"content-length")
+    return int(length) if length is not None and length.isdigit() else None
+
+
 class _Connection:
     """One client connection: an h11 state machine over a trio stream."""
 
     def __init__(
-        self, stream: trio.SocketStream, limits: ServerConfig, in_flight: _InFlight | None = None
-    ) -> None:
+        self, stream: trio.SocketStream, limits: ServerConfig, in_flight: _InFlight,
+        budget: _BodyBudget,
+    ) -> None:  # fmt: skip
         self.stream = stream
         self.limits = limits
-        self.in_flight = in_flight or _InFlight()
+        self.in_flight = in_flight
+        self.budget = budget
+        self.reserved = 0  # bytes of the budget held by the current request's body
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
         self.idle = True
+        self.head_only = False  # the current request is HEAD: answer with headers alone
         self.scope = trio.CancelScope()
 
     async def _next_event(self) -> h11.Event | type[h11.PAUSED] | type[h11.NEED_DATA]:
@@ -138,12 +175,26 @@ class _Connection:
         if isinstance(event, h11.Request) and _head_size(event) > self.limits.max_header_bytes:
             # h11 caps only a head still incomplete; one that arrived whole in a read is checked here
             raise h11.RemoteProtocolError("the request head is too large", error_status_hint=431)
-        return event if isinstance(event, h11.Request) else None
+        if not isinstance(event, h11.Request):
+            return None
+        self.head_only = event.method == b"HEAD"
+        return event
+
+    def _reserve(self, size: int) -> None:
+        """Count `size` body bytes against the budget, before they are read."""
+        if size > self.reserved:
+            self.budget.take(size - self.reserved)
+            self.reserved = size
+
+    def _release(self) -> None:
+        self.budget.give(self.reserved)
+        self.reserved = 0
 
     async def _read_body(self, head: h11.Request) -> bytes:
-        length = dict(head.headers).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.limits.max_body_bytes:
+        length = _declared_length(head)
+        if length is not None and length > self.limits.max_body_bytes:
             raise _TooLarge
+        self._reserve(length or 0)
         if self.conn.they_are_waiting_for_100_continue:
             await self._send(h11.InformationalResponse(status_code=100, headers=[]))
         chunks, size = [], 0
@@ -155,6 +206,7 @@ class _Connection:
                     size += len(event.data)
                     if size > self.limits.max_body_bytes:
                         raise _TooLarge
+                    self._reserve(size)  # a chunked body, whose size was not declared
                     chunks.append(event.data)
         if timer.cancelled_caught:
             raise _Timeout
@@ -165,7 +217,11 @@ class _Connection:
         if data:
             await self.stream.send_all(data)
 
-    async def respond(self, response: Response, *, close: bool = False) -> None:
+    async def respond(self, response: Response, *, close: bool = False) -> bool:
+        """Send the response in one write; False when the client did not take it in time.
+
+        To HEAD, only the head goes out, with the Content-Length a GET would get.
+        """
         headers = [
             ("content-type", response.content_type),
             ("content-length", str(len(response.body))),
@@ -174,41 +230,51 @@ class _Connection:
         if close:
             headers.append(("connection", "close"))
         if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
-            return
+            return False
         head = self.conn.send(h11.Response(status_code=response.status, headers=headers)) or b""
-        body = self.conn.send(h11.Data(data=response.body)) or b""
+        body = b"" if self.head_only else self.conn.send(h11.Data(data=response.body)) or b""
         end = self.conn.send(h11.EndOfMessage()) or b""
-        with trio.move_on_after(self.limits.body_timeout):
+        with trio.move_on_after(self.limits.body_timeout) as timer:
             await self.stream.send_all(head + body + end)  # one write: one wake-up for the client
+        return not timer.cancelled_caught
+
+    async def _receive(self) -> tuple[h11.Request, bytes] | Response | None:
+        """The next whole request; an error response to close with; None when the client left."""
+        try:
+            head = await self._read_head()
+            if head is None:
+                return None
+            return head, await self._read_body(head)
+        except _Timeout:
+            return error_response(408, "request_timeout", "the request took too long to arrive")
+        except _TooLarge:
+            message = f"the body is larger than {self.limits.max_body_bytes} bytes"
+            return error_response(413, "body_too_large", message)
+        except _Busy:
+            message = "the server is receiving too many large bodies at once; retry shortly"
+            return error_response(503, "server_busy", message, BUSY_RETRY_AFTER)
+        except h11.RemoteProtocolError as exc:
+            status = exc.error_status_hint
+            code = "headers_too_large" if status == 431 else "bad_request"
+            return error_response(status, code, f"malformed HTTP request: {exc}")
 
     async def serve(self, handler: Handler) -> None:
         """Answer requests on this connection until it closes or misbehaves."""
         while True:
             try:
-                head = await self._read_head()
-                if head is None:
+                received = await self._receive()
+                if received is None:
                     return
-                body = await self._read_body(head)
-            except _Timeout:
-                await self.respond(
-                    error_response(408, "request_timeout", "the request took too long to arrive"),
-                    close=True,
-                )
-                return
-            except _TooLarge:
-                message = f"the body is larger than {self.limits.max_body_bytes} bytes"
-                await self.respond(error_response(413, "body_too_large", message), close=True)
-                return
-            except h11.RemoteProtocolError as exc:
-                status = exc.error_status_hint
-                code = "headers_too_large" if status == 431 else "bad_request"
-                await self.respond(
-                    error_response(status, code, f"malformed HTTP request: {exc}"), close=True
-                )
-                return
-            with self.in_flight:
-                response = await handler(_request(head, body))
-                await self.respond(response)
+                if isinstance(received, Response):
+                    await self.respond(received, close=True)
+                    return
+                with self.in_flight:
+                    response = await handler(_request(*received))
+                    # a response the client does not read in time is cut: nothing may follow it
+                    if not await self.respond(response):
+                        return
+            finally:
+                self._release()
             if self.conn.our_state is h11.MUST_CLOSE or self.conn.their_state is h11.MUST_CLOSE:
                 return
             self.conn.start_next_cycle()
@@ -233,6 +299,7 @@ class HttpServer:
         self.limits = limits
         self._connections: OrderedDict[_Connection, None] = OrderedDict()
         self._in_flight = _InFlight()
+        self._budget = _BodyBudget(limits.max_receiving_bytes)
 
     async def serve(
         self,
@@ -243,21 +310,26 @@ class HttpServer:
         async with listener, trio.open_nursery() as nursery:
             task_status.started()
             while True:
-                stream = await listener.accept()
-                if len(self._connections) >= self.limits.max_connections and not self._evict_idle():
-                    nursery.start_soon(
-                        self._refuse,
-                        stream,
-                        503,
-                        "too_many_connections",
-                        "the server is at its connection limit; retry shortly",
-                    )
-                    continue
-                nursery.start_soon(self._serve_connection, stream)
+                stream = await self._accept(listener)
+                nursery.start_soon(self._boundary, self._admit(stream), stream)
 
     async def wait_quiet(self) -> None:
         """Return once no request is being answered (idle keep-alive connections do not count)."""
         await self._in_flight.wait()
+
+    async def _accept(self, listener: trio.SocketListener) -> trio.SocketStream:
+        """The next connection; while descriptors or memory run out, keep serving and retry."""
+        delay = ACCEPT_BACKOFF_INITIAL
+        while True:
+            try:
+                return await listener.accept()
+            except OSError as exc:
+                if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                log.warning("accept_failed", error=errno.errorcode[exc.errno], retry_in_s=delay)
+                self._evict_idle()  # an idle keep-alive connection's descriptor is better used
+                await trio.sleep(delay)
+                delay = min(delay * 2, ACCEPT_BACKOFF_MAX)
 
     def _evict_idle(self) -> bool:
         """Make room by closing the longest-idle keep-alive connection, if there is one."""
@@ -268,39 +340,47 @@ class HttpServer:
                 return True
         return False
 
-    async def _refuse(
-        self, stream: trio.SocketStream, status: int, code: str, message: str
+    async def _boundary(
+        self, serve: Callable[[trio.SocketStream], Awaitable[None]], stream: trio.SocketStream
     ) -> None:
-        """Read the client's request, then answer it with the error and close.
-
-        Answering before the request arrives and closing at once makes some clients (curl) see a
-        failed connection rather than the error.
-        """
-        refusal = error_response(status, code, message)
-        refusal = msgspec.structs.replace(
-            refusal, headers=(*refusal.headers, ("connection", "close"))
-        )
-
-        async def refuse(_request: Request) -> Response:
-            return refusal
-
-        with trio.move_on_after(self.limits.header_timeout), suppress(*_GONE):
+        """One connection's task: whatever fails in it closes it, never the server."""
+        try:
             async with stream:
-                await _Connection(stream, self.limits).serve(refuse)
+                await serve(stream)
+        except _GONE:
+            pass  # the client went away
+        except Exception:
+            log.exception("connection_failed")
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+    async def _refuse(self, refusal: Response, stream: trio.SocketStream) -> None:
+        """Answer with the error at once and close soon: a refused client holds no descriptor.
+
+        The answer goes out before the request is read. Closing only once the client's first bytes
+        arrive (or `REFUSAL_LINGER` passed) lets a client that writes before it reads (curl) see
+        the error rather than a failed write.
+        """
+        connection = _Connection(stream, self.limits, self._in_flight, self._budget)
+        await connection.respond(refusal, close=True)
+        with trio.move_on_after(REFUSAL_LINGER):
+            await stream.receive_some(RECEIVE_SIZE)
+
+    def _admit(self, stream: trio.SocketStream) -> Callable[[trio.SocketStream], Awaitable[None]]:
+        """Refuse the connection or take it, decided at once: the cap counts it before it runs."""
         allowed = self.limits.allowed_uids
         if allowed and (uid := _peer_uid(stream)) not in allowed:
             log.warning("client_refused", uid=uid, reason="uid not in allowed_uids")
-            await self._refuse(stream, 403, "forbidden", f"uid {uid} may not use this socket")
-            return
-        connection = _Connection(stream, self.limits, self._in_flight)
+            forbidden = error_response(403, "forbidden", f"uid {uid} may not use this socket")
+            return partial(self._refuse, forbidden)
+        if len(self._connections) >= self.limits.max_connections and not self._evict_idle():
+            message = "the server is at its connection limit; retry shortly"
+            return partial(self._refuse, error_response(503, "too_many_connections", message))
+        connection = _Connection(stream, self.limits, self._in_flight, self._budget)
         self._connections[connection] = None
+        return partial(self._serve, connection)
+
+    async def _serve(self, connection: _Connection, _stream: trio.SocketStream) -> None:
         try:
             with connection.scope:
-                async with stream:
-                    await connection.serve(self.handler)
-        except _GONE:
-            pass  # the client went away
+                await connection.serve(self.handler)
         finally:
             self._connections.pop(connection, None)

@@ -24,6 +24,7 @@ GROUP_MAX_REQUESTS = 64  # requests committed in one transaction at most
 MAX_DEPTH = 64  # nesting levels allowed in metadata: deeper JSON would exhaust the stack
 QUEUE_CAPACITY = 256  # requests waiting for the committer
 OFFLOAD_CHARS = 256 * 1024  # scrub bigger requests in a worker thread, off the event loop
+OFFLOAD_BYTES = 256 * 1024  # decode bigger bodies in a worker thread, off the event loop
 
 _ONE = msgspec.json.Decoder(Interaction)
 _MANY = msgspec.json.Decoder(list[Interaction])
@@ -139,6 +140,13 @@ def parse_body(body: bytes, content_type: str, limits: ServerConfig) -> list[Int
     return items
 
 
+async def read_body(body: bytes, content_type: str, limits: ServerConfig) -> list[Interaction]:
+    """`parse_body`, in a worker thread for a large body: the event loop keeps serving meanwhile."""
+    if len(body) <= OFFLOAD_BYTES:
+        return parse_body(body, content_type, limits)
+    return await trio.to_thread.run_sync(parse_body, body, content_type, limits)
+
+
 def _scrub_value(value: Any) -> Any:
     if isinstance(value, str):
         return scrub(value)
@@ -162,7 +170,13 @@ def _timestamp(value: str | None, received_at: str) -> str:
         raise InvalidRequest(
             400, "invalid_body", f"timestamp: {value!r} has no time zone (add Z or an offset)"
         )
-    return parsed.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        utc = parsed.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is past year 9999 in UTC
+        raise InvalidRequest(
+            400, "invalid_body", f"timestamp: {value!r} is out of range (years 1 to 9999 in UTC)"
+        ) from None
+    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def prepare(item: Interaction, received_at: str) -> NewInteraction:

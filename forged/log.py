@@ -35,6 +35,11 @@ _OWN_FIELDS = frozenset(  # fields the renderer sets itself; an event key must n
 )
 _SHADOW_PREFIX = "FIELD_"  # `message=` becomes FIELD_MESSAGE instead of a second MESSAGE
 _PLAIN = re.compile(r'[^\s"=]+')  # values shown unquoted in MESSAGE's key=value list
+_CONTROL = (  # control and bidi characters: raw, they forge lines or reorder what a reader sees
+    "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+)
+_UNSAFE = re.compile(f"[\t\n{_CONTROL}]")  # escaped in every journal value
+_UNSAFE_IN_TRACEBACK = re.compile(f"[{_CONTROL}]")  # a traceback keeps its lines and indents
 _JSON = msgspec.json.Encoder(enc_hook=str)  # str() whatever JSON cannot hold
 
 _sender: systemd.JournalSender | None = None  # the journal socket, kept for reopen()
@@ -47,6 +52,11 @@ def _text(value: Any) -> str:
     if value is None or isinstance(value, bool | int | float | list | tuple | dict):
         return _JSON.encode(value).decode()
     return str(value)
+
+
+def _escaped(text: str, unsafe: re.Pattern[str] = _UNSAFE) -> str:
+    """`text` with unsafe characters written as Python escapes (`\\x1b`, `\\u202e`): visible, inert."""
+    return unsafe.sub(lambda m: ascii(m[0])[1:-1], text)
 
 
 def _shown(key: str, value: str) -> str:
@@ -62,21 +72,24 @@ def _field_name(key: str) -> str:
 def _journal_fields(event_dict: EventDict) -> list[tuple[str, str]]:
     """One journal entry: MESSAGE, PRIORITY, identifier, code location, then every event key."""
     rest = dict(event_dict)
-    event = _text(rest.pop("event", ""))
+    event = _escaped(_text(rest.pop("event", "")))
     priority = PRIORITIES.get(rest.pop("level", "info"), PRIORITIES["info"])
-    traceback = rest.pop("exception", None)
-    code = [(field, _text(rest.pop(key))) for key, field in _CALLSITE.items() if key in rest]
-    pairs = [(key, _text(value)) for key, value in rest.items()]
-    message = " ".join([event, *(_shown(key, value) for key, value in pairs)])
+    exception = rest.pop("exception", None)
+    traceback = _escaped(_text(exception), _UNSAFE_IN_TRACEBACK) if exception else ""
+    code = [
+        (field, _escaped(_text(rest.pop(key)))) for key, field in _CALLSITE.items() if key in rest
+    ]
+    pairs = [(key, _escaped(_text(value))) for key, value in rest.items()]
+    message = " ".join([event, *(_shown(_escaped(key), value) for key, value in pairs)])
     fields = [
-        ("MESSAGE", f"{message}\n{_text(traceback)}" if traceback else message),
+        ("MESSAGE", f"{message}\n{traceback}" if traceback else message),
         ("PRIORITY", str(priority)),
         ("SYSLOG_IDENTIFIER", SYSLOG_IDENTIFIER),
         *code,
         *((_field_name(key), value) for key, value in pairs),
     ]
     if traceback:
-        fields.append(("TRACEBACK", _text(traceback)))
+        fields.append(("TRACEBACK", traceback))
     return fields
 
 

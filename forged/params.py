@@ -7,10 +7,19 @@ from collections.abc import Iterable, Mapping
 from forged.errors import InvalidRequest
 
 MAX_KEY_CHARS = 512  # longest scope or session, as for pushed interactions
+MAX_SEQ = 2**63 - 1  # the largest integer SQLite stores: every seq and cursor fits
 
 
 def _invalid(message: str) -> InvalidRequest:
     return InvalidRequest(400, "invalid_parameter", message)
+
+
+def _natural(raw: str) -> int | None:
+    """`raw` as an integer from 0 to MAX_SEQ, or None: ASCII digits only (not `²` or `٣`)."""
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= len(str(MAX_SEQ))):
+        return None
+    value = int(raw)
+    return value if value <= MAX_SEQ else None
 
 
 class Params:
@@ -19,9 +28,10 @@ class Params:
     def __init__(self, query: Mapping[str, str], path: str, accepted: Iterable[str]) -> None:
         self.query = query
         accepted = tuple(accepted)
+        takes = f"accepts {', '.join(accepted)}" if accepted else "takes no parameters"
         for name in query:
             if name not in accepted:
-                raise _invalid(f"unknown parameter `{name}`; {path} accepts {', '.join(accepted)}")
+                raise _invalid(f"unknown parameter `{name}`; {path} {takes}")
 
     def text(self, name: str) -> str:
         """A required free text that must hold more than whitespace."""
@@ -51,7 +61,7 @@ class Params:
         raw = self.query.get(name)
         if raw is None:
             return default
-        value = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 20 else None
+        value = _natural(raw)
         if value is None or not low <= value <= high:
             raise _invalid(f"`{name}` must be an integer from {low} to {high}; got {raw!r}")
         return value
@@ -61,6 +71,6 @@ class Params:
         raw = self.query.get(name)
         if raw is None:
             return 0
-        if not (raw.isascii() and raw.isdigit() and len(raw) < 20):
+        if _natural(raw) is None:
             raise _invalid(f"`{name}` must be the `next` cursor of a previous page; got {raw!r}")
         return int(raw)

@@ -6,13 +6,14 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import struct
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -21,7 +22,11 @@ import trio
 from forged.api import Api
 from forged.config import Config, load_config
 from forged.daemon import run_daemon
+from forged.store import atomic
 from tests.fakellm import FakeLLM
+from tests.observers import Recorder
+
+T = TypeVar("T")
 
 READY_TIMEOUT = 30.0  # seconds a daemon subprocess may take to send READY=1
 FAST_BACKOFF = {"backoff_initial": 0.02, "backoff_max": 0.1}  # retries in tests: quick, not zero
@@ -41,6 +46,8 @@ def _toml_value(value: Any) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table: [observers] audit = {class = "..."}
+        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
     return repr(value)
 
 
@@ -75,6 +82,27 @@ async def fake_llm(nursery: trio.Nursery) -> FakeLLM:
     llm = FakeLLM()
     await nursery.start(llm.serve)
     return llm
+
+
+async def write_rows(db: str, write: Callable[[sqlite3.Connection], T]) -> T:
+    """Write rows as another process would: its own connection, one transaction."""
+
+    def run() -> T:
+        conn = sqlite3.connect(db, isolation_level=None)
+        try:
+            with atomic(conn):
+                return write(conn)
+        finally:
+            conn.close()
+
+    return await trio.to_thread.run_sync(run)
+
+
+@pytest.fixture
+def recorder() -> Iterator[type[Recorder]]:
+    """The recording plugin, reset: nothing seen, held back until the test sets its gate."""
+    Recorder.seen, Recorder.gate, Recorder.fail_once_at, Recorder.lives = [], trio.Event(), None, 0
+    yield Recorder
 
 
 @asynccontextmanager

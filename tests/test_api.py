@@ -204,3 +204,96 @@ async def test_keep_alive_serves_many_requests_on_one_connection(
                 while received.count(b'{"status":"ok"}') < 3:
                     received += await stream.receive_some(65536)
             assert received.count(b"HTTP/1.1 200") == 3
+
+
+@pytest.mark.parametrize("path", ["/v1/health", "/v1/summaries", "/v1/facts", "/v1/nope"])
+async def test_head_answers_like_get_without_a_body(client: httpx.AsyncClient, path: str) -> None:
+    """HEAD gets GET's status and Content-Length, and no body."""
+    get, head = await client.get(path), await client.head(path)
+    assert head.status_code == get.status_code
+    assert head.headers["content-length"] == str(len(get.content))
+    assert head.content == b""
+    assert (await client.get("/v1/health")).json() == {"status": "ok"}  # the daemon is still up
+
+
+async def test_head_where_get_is_not_served_is_405(client: httpx.AsyncClient) -> None:
+    """HEAD stands for GET: a POST-only path refuses it, naming its methods."""
+    response = await client.head("/v1/interactions")
+    assert response.status_code == 405
+    assert response.headers["content-length"] == str(
+        len(b'{"error":{"code":"method_not_allowed","message":"/v1/interactions accepts POST"}}')
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "message"),
+    [
+        (
+            "POST",
+            "/v1/interactions?x=1",
+            "unknown parameter `x`; /v1/interactions takes no parameters",
+        ),
+        (
+            "GET",
+            "/v1/status?verbose",
+            "unknown parameter `verbose`; /v1/status takes no parameters",
+        ),
+        ("DELETE", "/v1/scopes/a?b", "unknown parameter `b`; /v1/scopes/a takes no parameters"),
+        (
+            "GET",
+            "/v1/dead-letters?first=1",
+            "unknown parameter `first`; /v1/dead-letters accepts from, to",
+        ),
+        (
+            "GET",
+            "/v1/facts?after=9223372036854775808",
+            "`after` must be the `next` cursor of a previous page; got '9223372036854775808'",
+        ),
+        (
+            "GET",
+            "/v1/summaries?after=99999999999999999999",
+            "`after` must be the `next` cursor of a previous page; got '99999999999999999999'",
+        ),
+        (
+            "GET",
+            "/v1/dead-letters?to=99999999999999999999999",
+            "`to` must be an integer from 0 to 9223372036854775807; got '99999999999999999999999'",
+        ),
+        (
+            "GET",
+            "/v1/dead-letters?from=%C2%B2",
+            "`from` must be an integer from 0 to 9223372036854775807; got '²'",
+        ),
+        ("GET", "/v1/search?q=a&limit=%D9%A3", "`limit` must be an integer from 1 to 100; got '٣'"),
+    ],
+)
+async def test_every_route_parses_its_parameters_alike(
+    client: httpx.AsyncClient, method: str, url: str, message: str
+) -> None:
+    """Unknown or out-of-range parameters are a 400 `invalid_parameter` on every route."""
+    response = await client.request(method, url, json=ONE if method == "POST" else None)
+    assert await _error(response, 400, "invalid_parameter") == message
+    assert (await client.get("/v1/status")).json()["log"]["count"] == 0
+
+
+@pytest.mark.parametrize("timestamp", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"])
+async def test_a_timestamp_out_of_range_is_a_400(client: httpx.AsyncClient, timestamp: str) -> None:
+    """A timestamp that leaves years 1 to 9999 in UTC is refused, not a 500."""
+    response = await client.post("/v1/interactions", json={**ONE, "timestamp": timestamp})
+    assert await _error(response, 400, "invalid_body") == (
+        f"timestamp: {timestamp!r} is out of range (years 1 to 9999 in UTC)"
+    )
+
+
+async def test_forgetting_unknown_scopes_keeps_no_state(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """DELETE of scopes that never existed leaves nothing behind per scope."""
+    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
+    with trio.fail_after(30):
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+            for n in range(20):
+                response = await client.delete(f"/v1/scopes/never-{n}")
+                assert response.json() == {
+                    "deleted": {"interactions": 0, "summaries": 0, "facts": 0}
+                }
+    # the only per-scope forget state: a Feed's, while a forgotten scope may still be queued
+    assert [feed._forgotten for feed in api.hub.feeds.values()] == [{}]

@@ -160,6 +160,43 @@ async def test_refuses_the_socket_of_a_running_daemon(short_tmp: Path, fake_llm:
             assert await daemon.stop() == 0
 
 
+_BIND = """
+import sys
+from forged.config import ServerConfig
+from forged.daemon import _bind
+from forged.errors import ConfigError
+try:
+    _bind(ServerConfig(socket=sys.argv[1]))
+except ConfigError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.skipif(not shutil.which("setpriv"), reason="needs setpriv")
+async def test_a_live_socket_it_may_not_connect_to_is_refused_not_replaced(
+    short_tmp: Path,
+) -> None:
+    """A listening socket forged gets EACCES on stays in place; forged names the problem."""
+    path = short_tmp / "forged.sock"
+    # root reaches any socket: drop the capability that lets it, as an unprivileged user lacks it
+    unprivileged = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
+    with socket.socket(socket.AF_UNIX) as live:
+        live.bind(str(path))
+        live.listen()
+        os.chmod(path, 0)
+        inode = os.stat(path).st_ino
+        with trio.fail_after(TIMEOUT):
+            done = await trio.run_process(
+                [*(unprivileged if os.geteuid() == 0 else []), sys.executable, "-c", _BIND,
+                 str(path)], capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+        assert done.stdout.decode() == (
+            f"server.socket: {path} may be in use by another daemon and cannot be checked"
+            " (Permission denied); remove it or choose another path\n"
+        ), done.stderr.decode()
+        assert os.stat(path).st_ino == inode
+
+
 async def _connect_when_listening(path: Path) -> None:
     """Connect once (the first connection starts the activated daemon) as soon as it listens."""
     while True:
@@ -335,18 +372,21 @@ async def test_only_allowed_uids_are_served(short_tmp: Path, fake_llm: FakeLLM) 
             allowed = await _request_as(NOBODY, daemon.socket)
             stranger = await _request_as(STRANGER, daemon.socket)
             async with socket_client(daemon.socket) as client:
-                root = await client.get("/v1/health")
+                head = await client.head("/v1/health")  # the refusal of HEAD, too, ends no more
+                root = await client.get("/v1/health")  # than its connection
             assert await daemon.stop() == 0
     assert allowed == (200, '{"status":"ok"}')
     assert stranger == (
         403,
         '{"error":{"code":"forbidden","message":"uid 65533 may not use this socket"}}',
     )
+    assert (head.status_code, head.content) == (403, b"")
     assert root.status_code == 403
     assert root.json()["error"]["message"] == "uid 0 may not use this socket"
     refused = daemon.events("client_refused")
     assert [(e["uid"], e["level"], e["reason"]) for e in refused] == [
         (STRANGER, "warning", "uid not in allowed_uids"),
+        (0, "warning", "uid not in allowed_uids"),
         (0, "warning", "uid not in allowed_uids"),
     ]
 
@@ -385,5 +425,5 @@ async def test_daemon_logs_structured_fields_into_a_real_journald(
         "6",
         str(daemon.pid),
     )
-    assert (Path(last["CODE_FILE"]).name, last["CODE_FUNC"]) == ("distill.py", "start")
+    assert (Path(last["CODE_FILE"]).name, last["CODE_FUNC"]) == ("distill.py", "run")
     assert daemon.events("batch_committed") == []  # nothing fell back to stderr

@@ -192,6 +192,24 @@ def test_journal_keys_cannot_shadow_own_fields(journal: socket.socket) -> None:
     assert (entry["FIELD_MESSAGE"], entry["PID"], entry["LLM_MS"]) == ("hi", "1", "5")
 
 
+def test_journal_values_cannot_carry_control_or_bidi_characters(journal: socket.socket) -> None:
+    """ESC, NUL, newlines and bidi overrides reach MESSAGE and fields escaped, never raw."""
+    hostile = "evil\x1b[2J\x00\u202egnp.exe\nforged: ready"
+    try:
+        raise ValueError("bad \x1b[31mred\u202e")
+    except ValueError:
+        structlog.get_logger().exception("client_refused", scope=hostile, **{"k\x1b": 1})
+    entry = _entry(journal)
+    escaped = "evil\\x1b[2J\\x00\\u202egnp.exe\\nforged: ready"
+    assert entry["SCOPE"] == escaped
+    assert entry["K_"] == "1"
+    assert entry["MESSAGE"].startswith(f"client_refused scope={json.dumps(escaped)} k\\x1b=1\n")
+    assert entry["TRACEBACK"].endswith("ValueError: bad \\x1b[31mred\\u202e")
+    assert "\n  File " in entry["TRACEBACK"]  # the traceback keeps its lines
+    unsafe = {"\x1b", "\x00", "\u202e"}
+    assert [(k, v) for k, v in entry.items() if unsafe & set(v)] == []
+
+
 def test_journal_unreachable_falls_back_to_json(capsys: pytest.CaptureFixture[str]) -> None:
     """With no journald listening, the entry is written to stderr as a JSON line."""
     with tempfile.TemporaryDirectory(prefix="forged-") as path:

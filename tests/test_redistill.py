@@ -136,21 +136,27 @@ async def test_redistill_with_the_llm_down_changes_nothing(
 @pytest.mark.parametrize(
     ("query", "message"),
     [
-        ("from=abc", "from: must be a non-negative integer, got 'abc'"),
-        ("to=-1", "to: must be a non-negative integer, got '-1'"),
-        ("from=5&to=2", "from (5) is greater than to (2)"),
+        ("from=abc", "`from` must be an integer from 0 to 9223372036854775807; got 'abc'"),
+        ("to=-1", "`to` must be an integer from 0 to 9223372036854775807; got '-1'"),
+        ("from=%C2%B2", "`from` must be an integer from 0 to 9223372036854775807; got '²'"),
+        (
+            "to=99999999999999999999999",
+            "`to` must be an integer from 0 to 9223372036854775807; got '99999999999999999999999'",
+        ),
+        ("from=5&to=2", "`from` (5) is greater than `to` (2)"),
+        ("form=5", "unknown parameter `form`; /v1/dead-letters/redistill accepts from, to"),
     ],
 )
 async def test_a_bad_seq_range_is_refused(
     short_tmp: Path, fake_llm: FakeLLM, query: str, message: str
 ) -> None:
-    """from and to must be seqs in order; the message names the parameter."""
+    """from and to must be seqs in order, nothing else is taken; the message names the parameter."""
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     with trio.fail_after(TIMEOUT):
         async with running_daemon(config), socket_client(config.server.socket) as client:
             response = await client.post(f"/v1/dead-letters/redistill?{query}")
     assert response.status_code == 400
-    assert response.json() == {"error": {"code": "invalid_query", "message": message}}
+    assert response.json() == {"error": {"code": "invalid_parameter", "message": message}}
 
 
 async def test_the_redistill_command_reports_what_happened(

@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,6 +32,8 @@ TRUNCATIONS = scaled(40)  # valid requests cut short at random points
 EXAMPLES = scaled(300)  # hypothesis-generated bodies
 TIMEOUT = 0.5  # header and body timeouts of the daemon under attack, seconds
 DRIP = 0.1  # seconds between the bytes of a slow-drip request
+FD_LIMIT = 1024  # systemd's default soft limit on open files
+FLOOD = 1100  # connections that each send one byte: more than FD_LIMIT
 LIMITS = {
     "max_connections": 32,
     "header_timeout": TIMEOUT,
@@ -47,15 +53,20 @@ CONTENT_TYPES = [
 
 
 class _Daemon:
-    """`forged serve` started once for the module; READY=1 read from a notify socket."""
+    """`forged serve` in a process of its own; READY=1 read from a notify socket."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        limits: dict[str, Any] = LIMITS,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> None:
         self.directory = directory
         self.socket = str(directory / "forged.sock")
         self.db = str(directory / "forged.db")
         self.log = directory / "daemon.log"
         config = write_config(
-            directory, "http://127.0.0.1:9/v1", server=LIMITS, distill={"enabled": False}
+            directory, "http://127.0.0.1:9/v1", server=limits, distill={"enabled": False}
         )
         notify_path = str(directory / "notify.sock")
         with (
@@ -66,22 +77,32 @@ class _Daemon:
             notify.settimeout(READY_TIMEOUT)
             env = {**os.environ, "NOTIFY_SOCKET": notify_path}
             argv = [sys.executable, "-m", "forged", "serve", "--config", str(config)]
-            self.process = subprocess.Popen(argv, env=env, stderr=log)
+            self.process = subprocess.Popen(argv, env=env, stderr=log, preexec_fn=preexec_fn)
             while b"READY=1" not in notify.recv(4096).split(b"\n"):
                 pass
 
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """The daemon's log entries (JSON lines) of event `name`."""
+        lines = [line for line in self.log.read_text().splitlines() if line.startswith("{")]
+        return [e for e in map(json.loads, lines) if e.get("event") == name]
 
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Daemon]:
-    import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="fg") as path:  # short: a socket path
-        running = _Daemon(Path(path))
+@contextmanager
+def _spawned(**options: Any) -> Iterator[_Daemon]:
+    """A daemon in a fresh short directory (a socket path), killed at the end."""
+    with tempfile.TemporaryDirectory(prefix="fg") as path:
+        running = _Daemon(Path(path), **options)
         try:
             yield running
         finally:
             running.process.send_signal(signal.SIGKILL)
             running.process.wait()
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[_Daemon]:
+    with _spawned() as running:
+        yield running
 
 
 def _status(answer: bytes) -> int | None:
@@ -314,3 +335,105 @@ async def test_deep_json_is_a_400_naming_the_problem(short_tmp: Path) -> None:
     assert decoder.status_code == metadata.status_code == 400
     assert decoder.json()["error"]["message"] == "the JSON is nested too deeply"
     assert metadata.json()["error"]["message"] == "$.metadata: nested deeper than 64 levels"
+
+
+async def test_head_on_every_path_is_answered_and_the_daemon_lives(daemon: _Daemon) -> None:
+    """HEAD gets GET's status and no body on every path; the daemon stays up."""
+    paths = [
+        "/v1/health",
+        "/v1/status",
+        "/v1/facts",
+        "/v1/search?q=a",
+        "/v1/nope",
+        "/v1/interactions",
+    ]
+    with trio.fail_after(30):
+        async with socket_client(daemon.socket) as client:
+            answers = {path: await client.head(path) for path in paths}
+        async with socket_client(daemon.socket) as client:
+            health = await client.get("/v1/health")
+    assert {p: (a.status_code, a.content) for p, a in answers.items()} == {
+        "/v1/health": (200, b""), "/v1/status": (200, b""), "/v1/facts": (200, b""),
+        "/v1/search?q=a": (200, b""), "/v1/nope": (404, b""), "/v1/interactions": (405, b""),
+    }  # fmt: skip
+    assert health.status_code == 200
+    assert daemon.process.poll() is None
+
+
+def _fd_limit() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
+
+
+async def _flood(path: str) -> list[trio.SocketStream]:
+    """FLOOD connections that each send one byte and stay open."""
+    needed = 2 * FLOOD  # the flood, the held connections and pytest's own
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip(f"the flood needs {needed} open files here; the limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, needed), hard))
+    streams = []
+    for _ in range(FLOOD):
+        stream = await trio.open_unix_socket(path)
+        await stream.send_all(b"G")
+        streams.append(stream)
+    return streams
+
+
+@pytest.mark.slow
+async def test_emfile_at_a_1024_limit_only_delays_new_connections() -> None:
+    """At a 1024 open-file limit, 1,100 one-byte connections make accept() fail with EMFILE: the
+    daemon warns, backs off, and serves again once descriptors are free."""
+    limits = {**LIMITS, "max_connections": 2 * FLOOD, "header_timeout": 60.0}
+    with _spawned(limits=limits, preexec_fn=_fd_limit) as daemon, trio.fail_after(60):
+        flood = await _flood(daemon.socket)
+        while not daemon.events("accept_failed"):  # seen only in its log
+            assert daemon.process.poll() is None, daemon.log.read_text()[-2000:]
+            await trio.sleep(0.05)
+        assert daemon.process.poll() is None
+        for stream in flood:
+            await stream.aclose()
+        async with socket_client(daemon.socket) as client:
+            response = await client.post("/v1/interactions", json=interaction("after-emfile"))
+        assert response.status_code == 202, response.text
+        assert daemon.process.poll() is None
+        [low] = daemon.events("file_limit_low")
+        failed = daemon.events("accept_failed")
+    assert (low["limit"], low["needed"]) == (FD_LIMIT, 2 * FLOOD + 256)
+    assert {e["error"] for e in failed} == {"EMFILE"}
+    record("emfile", connections=FLOOD, accept_failed=len(failed))
+
+
+async def _closed_by_the_daemon(stream: trio.SocketStream, closed: list[bytes]) -> None:
+    """Read until the daemon closes the connection (a reset: closed with our byte unread)."""
+    answer = b""
+    with suppress(trio.BrokenResourceError):
+        while chunk := await stream.receive_some(65536):
+            answer += chunk
+    closed.append(answer)
+
+
+@pytest.mark.slow
+async def test_refusals_at_the_cap_hold_no_descriptors() -> None:
+    """At a 1024 limit, 1,100 connections never exhaust descriptors: with the default cap taken
+    by requests in progress, the rest get 503 and are closed at once, not after the timeouts."""
+    cap = 256
+    timeout = 600.0  # header and body timeouts far beyond the test's own deadline
+    limits = {**LIMITS, "max_connections": cap, "header_timeout": timeout, "body_timeout": timeout}
+    head = b"POST /v1/interactions HTTP/1.1\r\nhost: f\r\ncontent-length: 9\r\nexpect: 100-continue\r\n\r\n"
+    closed: list[bytes] = []
+    with _spawned(limits=limits, preexec_fn=_fd_limit) as daemon, trio.fail_after(60):
+        held = [await trio.open_unix_socket(daemon.socket) for _ in range(cap)]
+        for stream in held:  # a request in progress, as `100 Continue` shows: never evicted
+            await stream.send_all(head)
+            assert (await stream.receive_some(65536)).startswith(b"HTTP/1.1 100 ")
+        flood = await _flood(daemon.socket)
+        async with trio.open_nursery() as nursery:
+            for stream in flood:
+                nursery.start_soon(_closed_by_the_daemon, stream, closed)
+        for stream in held + flood:
+            await stream.aclose()
+        assert daemon.process.poll() is None
+        assert daemon.events("accept_failed") == []
+    refused = [a for a in closed if a.startswith(b"HTTP/1.1 503 ")]
+    assert len(refused) == FLOOD
+    record("refusals", connections=FLOOD + cap, refused=len(refused))
