@@ -311,6 +311,14 @@ def _forget(conn: sqlite3.Connection, scope: str, observers: list[str]) -> Forgo
     return Forgotten(deleted, through, totals)
 
 
+def _remember_mode(conn: sqlite3.Connection, endpoint: str, mode: str) -> None:
+    with atomic(conn):
+        conn.execute(
+            "INSERT OR REPLACE INTO llm_modes (endpoint, mode, learned_at) VALUES (?, ?, ?)",
+            (endpoint, mode, now()),
+        )
+
+
 def _commit_watermark(conn: sqlite3.Connection, observer: str, seq: int) -> None:
     with atomic(conn):
         _set_watermark(conn, observer, seq)
@@ -416,10 +424,7 @@ class Store:
 
     async def remember_mode(self, endpoint: str, mode: str) -> None:
         """Keep the mode `endpoint` accepts, for the next start."""
-        sql = "INSERT OR REPLACE INTO llm_modes (endpoint, mode, learned_at) VALUES (?, ?, ?)"
-        await self.write(
-            lambda c: _with_atomic(c, lambda c: c.execute(sql, (endpoint, mode, now())))
-        )
+        await self._write(_remember_mode, endpoint, mode)
 
     async def open_dead_letters(
         self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1
