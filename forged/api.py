@@ -22,6 +22,7 @@ from forged.models import (
     MEMORY_TYPES,
     RECALL_KINDS,
     ForgetAnswer,
+    Health,
     LogStatus,
     SearchAnswer,
     Status,
@@ -161,7 +162,7 @@ class Api:
     async def health(self, _request: Request, _params: Params) -> Response:
         if not self.ready or self.shutting_down:
             return error_response(503, "not_ready", "forged is not ready")
-        return json_response({"status": "ok"})
+        return json_response(Health("ok"))
 
     def _search_query(self, params: Params, limit: int) -> SearchQuery:
         kind = params.choice("kind", RECALL_KINDS)

@@ -61,6 +61,8 @@ REQUEST_EXTRA: dict[str, str | int | float | bool] = {"repeat_penalty": 1.2}
 # The distillation style of the bundled model unless the config names one: a 135M model writes
 # facts that are mostly invented, but it can pick transcript lines (see docs/quality.md).
 STYLE: DistillStyle = "extractive"
+# The structured-output mode llama-cpp-python's server takes (it refuses `json_schema` with a 500).
+STRUCTURED_OUTPUT = "json_object"
 
 log = structlog.get_logger(__name__)
 
@@ -142,7 +144,8 @@ async def _stop(process: trio.Process) -> None:
         process.terminate()
         with trio.move_on_after(TERM_GRACE_S):
             await process.wait()
-    if process.poll() is None:
+    if process.poll() is None:  # still computing an answer nobody waits for: it cannot be stopped
+        log.warning("bundled_llm_killed", pid=process.pid, grace_s=TERM_GRACE_S)
         process.kill()
         await process.wait()
 
@@ -213,8 +216,14 @@ async def _run_once(
     command: list[str], base_url: str, start_timeout: float, task_status: trio.TaskStatus[str]
 ) -> tuple[bool, str]:
     """One life of the server child: start, serve until it exits, always reaped."""
+    # Its own session: Ctrl-C on the terminal reaches forged alone, which stops the server once
+    # it no longer needs it (a server that got the signal too would be restarted meanwhile).
     process = await trio.lowlevel.open_process(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         return await _supervise(process, base_url, start_timeout, task_status)

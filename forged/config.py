@@ -18,6 +18,7 @@ DEFAULT_DATABASE = "/var/lib/forged/forged.db"  # StateDirectory of the systemd 
 DEFAULT_LLM_URL = "http://127.0.0.1:11434/v1"  # Ollama's OpenAI-compatible endpoint
 DEFAULT_LLM_MODEL = "smollm2:135m"  # Ollama's name for the bundled model
 MIB = 1024 * 1024
+OCTAL_KEYS = frozenset({"socket_mode"})  # file modes: written as 0o660, the way people read them
 T = TypeVar("T")
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
@@ -179,6 +180,15 @@ def with_overrides(config: Config, env: Mapping[str, str]) -> Config:
     return msgspec.structs.replace(config, distiller=distiller)
 
 
+def config_file(explicit: str | Path | None, env: Mapping[str, str]) -> Path | None:
+    """The file the daemon reads: `--config`, then `FORGED_CONFIG`, then the default if present."""
+    if explicit:
+        return Path(explicit)
+    if env.get("FORGED_CONFIG"):
+        return Path(env["FORGED_CONFIG"])
+    return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None
+
+
 def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
     """Read the file at `path` (embedded defaults when it is None) and apply `env` overrides."""
     if path is None:
@@ -210,6 +220,9 @@ def render_toml(config: Config) -> str:
     lines = []
     for section, table in msgspec.to_builtins(config).items():
         lines.append(f"[{section}]")
-        lines.extend(f"{key} = {_toml_value(value)}" for key, value in table.items())
+        lines.extend(
+            f"{key} = {oct(value) if key in OCTAL_KEYS else _toml_value(value)}"
+            for key, value in table.items()
+        )
         lines.append("")
     return "\n".join(lines)

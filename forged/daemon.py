@@ -20,7 +20,7 @@ from forged import systemd
 from forged.api import Api
 from forged.config import Config, DistillStyle, ServerConfig
 from forged.distill import DistillObserver
-from forged.errors import ConfigError
+from forged.errors import AlreadyRunning, ConfigError
 from forged.httpserver import HttpServer
 from forged.hub import Hub, Observer
 from forged.ingest import Ingest
@@ -31,6 +31,7 @@ from forged.store import Store
 LISTEN_BACKLOG = 1024  # connections the kernel queues while we are at the connection cap
 STATUS_INTERVAL = 5.0  # seconds between STATUS= updates (more often when the watchdog asks)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # a bounded drain, then exit 0
+INTERRUPT = signal.SIGINT.name  # Ctrl-C: stop at once, without waiting for the model
 API_FD_NAME = "api"  # FileDescriptorName= of the API socket in forged.socket
 FD_RESERVE = 256  # descriptors besides client connections: database, journal, LLM, refusals
 
@@ -54,7 +55,8 @@ def _bind(server: ServerConfig) -> trio.SocketListener:
                     f"checked ({exc.strerror}); remove it or choose another path"
                 ) from exc
             else:
-                raise ConfigError(f"server.socket: {path} is in use by a running daemon")
+                raise AlreadyRunning(f"another forged is already serving on {path}; stop it"
+                                     " first, or give this one another [server] socket")  # fmt: skip
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old_umask = os.umask(0o777 & ~server.socket_mode)  # never visible with a looser mode
     try:
@@ -153,15 +155,21 @@ class _Signals:
             return
 
 
-async def _shutdown(api: Api, server: HttpServer, grace: float) -> None:
-    """Refuse new pushes, answer those in progress, let the batch in flight commit; bounded."""
+async def _shutdown(api: Api, server: HttpServer, grace: float, *, wait_for_batch: bool) -> None:
+    """Refuse new pushes, answer those in progress, let the batch in flight commit; bounded.
+
+    Ctrl-C does not wait for the batch: a person waits, and the model may need minutes. The
+    batch stays in the log and is distilled again on the next start.
+    """
     api.shutting_down = True
     systemd.notify("STOPPING=1", _status_line(api))
     api.hub.stop()
     with trio.move_on_after(grace) as timer:
         await server.wait_quiet()  # a push already past the door still gets its 202
-        await api.hub.wait_idle()
-    log.info("shutdown", drained=not timer.cancelled_caught, grace_s=grace)
+        if wait_for_batch:
+            await api.hub.wait_idle()
+    log.info("shutdown", drained=not timer.cancelled_caught, grace_s=grace,
+             waited_for_batch=wait_for_batch)  # fmt: skip
 
 
 async def run_daemon(
@@ -181,12 +189,21 @@ async def run_daemon(
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(signals.watch, received)
                 with signals.startup:
+                    # The socket first: a second daemon must refuse before it starts a model.
+                    listener, bound = _listener(config.server)
                     if bundled_llm:
-                        from forged.bundled import REQUEST_EXTRA, STYLE, serve_bundled_llm
+                        from forged.bundled import (
+                            REQUEST_EXTRA,
+                            STRUCTURED_OUTPUT,
+                            STYLE,
+                            serve_bundled_llm,
+                        )
 
                         url = await nursery.start(serve_bundled_llm)
-                        config = _with_llm(config, url, REQUEST_EXTRA, STYLE)
-                    distiller = make_distiller(config.distiller) if config.distill.enabled else None
+                        config = _with_llm(config, url, REQUEST_EXTRA, STYLE, STRUCTURED_OUTPUT)
+                    distiller = (
+                        make_distiller(config.distiller, store) if config.distill.enabled else None
+                    )
                     observers = _observers(config, distiller, plugins)
                     hub = Hub(store, observers, config.distill.channel_capacity)
                     ingest = Ingest(store, hub.notify_appended)
@@ -194,7 +211,6 @@ async def run_daemon(
                     await nursery.start(ingest.serve)
                     await nursery.start(hub.serve)
                     _check_file_limit(config.server)
-                    listener, bound = _listener(config.server)
                     address = listener.socket.getsockname()
                     server = HttpServer(api.handle, config.server)
                     await nursery.start(server.serve, listener)
@@ -208,7 +224,8 @@ async def run_daemon(
                 await signals.stop.wait()
                 log.info("stopping", signal=signals.name, ready=signals.api is not None)
                 if signals.api is not None:
-                    await _shutdown(signals.api, server, config.server.shutdown_grace)
+                    await _shutdown(signals.api, server, config.server.shutdown_grace,
+                                    wait_for_batch=signals.name != INTERRUPT)  # fmt: skip
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
@@ -222,14 +239,24 @@ async def run_daemon(
 
 
 def _with_llm(
-    config: Config, url: str, extra: dict[str, str | int | float | bool], style: DistillStyle
+    config: Config,
+    url: str,
+    extra: dict[str, str | int | float | bool],
+    style: DistillStyle,
+    known_mode: str,
 ) -> Config:
-    """Point the distiller at the bundled server, with the request fields and the style (unless
-    the config chose one) that suit its model."""
+    """Point the distiller at the bundled server, with the request fields, the style and the
+    structured-output mode that suit its model (unless the config chose them)."""
     request_extra = {**extra, **config.distiller.request_extra}
     if config.distiller.style != "auto":
         style = config.distiller.style
+    mode = config.distiller.structured_output
     distiller = msgspec.structs.replace(
-        config.distiller, base_url=url, request_extra=request_extra, style=style
+        config.distiller,
+        base_url=url,
+        request_extra=request_extra,
+        style=style,
+        # its port changes on every start, but its server is known: no probing needed
+        structured_output=known_mode if mode == "auto" else mode,
     )
     return msgspec.structs.replace(config, distiller=distiller)

@@ -132,7 +132,7 @@ class DistillObserver:
             batch = await batcher.next()
             if progress.stopping:
                 await trio.sleep_forever()  # shutting down: leave it in the log for next time
-            progress.set_state("distilling")
+            progress.start_batch(batch)
             outcome = await self.distill_batch(batch, progress)
             await progress.commit_batch(outcome)
             log.info(

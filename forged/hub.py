@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 import structlog
@@ -11,6 +12,7 @@ import trio
 
 from forged.errors import ObserverError, StorageFull
 from forged.models import (
+    BatchInFlight,
     BatchOutcome,
     Deleted,
     ObserverState,
@@ -151,6 +153,7 @@ class Progress:
         self.status = status
         self.stopping = False
         self._changed = changed
+        self._batch_started = 0.0  # monotonic time the batch in flight began
 
     @property
     def name(self) -> str:
@@ -160,7 +163,22 @@ class Progress:
         self.status.state = state
         if error is not None:
             self.status.last_error = error
+        if state == "idle":
+            self.status.batch = None
         self._changed()
+
+    def start_batch(self, batch: Sequence[StoredInteraction]) -> None:
+        """Show the batch being worked on in the status (size, start), until idle again."""
+        self._batch_started = time.monotonic()
+        self.status.batch = BatchInFlight(len(batch), sum(i.tokens for i in batch), now())
+        self.set_state("distilling")
+
+    def refreshed(self, last_seq: int) -> ObserverStatus:
+        """The status as of now: the backlog behind `last_seq`, the age of the batch in flight."""
+        self.status.backlog = max(0, last_seq - self.status.watermark)
+        if self.status.batch is not None:
+            self.status.batch.elapsed_s = round(time.monotonic() - self._batch_started, 1)
+        return self.status
 
     async def _until_stored(self, write: Callable[[], Awaitable[T]]) -> T:
         """Retry a commit while the disk is full: the batch in hand is kept, not re-run."""
@@ -245,9 +263,7 @@ class Hub:
         self._changed = trio.Event()
 
     def statuses(self) -> list[ObserverStatus]:
-        for p in self.progress.values():
-            p.status.backlog = max(0, self.store.last_seq - p.status.watermark)
-        return [p.status for p in self.progress.values()]
+        return [p.refreshed(self.store.last_seq) for p in self.progress.values()]
 
     def backlog(self) -> int:
         """How far the slowest observer lags behind the log."""

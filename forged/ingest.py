@@ -34,8 +34,21 @@ _KIND = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")  # the kind a marker names
 _AT = re.compile(r"^(?P<problem>.*) - at `(?P<at>[^`]*)`$")
 
 
-def _invalid(exc: msgspec.ValidationError | msgspec.DecodeError, where: str = "") -> InvalidRequest:
+def _not_json(exc: msgspec.DecodeError, data: bytes, where: str) -> str:
+    """Say that the bytes are not JSON, and where they break (msgspec may not say)."""
+    text = str(exc)
+    if text == "Input data was truncated":
+        text = f"it ends at byte {len(data.rstrip())} before the JSON value is complete"
+    subject = f"{where}not valid JSON" if where else "the body is not valid JSON"
+    return f"{subject}: {text.removeprefix('JSON is malformed: ')}"
+
+
+def _invalid(
+    exc: msgspec.ValidationError | msgspec.DecodeError, data: bytes, where: str = ""
+) -> InvalidRequest:
     """A 400 naming where the problem is (`$[3].messages[0].text`) and what it is."""
+    if not isinstance(exc, msgspec.ValidationError):
+        return InvalidRequest(400, "invalid_body", _not_json(exc, data, where))
     text = str(exc)
     if m := _AT.match(text):
         text = f"{m['at']}: {m['problem']}"
@@ -52,7 +65,7 @@ def _decode_json(body: bytes) -> list[Interaction]:
             return _MANY.decode(body)
         return [_ONE.decode(body)]
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise _invalid(exc) from exc
+        raise _invalid(exc, body) from exc
     except RecursionError:  # msgspec's own depth guard
         raise _too_deep() from None
 
@@ -65,7 +78,7 @@ def _decode_ndjson(body: bytes) -> list[Interaction]:
         try:
             items.append(_ONE.decode(line))
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            raise _invalid(exc, f"line {number}: ") from exc
+            raise _invalid(exc, line, f"line {number}: ") from exc
         except RecursionError:
             raise _too_deep(f"line {number}: ") from None
     return items

@@ -53,6 +53,14 @@ class Distiller(Protocol):
     async def distill(self, transcript: str) -> DistilledMemory: ...
 
 
+class ModeMemory(Protocol):
+    """Keeps the structured-output mode each endpoint accepted, so a restart does not probe again."""
+
+    async def known_mode(self, endpoint: str) -> str | None: ...
+
+    async def remember_mode(self, endpoint: str, mode: str) -> None: ...
+
+
 class _RawFact(msgspec.Struct):
     kind: str
     text: str
@@ -162,11 +170,19 @@ def _error_text(response: httpx.Response) -> str:
 class OpenAIDistiller:
     """A client of an OpenAI-compatible server (llama-server, Ollama, vLLM, OpenAI)."""
 
-    def __init__(self, config: DistillerConfig, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self,
+        config: DistillerConfig,
+        transport: httpx.AsyncBaseTransport | None = None,
+        memory: ModeMemory | None = None,
+    ):
         self.config = config
         self.model = config.model
         auto = config.structured_output == "auto"
         self._modes: tuple[str, ...] = MODES if auto else (config.structured_output,)
+        self._memory = memory if auto else None  # a fixed mode needs no memory
+        self._recalled = False  # whether the remembered mode was read yet
+        self._learned = False  # whether a mode was learned that the memory does not hold
         self._failed: tuple[int, int] = (0, 0)  # (hash of a transcript, its invalid answers)
         headers = {}
         if config.api_key_file:
@@ -191,17 +207,37 @@ class OpenAIDistiller:
         key = hash(transcript)
         failures = self._failed[1] if self._failed[0] == key else 0
         temperature = min(1.0, self.config.temperature + RETRY_WARMER * failures)
+        await self._recall_mode()
         while True:
             try:
-                return await self._complete(transcript, self._modes[0], temperature)
+                memory = await self._complete(transcript, self._modes[0], temperature)
             except InvalidAnswer:
                 self._failed = (key, failures + 1)
+                await self._remember_mode()  # the server took the mode; the model answered badly
                 raise
             except UnsupportedMode as exc:
                 if len(self._modes) == 1:
                     raise InvalidAnswer(str(exc)) from exc
                 log.warning("llm_mode_unsupported", mode=self._modes[0], next=self._modes[1])
                 self._modes = self._modes[1:]  # remembered for this endpoint
+                self._learned = True
+                continue
+            await self._remember_mode()
+            return memory
+
+    async def _recall_mode(self) -> None:
+        """Start from the mode this endpoint accepted before a restart, if one is remembered."""
+        if self._memory is None or self._recalled:
+            return
+        self._recalled = True
+        mode = await self._memory.known_mode(self.config.base_url)
+        if mode in self._modes:
+            self._modes = self._modes[self._modes.index(mode) :]
+
+    async def _remember_mode(self) -> None:
+        if self._memory is not None and self._learned:
+            self._learned = False
+            await self._memory.remember_mode(self.config.base_url, self._modes[0])
 
     def _request(self, transcript: str, mode: str, temperature: float) -> dict[str, Any]:
         system = EXTRACTIVE_PROMPT if self.config.style == "extractive" else SYSTEM_PROMPT
@@ -284,10 +320,10 @@ def _read_key(path: str) -> str:
         raise ConfigError(f"distiller.api_key_file: cannot read {path}: {exc.strerror}") from exc
 
 
-def make_distiller(config: DistillerConfig) -> Distiller:
+def make_distiller(config: DistillerConfig, memory: ModeMemory | None = None) -> Distiller:
     """The distiller named by `[distiller] class`, or the OpenAI-compatible client."""
     if not config.class_:
-        return OpenAIDistiller(config)
+        return OpenAIDistiller(config, memory=memory)
     key, spec = "distiller.class", config.class_
     distiller: Distiller = load_object(spec, key)(config)
     model = getattr(distiller, "model", None)

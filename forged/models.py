@@ -105,6 +105,15 @@ class ErrorAnswer(msgspec.Struct):
     error: ErrorBody
 
 
+class BatchInFlight(msgspec.Struct):
+    """The batch an observer is working on: how big, since when, for how long so far."""
+
+    interactions: int
+    tokens: int
+    started_at: str
+    elapsed_s: float = 0.0
+
+
 class ObserverStatus(msgspec.Struct):
     """One observer's progress as `/v1/status` shows it."""
 
@@ -121,6 +130,7 @@ class ObserverStatus(msgspec.Struct):
     ungrounded: int = 0  # facts and summaries dropped because their transcript did not support them
     last_batch_at: str | None = None
     last_error: str | None = None
+    batch: BatchInFlight | None = None  # while a batch is being worked on
 
 
 class LogStatus(msgspec.Struct):
@@ -137,6 +147,12 @@ class Status(msgspec.Struct):
     shutting_down: bool
     log: LogStatus
     observers: list[ObserverStatus]
+
+
+class Health(msgspec.Struct):
+    """Answer of `/v1/health` once the daemon is ready."""
+
+    status: Literal["ok"]
 
 
 class NewInteraction(msgspec.Struct, frozen=True):
@@ -326,6 +342,12 @@ class DeadLetterInfo(msgspec.Struct, frozen=True):
     reason: str
     raw_excerpt: str | None
     created_at: str
+
+
+class DeadLettersAnswer(msgspec.Struct):
+    """Answer of `GET /v1/dead-letters`, oldest seq first."""
+
+    dead_letters: list[DeadLetterInfo]
 
 
 class OpenDeadLetter(msgspec.Struct, frozen=True):

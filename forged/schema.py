@@ -236,6 +236,16 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         "distill runs count what the grounding check dropped",
         "ALTER TABLE distill_runs ADD COLUMN ungrounded INTEGER NOT NULL DEFAULT 0;",
     ),
+    (
+        "the structured-output mode each LLM endpoint accepted",
+        """
+        CREATE TABLE llm_modes (
+            endpoint TEXT PRIMARY KEY,              -- the server's base URL
+            mode TEXT NOT NULL,                     -- json_schema, json_object or none
+            learned_at TEXT NOT NULL
+        );
+        """,
+    ),
 )
 
 

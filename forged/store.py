@@ -359,6 +359,14 @@ def _forget(conn: sqlite3.Connection, scope: str, observers: list[str]) -> Forgo
     return Forgotten(deleted, through, totals)
 
 
+def _remember_mode(conn: sqlite3.Connection, endpoint: str, mode: str) -> None:
+    with atomic(conn):
+        conn.execute(
+            "INSERT OR REPLACE INTO llm_modes (endpoint, mode, learned_at) VALUES (?, ?, ?)",
+            (endpoint, mode, now()),
+        )
+
+
 def _commit_watermark(conn: sqlite3.Connection, observer: str, seq: int) -> None:
     with atomic(conn):
         _set_watermark(conn, observer, seq)
@@ -455,6 +463,16 @@ class Store:
 
     async def observer_totals(self, observer: str) -> ObserverStatus:
         return await self.read(_observer_totals, observer)
+
+    async def known_mode(self, endpoint: str) -> str | None:
+        """The structured-output mode `endpoint` accepted last time, if any."""
+        sql = "SELECT mode FROM llm_modes WHERE endpoint = ?"
+        row = await self.read(lambda c: c.execute(sql, (endpoint,)).fetchone())
+        return None if row is None else str(row[0])
+
+    async def remember_mode(self, endpoint: str, mode: str) -> None:
+        """Keep the mode `endpoint` accepts, for the next start."""
+        await self._write(_remember_mode, endpoint, mode)
 
     async def open_dead_letters(
         self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1

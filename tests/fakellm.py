@@ -115,7 +115,8 @@ def gold_answer(body: dict[str, Any], gold: dict[str, list[dict[str, str]]]) -> 
     """The facts `gold` holds for the turns of the prompt: an interaction whose text ends with
     a key's words gets that key's facts. The summary is the facts in one paragraph."""
     facts = []
-    for _, lines in _blocks(_prompt_text(body)):
+    transcript = {"messages": (body.get("messages") or [{}])[-1:]}  # not the prompt's example
+    for _, lines in _blocks(_prompt_text(transcript)):
         words = " " + gold_key(" ".join(lines))
         facts += [f for key, found in gold.items() if words.endswith(" " + key) for f in found]
     return {"summary": " ".join(f["text"] for f in facts), "facts": facts}

@@ -113,10 +113,25 @@ async def test_bad_ndjson_line_is_named(client: httpx.AsyncClient) -> None:
     assert (await client.get("/v1/status")).json()["log"]["count"] == 0
 
 
-async def test_not_json_is_a_clear_400(client: httpx.AsyncClient) -> None:
-    """Bytes that are not JSON say so."""
-    response = await client.post("/v1/interactions", content=b"{nope")
-    assert (await _error(response, 400, "invalid_body")).startswith("JSON is malformed")
+@pytest.mark.parametrize(
+    ("body", "content_type", "message"),
+    [
+        (b"{nope", "application/json", "the body is not valid JSON: object keys must be strings (byte 1)"),
+        (b'{"messages": [', "application/json",
+         "the body is not valid JSON: it ends at byte 14 before the JSON value is complete"),
+        (b'{"messages": [{"role": "user", "text": "hi"}]}\n{"messages": [{"role"',
+         "application/x-ndjson",
+         "line 2: not valid JSON: it ends at byte 21 before the JSON value is complete"),
+    ],
+)  # fmt: skip
+async def test_not_json_says_so_and_where(
+    client: httpx.AsyncClient, body: bytes, content_type: str, message: str
+) -> None:
+    """Bytes that are not JSON say that the body is not JSON, and where it breaks."""
+    response = await client.post(
+        "/v1/interactions", content=body, headers={"content-type": content_type}
+    )
+    assert await _error(response, 400, "invalid_body") == message
 
 
 async def test_empty_body_is_a_clear_400(client: httpx.AsyncClient) -> None:

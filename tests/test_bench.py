@@ -8,6 +8,7 @@ from pathlib import Path
 
 import trio
 
+from bench.__main__ import DEFAULT_OUT, report_path
 from bench.report import Row, furthest
 from bench.sizes import SIZES
 
@@ -54,3 +55,10 @@ def test_furthest_row_is_the_biggest_cost_over_its_limit() -> None:
         Row("recall: context", None, "ms", "bare", 1.0, "not measured"),
     ]
     assert furthest(rows) is rows[0]
+
+
+def test_a_quick_run_leaves_the_tracked_report_alone() -> None:
+    """`python -m bench --quick` (or --size large) writes under var/, never docs/benchmarks.md."""
+    assert report_path("default") == DEFAULT_OUT
+    for size in ("quick", "large"):
+        assert report_path(size) == REPO / "var" / "bench" / f"benchmarks-{size}.md"

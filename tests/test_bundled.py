@@ -11,6 +11,7 @@ from contextlib import suppress
 import httpx
 import pytest
 import trio
+from structlog.testing import capture_logs
 
 from forged.bundled import BundledLLMError, model_path, serve_bundled_llm
 
@@ -119,3 +120,18 @@ async def test_a_server_that_dies_is_started_again_on_the_same_port() -> None:
             nursery.cancel_scope.cancel()
     assert second != first
     assert not _alive(first) and not _alive(second)
+
+
+@pytest.mark.model
+async def test_the_server_has_a_session_of_its_own_and_stops_on_sigterm() -> None:
+    """Ctrl-C on a terminal reaches forged alone; stopped idle, the server needs no SIGKILL."""
+    before = _child_pids()
+    with trio.fail_after(TEST_TIMEOUT_S), capture_logs() as logs:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_bundled_llm)
+            (pid,) = _child_pids() - before
+            assert os.getsid(pid) == pid != os.getsid(0)  # leads a session: not our terminal's
+            nursery.cancel_scope.cancel()
+    (stopped,) = [e for e in logs if e["event"] == "bundled_llm_stopped"]
+    assert stopped["returncode"] == -signal.SIGTERM
+    assert [e for e in logs if e["event"] == "bundled_llm_killed"] == []

@@ -130,6 +130,14 @@ def test_check_config_prints_the_effective_configuration(tmp_path: Path) -> None
     assert effective.distiller.model == "llama3.2"
 
 
+def test_check_config_writes_file_modes_in_octal(tmp_path: Path) -> None:
+    """socket_mode is printed as the file says it, `0o660`, not as the integer 432."""
+    path = tmp_path / "forged.toml"
+    path.write_text("[server]\nsocket_mode = 0o640\n")
+    result = forged("check-config", "--config", str(path))
+    assert "\nsocket_mode = 0o640\n" in result.stdout
+
+
 def test_rendered_config_round_trips() -> None:
     """render_toml writes what parse_config reads back unchanged, tables within tables too."""
     config = load_config(None, {"FORGED_DISTILLER_MODEL": 'a "quoted" model'})

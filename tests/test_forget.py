@@ -21,7 +21,8 @@ from tests.observers import Recorder
 SECRET_WORD = "Zanzibarquokka"  # what the forgotten scope talked about
 KEPT_WORD = "Keepsakewombat"  # what the other scope talked about
 POISON = "Poisonpill"  # the fake LLM cannot distil this one: it becomes a dead letter
-NOT_PER_SCOPE = {"watermarks", "schema_migrations", "sqlite_sequence"}  # hold no scope's rows
+# Tables that hold no scope's rows (llm_modes: which structured-output mode a server takes).
+NOT_PER_SCOPE = {"watermarks", "schema_migrations", "sqlite_sequence", "llm_modes"}
 
 
 def said(n: int, scope: str, word: str) -> dict[str, Any]:

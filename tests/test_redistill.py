@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -162,7 +162,7 @@ async def test_a_bad_seq_range_is_refused(
 async def test_the_redistill_command_reports_what_happened(
     short_tmp: Path, fake_llm: FakeLLM
 ) -> None:
-    """`forged redistill --from 1 --to 2` prints the report and exits 0 when all succeeded."""
+    """`forged redistill --from 1 --to 2` prints a table and a total; exit 0 when all succeeded."""
     config = await _with_dead_letter(short_tmp, fake_llm)
     with trio.fail_after(TIMEOUT):
         async with running_daemon(config), socket_client(config.server.socket) as client:
@@ -170,9 +170,30 @@ async def test_the_redistill_command_reports_what_happened(
             fake_llm.poison = None
             argv = ["redistill", "--socket", config.server.socket, "--from", "1", "--to", "2"]
             done = await trio.run_process(
-                [sys.executable, "-m", "forged", *argv], capture_stdout=True, check=False
+                [sys.executable, "-m", "forged", *argv],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
             )
     assert done.returncode == 0
-    report = json.loads(done.stdout)
-    assert (report["redistilled"], report["still_failing"]) == (1, 0)
-    assert report["results"][0]["seq"] == 2
+    header, row = done.stdout.decode().splitlines()
+    assert header.split() == ["SEQ", "OUTCOME", "FACTS", "REASON"]
+    assert row.split()[:2] == ["2", "redistilled"]
+    assert done.stderr.decode() == "1 redistilled, 0 still failing\n"
+
+
+async def test_the_dead_letters_command_prints_a_table(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """`forged dead-letters` prints seq, scope, time and reason as a table, like other commands."""
+    config = await _with_dead_letter(short_tmp, fake_llm)
+    argv = [sys.executable, "-m", "forged", "dead-letters", "--socket", config.server.socket]
+    with trio.fail_after(TIMEOUT):
+        async with running_daemon(config), socket_client(config.server.socket) as client:
+            await _push_three(client)
+            done = await trio.run_process(argv, capture_stdout=True, check=False)
+    header, row = done.stdout.decode().splitlines()
+    assert header.split() == ["SEQ", "SCOPE", "SINCE", "(UTC)", "REASON"]
+    assert re.match(
+        r"^2    user:bob  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d  InvalidAnswer: the answer holds no JSON"
+        r" object$",
+        row,
+    ), row
