@@ -73,7 +73,7 @@ async def test_remember_then_recall_search_and_list(daemon: Config) -> None:
         found = _text(await session.call_tool("search", {"query": "database", "limit": 5}))
         facts = _text(await session.call_tool("list_facts", {}))
     assert recalled.startswith("<memory>") and "PostgreSQL as our database" in recalled
-    assert found.startswith("- [interaction, ") and "- [state, " in found  # what was said, then what was kept
+    assert found.startswith("- [interaction, ") and "- [state, " in found  # said, then kept
     assert facts.startswith("- [state, ") and "PostgreSQL as our database" in facts
 
 
