@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import msgspec
 
-from forged.errors import ConfigError
+from forged.errors import ConfigError, located
 
 DEFAULT_CONFIG_PATH = Path("/etc/forged/forged.toml")  # where `forged serve` looks without --config
 DEFAULT_SOCKET = "/run/forged/forged.sock"  # RuntimeDirectory of the systemd unit
@@ -117,10 +116,7 @@ class Config(_Section, frozen=True):
     log: LogConfig = LogConfig()
 
 
-_UNKNOWN = re.compile(
-    r"^Object contains unknown field `(?P<key>[^`]+)`(?: - at `\$\.?(?P<at>.*)`)?$"
-)
-_AT = re.compile(r"^(?P<problem>.*) - at `\$\.?(?P<at>[^`]*)`$")
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>[^`]+)`$")
 _ENV_OVERRIDES = {  # environment variable -> distiller key it replaces
     "FORGED_DISTILLER_URL": "base_url",
     "FORGED_DISTILLER_MODEL": "model",
@@ -130,16 +126,15 @@ _ENV_OVERRIDES = {  # environment variable -> distiller key it replaces
 
 def _explain(error: msgspec.ValidationError | msgspec.DecodeError) -> str:
     """Turn msgspec's message into `key: problem`, naming the key the way the file spells it."""
-    text = str(error)
     if not isinstance(error, msgspec.ValidationError):
-        return f"not valid TOML: {text}"
-    if m := _UNKNOWN.match(text):
-        key = ".".join(filter(None, [m["at"], m["key"]]))
-        return f"{key}: unknown key"
-    if m := _AT.match(text):
-        problem = m["problem"]
-        return f"{m['at'] or '(top level)'}: {problem[0].lower()}{problem[1:]}"
-    return text
+        return f"not valid TOML: {error}"
+    problem, at = located(str(error))
+    key = (at or "").removeprefix("$").removeprefix(".")
+    if m := _UNKNOWN.match(problem):
+        return ".".join(filter(None, [key, m["key"]])) + ": unknown key"
+    if at is None:
+        return problem
+    return f"{key or '(top level)'}: {problem[0].lower()}{problem[1:]}"
 
 
 def parse_config(data: bytes | str, source: str = "<config>") -> Config:
@@ -177,21 +172,6 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
     return with_overrides(config, env)
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a valid TOML basic string
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return repr(value)
-
-
 def render_toml(config: Config) -> str:
-    """The configuration as a TOML file that decodes back to the same value."""
-    lines = []
-    for section, table in msgspec.to_builtins(config).items():
-        lines.append(f"[{section}]")
-        lines.extend(f"{key} = {_toml_value(value)}" for key, value in table.items())
-        lines.append("")
-    return "\n".join(lines)
+    """The configuration as a TOML file that decodes back to the same value (tables included)."""
+    return msgspec.toml.encode(config).decode()

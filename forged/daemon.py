@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import suppress
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 import structlog
@@ -24,6 +25,7 @@ from forged.errors import ConfigError
 from forged.httpserver import HttpServer
 from forged.hub import Hub, Observer
 from forged.ingest import Ingest
+from forged.lifecycle import Lifecycle
 from forged.llm import Distiller, make_distiller
 from forged.plugins import load_object
 from forged.store import Store
@@ -97,37 +99,46 @@ def _observers(config: Config, distiller: Distiller | None) -> list[Observer]:
     return observers
 
 
-def _status_line(api: Api) -> str:
+class Running(NamedTuple):
+    """What a started daemon shows its caller (the status line, tests): store, hub, lifecycle."""
+
+    store: Store
+    hub: Hub
+    lifecycle: Lifecycle
+
+
+def _status_line(running: Running) -> str:
     """What `systemctl status` shows: the log's size, then each observer's state and progress."""
-    parts = [f"interactions {api.store.count}"]
-    for s in api.hub.statuses():
+    parts = [f"interactions {running.store.count}"]
+    for s in running.hub.statuses():
         part = f"{s.name} {s.state}, backlog {s.backlog}, batches {s.batches}"
         part += f", last batch {s.last_batch_at or 'none yet'}"
         if s.dead_letters:
             part += f", dead letters {s.dead_letters}"
         parts.append(part)
-    return "STATUS=" + ("shutting down; " if api.shutting_down else "") + "; ".join(parts)
+    shutting_down = running.lifecycle.shutting_down
+    return "STATUS=" + ("shutting down; " if shutting_down else "") + "; ".join(parts)
 
 
-async def _heartbeat(api: Api) -> None:
+async def _heartbeat(running: Running) -> None:
     """WATCHDOG=1 from the event loop itself, so a hung loop gets us restarted; STATUS= too."""
     interval = systemd.watchdog_interval()
     period = min(interval, STATUS_INTERVAL) if interval is not None else STATUS_INTERVAL
     while True:
-        assignments = [_status_line(api)]
+        assignments = [_status_line(running)]
         if interval is not None:
             assignments.append("WATCHDOG=1")
         systemd.notify(*assignments)
         await trio.sleep(period)
 
 
-def _reopen_logging(api: Api | None) -> None:
+def _reopen_logging(running: Running | None) -> None:
     """SIGHUP (`systemctl reload`): re-open logging, framed as a reload for systemd."""
     usec = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
     systemd.notify("RELOADING=1", f"MONOTONIC_USEC={usec}")
     logging.reopen()
     log.info("logging_reopened")
-    systemd.notify("READY=1", *([_status_line(api)] if api is not None else []))
+    systemd.notify("READY=1", *([_status_line(running)] if running is not None else []))
 
 
 class _Signals:
@@ -137,7 +148,7 @@ class _Signals:
     """
 
     def __init__(self) -> None:
-        self.api: Api | None = None  # set once ready
+        self.running: Running | None = None  # set once ready
         self.startup = trio.CancelScope()
         self.stop = trio.Event()
         self.name = ""
@@ -145,7 +156,7 @@ class _Signals:
     async def watch(self, signals: AsyncIterator[int]) -> None:
         async for signum in signals:
             if signum == signal.SIGHUP:
-                _reopen_logging(self.api)
+                _reopen_logging(self.running)
                 continue
             self.name = signal.Signals(signum).name
             self.startup.cancel()  # no effect once started
@@ -153,14 +164,14 @@ class _Signals:
             return
 
 
-async def _shutdown(api: Api, server: HttpServer, grace: float) -> None:
+async def _shutdown(running: Running, server: HttpServer, grace: float) -> None:
     """Refuse new pushes, answer those in progress, let the batch in flight commit; bounded."""
-    api.shutting_down = True
-    systemd.notify("STOPPING=1", _status_line(api))
-    api.hub.stop()
+    running.lifecycle.begin_shutdown()
+    systemd.notify("STOPPING=1", _status_line(running))
+    running.hub.stop()
     with trio.move_on_after(grace) as timer:
         await server.wait_quiet()  # a push already past the door still gets its 202
-        await api.hub.wait_idle()
+        await running.hub.wait_idle()
     log.info("shutdown", drained=not timer.cancelled_caught, grace_s=grace)
 
 
@@ -168,7 +179,7 @@ async def run_daemon(
     config: Config,
     *,
     bundled_llm: bool = False,
-    task_status: trio.TaskStatus[Api] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[Running] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until SIGTERM or SIGINT; return after a bounded drain."""
     store = await trio.to_thread.run_sync(Store, config.store.path, config.store.busy_timeout_ms)
@@ -187,8 +198,11 @@ async def run_daemon(
                         config = _with_llm(config, url, REQUEST_EXTRA)
                     distiller = make_distiller(config.distiller) if config.distill.enabled else None
                     hub = Hub(store, _observers(config, distiller), config.distill.channel_capacity)
-                    ingest = Ingest(store, hub.notify_appended)
-                    api = Api(config, store, hub, ingest)
+                    ingest = Ingest(
+                        store, hub.notify_appended, hub.backlog, config.server.max_backlog
+                    )
+                    lifecycle = Lifecycle()
+                    api = Api(config, store, hub, ingest, lifecycle)
                     await nursery.start(ingest.serve)
                     await nursery.start(hub.serve)
                     _check_file_limit(config.server)
@@ -196,17 +210,17 @@ async def run_daemon(
                     address = listener.socket.getsockname()
                     server = HttpServer(api.handle, config.server)
                     await nursery.start(server.serve, listener)
-                    api.ready = True
-                    signals.api = api
-                    systemd.notify("READY=1", _status_line(api))
+                    lifecycle.mark_ready()
+                    running = signals.running = Running(store, hub, lifecycle)
+                    systemd.notify("READY=1", _status_line(running))
                     log.info("ready", socket=address, database=config.store.path,
                              last_seq=store.last_seq, schema=store.schema_version)  # fmt: skip
-                    nursery.start_soon(_heartbeat, api)
-                    task_status.started(api)
+                    nursery.start_soon(_heartbeat, running)
+                    task_status.started(running)
                 await signals.stop.wait()
-                log.info("stopping", signal=signals.name, ready=signals.api is not None)
-                if signals.api is not None:
-                    await _shutdown(signals.api, server, config.server.shutdown_grace)
+                log.info("stopping", signal=signals.name, ready=signals.running is not None)
+                if signals.running is not None:
+                    await _shutdown(signals.running, server, config.server.shutdown_grace)
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):

@@ -16,6 +16,7 @@ import structlog
 import trio
 
 from forged.config import ServerConfig
+from forged.models import ErrorAnswer, ErrorBody
 
 RECEIVE_SIZE = 65536  # bytes read from a socket at once
 ACCEPT_CAPACITY_ERRNOS = frozenset(  # out of descriptors or kernel memory: wait, then accept again
@@ -57,7 +58,7 @@ def error_response(
 ) -> Response:
     """The API's error shape: `{"error": {"code", "message"}}`."""
     headers = (("retry-after", str(retry_after)),) if retry_after is not None else ()
-    body = _ERROR.encode({"error": {"code": code, "message": message}})
+    body = _ERROR.encode(ErrorAnswer(ErrorBody(code, message)))
     return Response(status, body, headers=headers)
 
 

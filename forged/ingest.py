@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 import trio
 
 from forged.config import ServerConfig
-from forged.errors import InvalidRequest, StoreError
+from forged.errors import InvalidRequest, StoreError, located
 from forged.hub import Batcher
 from forged.models import Accepted, Interaction, Message, NewInteraction
 from forged.scrub import scrub
-from forged.store import Store, now
+from forged.store import Store
+from forged.timestamps import normalise_timestamp, now
 from forged.tokens import estimate_tokens
 
 JSON_TYPES = {"", "application/json", "application/x-www-form-urlencoded", "text/json"}
 NDJSON_TYPES = {"application/x-ndjson", "application/jsonl", "application/x-jsonlines"}
+BACKLOG_RETRY_AFTER = 5  # seconds a client is told to wait when the backlog is full
 GROUP_MAX_REQUESTS = 64  # requests committed in one transaction at most
 MAX_DEPTH = 64  # nesting levels allowed in metadata: deeper JSON would exhaust the stack
 QUEUE_CAPACITY = 256  # requests waiting for the committer
@@ -29,14 +29,12 @@ OFFLOAD_BYTES = 256 * 1024  # decode bigger bodies in a worker thread, off the e
 _ONE = msgspec.json.Decoder(Interaction)
 _MANY = msgspec.json.Decoder(list[Interaction])
 _JSON = msgspec.json.Encoder()
-_AT = re.compile(r"^(?P<problem>.*) - at `(?P<at>[^`]*)`$")
 
 
 def _invalid(exc: msgspec.ValidationError | msgspec.DecodeError, where: str = "") -> InvalidRequest:
     """A 400 naming where the problem is (`$[3].messages[0].text`) and what it is."""
-    text = str(exc)
-    if m := _AT.match(text):
-        text = f"{m['at']}: {m['problem']}"
+    problem, at = located(str(exc))
+    text = problem if at is None else f"{at}: {problem}"
     return InvalidRequest(400, "invalid_body", f"{where}{text}")
 
 
@@ -148,22 +146,9 @@ def _timestamp(value: str | None, received_at: str) -> str:
     if value is None:
         return received_at
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidRequest(
-            400, "invalid_body", f"timestamp: {value!r} is not an ISO 8601 date and time"
-        ) from None
-    if parsed.tzinfo is None:
-        raise InvalidRequest(
-            400, "invalid_body", f"timestamp: {value!r} has no time zone (add Z or an offset)"
-        )
-    try:
-        utc = parsed.astimezone(UTC)
-    except OverflowError:  # 9999-12-31T23:59:59-14:00 is past year 9999 in UTC
-        raise InvalidRequest(
-            400, "invalid_body", f"timestamp: {value!r} is out of range (years 1 to 9999 in UTC)"
-        ) from None
-    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return normalise_timestamp(value)
+    except ValueError as exc:
+        raise InvalidRequest(400, "invalid_body", f"timestamp: {exc}") from None
 
 
 def prepare(item: Interaction, received_at: str) -> NewInteraction:
@@ -202,15 +187,37 @@ class _Pending:
 class Ingest:
     """Commits pushes: concurrent requests share one transaction, each is kept whole or not at all."""
 
-    def __init__(self, store: Store, on_appended: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        on_appended: Callable[[], None],
+        backlog: Callable[[], int],
+        max_backlog: int,
+    ) -> None:
         self.store = store
         self._on_appended = on_appended
+        self._backlog = backlog  # how far the slowest observer lags behind the log
+        self._max_backlog = max_backlog
         self._send, self._receive = trio.open_memory_channel[_Pending](QUEUE_CAPACITY)
-        self.queued = 0  # interactions of requests taken and not yet answered
+        self.queued = 0  # interactions of requests admitted and not yet answered
+
+    def _admit(self, count: int) -> None:
+        """Refuse a request whose interactions would take the backlog past `max_backlog`."""
+        limit = self._max_backlog
+        if count > limit:
+            raise InvalidRequest(413, "body_too_large", f"{count} interactions in one request, "
+                                 f"more than max_backlog ({limit}); split the request")  # fmt: skip
+        backlog = self._backlog() + self.queued
+        if backlog + count > limit:
+            raise InvalidRequest(503, "backlog_full", f"{backlog} interactions wait for "
+                                 f"distillation and this request adds {count}, the limit is "
+                                 f"{limit}; retry later",
+                                 retry_after=BACKLOG_RETRY_AFTER)  # fmt: skip
 
     async def push(self, items: list[Interaction]) -> Accepted:
-        """Store the interactions durably; return only after COMMIT."""
-        self.queued += len(items)  # before any checkpoint: the backlog check counts them at once
+        """Admit the interactions or refuse them whole; store them durably; return after COMMIT."""
+        self._admit(len(items))
+        self.queued += len(items)  # no checkpoint since the check: concurrent pushes see these
         try:
             received_at = now()
             if sum(len(m.text) for i in items for m in i.messages) > OFFLOAD_CHARS:

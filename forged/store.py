@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import math
-import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -23,14 +21,15 @@ from forged.models import (
     ObserverStatus,
     OpenDeadLetter,
     StoredInteraction,
+    normalise,
 )
 from forged.schema import migrate
+from forged.timestamps import now
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 _MESSAGES = msgspec.json.Decoder(list[Message])
-_NOT_WORD = re.compile(r"[^\w]+")
 _INSERT_INTERACTION = """
     INSERT INTO interactions
         (client_id, scope, session, timestamp, received_at, tokens, messages, metadata)
@@ -58,16 +57,6 @@ _READ_LOG = """
     SELECT seq, scope, session, timestamp, tokens, messages FROM interactions
     WHERE seq > ? ORDER BY seq LIMIT ?
 """
-
-
-def now() -> str:
-    """The current time as the store writes it: ISO 8601, UTC."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def normalise(text: str) -> str:
-    """Fold a fact's text so trivially different spellings compare equal."""
-    return _NOT_WORD.sub(" ", text.casefold()).strip()
 
 
 def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
@@ -312,22 +301,25 @@ class Store:
     async def observer_totals(self, observer: str) -> ObserverStatus:
         return await self.read(_observer_totals, observer)
 
+    async def _open_dead_letter_rows(
+        self, observer: str, first_seq: int, last_seq: int
+    ) -> list[tuple[Any, ...]]:
+        return await self.read(
+            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
+        )
+
     async def open_dead_letters(
         self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1
     ) -> list[OpenDeadLetter]:
         """The observer's unresolved dead letters with seq in the range, with their interactions."""
-        rows = await self.read(
-            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
-        )
+        rows = await self._open_dead_letter_rows(observer, first_seq, last_seq)
         return [OpenDeadLetter(r[0], r[2], _row_to_interaction(r[5:])) for r in rows]
 
     async def list_dead_letters(
         self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1
     ) -> list[DeadLetterInfo]:
         """The observer's unresolved dead letters, for inspection."""
-        rows = await self.read(
-            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
-        )
+        rows = await self._open_dead_letter_rows(observer, first_seq, last_seq)
         return [
             DeadLetterInfo(
                 id=r[0],

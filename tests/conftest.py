@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import trio
 
-from forged.api import Api
-from forged.config import Config, load_config
-from forged.daemon import run_daemon
+from forged.config import Config, load_config, render_toml
+from forged.daemon import Running, run_daemon
 from tests.fakellm import FakeLLM
 
 READY_TIMEOUT = 30.0  # seconds a daemon subprocess may take to send READY=1
@@ -34,16 +34,6 @@ def short_tmp() -> Iterator[Path]:
         yield Path(path)
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return repr(value)
-
-
 def write_config(directory: Path, llm_url: str, **sections: dict[str, Any]) -> Path:
     """A config file with the socket and database in `directory`; `sections` override keys."""
     tables: dict[str, dict[str, Any]] = {
@@ -54,12 +44,8 @@ def write_config(directory: Path, llm_url: str, **sections: dict[str, Any]) -> P
     }
     for name, keys in sections.items():
         tables.setdefault(name, {}).update(keys)
-    text = "\n".join(
-        f"[{name}]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in keys.items())
-        for name, keys in tables.items()
-    )
     path = directory / "forged.toml"
-    path.write_text(text)
+    path.write_text(render_toml(msgspec.convert(tables, Config)))
     return path
 
 
@@ -78,11 +64,11 @@ async def fake_llm(nursery: trio.Nursery) -> FakeLLM:
 
 
 @asynccontextmanager
-async def running_daemon(config: Config) -> AsyncIterator[Api]:
+async def running_daemon(config: Config) -> AsyncIterator[Running]:
     """The daemon in this process; cancelled (not drained) when the block ends."""
     async with trio.open_nursery() as nursery:
-        api: Api = await nursery.start(run_daemon, config)
-        yield api
+        running: Running = await nursery.start(run_daemon, config)
+        yield running
         nursery.cancel_scope.cancel()
 
 

@@ -134,6 +134,18 @@ def test_rendered_config_round_trips() -> None:
     assert parse_config(render_toml(config)) == config
 
 
+def test_rendered_config_round_trips_its_tables() -> None:
+    """A config with `request_extra` set renders as a TOML table that reads back the same."""
+    text = '[distiller.request_extra]\nrepeat_penalty = 1.2\nstop = "a \\"b\\""\nstream = false\n'
+    config = parse_config(text)
+    assert parse_config(render_toml(config)) == config
+    assert config.distiller.request_extra == {
+        "repeat_penalty": 1.2,
+        "stop": 'a "b"',
+        "stream": False,
+    }
+
+
 def test_check_config_reports_a_bad_file_in_one_line(tmp_path: Path) -> None:
     """check-config on an invalid file prints nothing on stdout, one line on stderr, exits 2."""
     path = tmp_path / "forged.toml"

@@ -11,8 +11,8 @@ import httpx
 import pytest
 import trio
 
-from forged.api import Api
 from forged.config import Config, load_config
+from forged.daemon import Running
 from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 
@@ -52,7 +52,7 @@ def database_bytes(db: str) -> bytes:
 @pytest.fixture
 async def distilled(
     short_tmp: Path, fake_llm: FakeLLM
-) -> AsyncIterator[tuple[Config, Api, httpx.AsyncClient]]:
+) -> AsyncIterator[tuple[Config, Running, httpx.AsyncClient]]:
     """A daemon holding two distilled scopes; "secret" also has a dead letter."""
     fake_llm.poison = POISON
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
@@ -66,7 +66,7 @@ async def distilled(
 
 
 async def test_forget_answers_what_it_erased(
-    distilled: tuple[Config, Api, httpx.AsyncClient],
+    distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
     """The answer counts the scope's interactions, summaries and facts."""
     config, _, client = distilled
@@ -78,7 +78,7 @@ async def test_forget_answers_what_it_erased(
 
 
 async def test_forget_erases_every_row_of_the_scope_and_only_it(
-    distilled: tuple[Config, Api, httpx.AsyncClient],
+    distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
     """Interactions, summaries, facts, runs and dead letters of the scope go; the other stays."""
     config, _, client = distilled
@@ -95,7 +95,7 @@ async def test_forget_erases_every_row_of_the_scope_and_only_it(
 
 
 async def test_forgotten_memory_is_not_found_again(
-    distilled: tuple[Config, Api, httpx.AsyncClient],
+    distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
     """After forgetting, search finds nothing of the scope, and the index holds no stale rows."""
     config, _, client = distilled
@@ -109,7 +109,7 @@ async def test_forgotten_memory_is_not_found_again(
 
 
 async def test_forget_leaves_no_trace_in_the_file_bytes(
-    distilled: tuple[Config, Api, httpx.AsyncClient],
+    distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
     """The erased text is in neither forged.db, -wal nor -shm; the other scope's text still is."""
     config, _, client = distilled
@@ -123,7 +123,7 @@ async def test_forget_leaves_no_trace_in_the_file_bytes(
 
 
 async def test_forget_updates_the_log_count(
-    distilled: tuple[Config, Api, httpx.AsyncClient],
+    distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
     """/v1/status counts only the interactions left; the last seq stays where it was."""
     _, _, client = distilled
@@ -133,7 +133,7 @@ async def test_forget_updates_the_log_count(
 
 
 async def test_forgetting_an_unknown_scope_erases_nothing(
-    distilled: tuple[Config, Api, httpx.AsyncClient],
+    distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
     """A scope with no memory answers zeros; nothing else is touched."""
     config, _, client = distilled
@@ -156,7 +156,7 @@ async def test_a_scope_with_slashes_and_colons_is_forgotten(
     assert response.json()["deleted"]["interactions"] == 1
 
 
-async def test_forget_needs_delete(distilled: tuple[Config, Api, httpx.AsyncClient]) -> None:
+async def test_forget_needs_delete(distilled: tuple[Config, Running, httpx.AsyncClient]) -> None:
     """GET on a scope's path is a 405 that says DELETE is the method."""
     _, _, client = distilled
     response = await client.get("/v1/scopes/secret")

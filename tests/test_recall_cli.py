@@ -14,8 +14,8 @@ import httpx
 import pytest
 import trio
 
-from forged.api import Api
 from forged.config import Config, load_config
+from forged.daemon import Running
 from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 
@@ -43,7 +43,7 @@ CONVERSATION = [
 class Daemon:
     """The daemon in this process, and a way to run the command line against it."""
 
-    def __init__(self, config: Config, api: Api, client: httpx.AsyncClient) -> None:
+    def __init__(self, config: Config, api: Running, client: httpx.AsyncClient) -> None:
         self.config = config
         self.api = api
         self.client = client

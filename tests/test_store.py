@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forged.errors import StoreError
-from forged.models import BatchOutcome, Fact, Message, NewInteraction, ScopeResult
+from forged.models import BatchOutcome, Fact, Message, NewInteraction, ScopeResult, normalise
 from forged.schema import MIGRATIONS
-from forged.store import Store, normalise
+from forged.store import Store
 
 ENCODE = msgspec.json.Encoder()
 
