@@ -230,6 +230,7 @@ async def run_daemon(
             if (aclose := getattr(distiller, "aclose", None)) is not None:
                 await aclose()
             await trio.to_thread.run_sync(store.close)
+            systemd.close_notify()
     log.info("stopped")
 
 
