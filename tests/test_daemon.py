@@ -16,7 +16,7 @@ import httpx
 import pytest
 import trio
 
-from tests.conftest import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
 from tests.fakellm import SEQ_TAG, FakeLLM
 from tests.journald_ns import namespaces_unavailable
 from tests.test_flow import interaction, results_per_seq, rows

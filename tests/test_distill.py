@@ -13,7 +13,7 @@ import trio
 
 from forged.config import load_config
 from forged.daemon import Running
-from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import SEQ_TAG, FakeLLM
 
 TIMEOUT = 30  # seconds any single test may take

@@ -13,7 +13,7 @@ import trio
 
 from forged.config import Config, load_config
 from forged.daemon import Running
-from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 
 SECRET_WORD = "Zanzibarquokka"  # what the forgotten scope talked about

@@ -10,7 +10,7 @@ import trio
 
 from forged.config import load_config
 from forged.hub import Batcher
-from tests.conftest import running_daemon, socket_client, write_config
+from tests.daemons import running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
 from tests.observers import Recorder
 

@@ -31,7 +31,7 @@ from forged.recall import (
 from forged.schema import MIGRATIONS
 from forged.store import Store
 from forged.tokens import estimate_tokens
-from tests.conftest import running_daemon, socket_client, write_config
+from tests.daemons import running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

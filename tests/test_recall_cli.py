@@ -16,7 +16,7 @@ import trio
 
 from forged.config import Config, load_config
 from forged.daemon import Running
-from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 
 CONVERSATION = [

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from forged.config import load_config
-from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 
 TIMEOUT = 30  # seconds any single test may take

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from forged.config import load_config
-from tests.conftest import DaemonProcess, running_daemon, socket_client, write_config
+from tests.daemons import DaemonProcess, running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
 from tests.reliability import integrity, interaction, memory_kib, query, record, scaled
 

@@ -8,7 +8,7 @@ import httpx
 import trio
 
 from forged.config import load_config
-from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 from tests.reliability import (
     facts_per_seq,

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import trio
 
-from tests.conftest import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 from tests.reliability import (
     facts_per_seq,

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from forged.config import load_config
-from tests.conftest import (
+from tests.daemons import (
     READY_TIMEOUT,
     running_daemon,
     socket_client,

@@ -22,7 +22,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import READY_TIMEOUT, socket_client, write_config
+from tests.daemons import READY_TIMEOUT, socket_client, write_config
 from tests.reliability import interaction, query, record, scaled
 
 SEED = 7  # random garbage is the same on every run
@@ -319,7 +319,7 @@ def test_generated_bodies_never_get_a_500(daemon: _Daemon, body: bytes, content_
 async def test_deep_json_is_a_400_naming_the_problem(short_tmp: Path) -> None:
     """Nesting past the decoder's or metadata's depth is refused with an exact message."""
     from forged.config import load_config
-    from tests.conftest import running_daemon
+    from tests.daemons import running_daemon
 
     config = load_config(
         write_config(short_tmp, "http://127.0.0.1:9/v1", distill={"enabled": False}), {}

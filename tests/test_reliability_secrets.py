@@ -10,7 +10,7 @@ import msgspec
 import trio
 
 from forged.scrub import scrub
-from tests.conftest import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 from tests.reliability import interaction, query, record
 from tests.secret_corpus import NEAR_MISSES, SECRETS, embed

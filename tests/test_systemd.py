@@ -93,7 +93,9 @@ def test_notify_reuses_one_socket(sock_dir: Path, monkeypatch: pytest.MonkeyPatc
         assert len(os.listdir("/proc/self/fd")) == open_fds
 
 
-def test_close_notify_leaves_no_socket_open(sock_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_close_notify_leaves_no_socket_open(
+    sock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """close_notify closes the socket notify opened; a later notify opens a new one."""
     server = dgram_server(sock_dir / "notify")
     monkeypatch.setenv("NOTIFY_SOCKET", str(sock_dir / "notify"))
