@@ -80,9 +80,9 @@ async def test_503_while_loading_then_ok(short_tmp: Path, fake_llm: FakeLLM) -> 
     """503s are retried with backoff, the watermark waits, then the batch commits once."""
     fake_llm.script.extend(["status:503", "status:503"])
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm) as (_, client, db):
+        async with daemon(short_tmp, fake_llm) as (running, client, db):
             await client.post("/v1/interactions", json=turn(1))
-            distill = observer(await wait_for_watermark(client, 1))
+            distill = observer(await wait_for_watermark(client, 1, hub=running.hub))
     assert fake_llm.calls == 3
     assert (
         distill["last_error"]
@@ -99,9 +99,9 @@ async def test_poison_in_a_batch_of_16_is_one_dead_letter(
     """An interaction that overflows the context even alone is dead-lettered; the 15 others commit."""
     fake_llm.poison, fake_llm.poison_behaviour = POISON, "overflow500"
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm) as (_, client, db):
+        async with daemon(short_tmp, fake_llm) as (running, client, db):
             await push_batch_of_16(client, fake_llm, poison_at=9)
-            distill = observer(await wait_for_watermark(client, 17))
+            distill = observer(await wait_for_watermark(client, 17, hub=running.hub))
     assert seqs_in(fake_llm.requests[1]) == list(range(2, 18))
     ((seq, reason),) = rows(db, "SELECT seq, reason FROM dead_letters")
     assert seq == 9
@@ -119,9 +119,13 @@ async def test_an_answer_that_never_validates_is_split_then_dead_lettered(
     """Garbage for one interaction: tried max_attempts times alone, then a dead letter with the raw answer."""
     fake_llm.poison, fake_llm.poison_behaviour = POISON, "garbage"
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm, distiller={"max_attempts": 2}) as (_, client, db):
+        async with daemon(short_tmp, fake_llm, distiller={"max_attempts": 2}) as (
+            running,
+            client,
+            db,
+        ):
             await push_batch_of_16(client, fake_llm, poison_at=17)
-            distill = observer(await wait_for_watermark(client, 17))
+            distill = observer(await wait_for_watermark(client, 17, hub=running.hub))
     ((seq, reason, raw),) = rows(db, "SELECT seq, reason, raw FROM dead_letters")
     assert (seq, reason) == (17, "InvalidAnswer: the answer holds no JSON object")
     assert raw.startswith("I am sorry, but I cannot produce that.")
@@ -140,10 +144,10 @@ async def test_context_overflow_with_400_splits_the_batch(
     """A 400 exceed_context_size_error splits the batch in halves that then commit."""
     fake_llm.default = "ok"
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm) as (_, client, db):
+        async with daemon(short_tmp, fake_llm) as (running, client, db):
             await push_batch_of_16(client, fake_llm, poison_at=0)
             fake_llm.script.append("overflow400")  # the batch of 16 overflows once
-            distill = observer(await wait_for_watermark(client, 17))
+            distill = observer(await wait_for_watermark(client, 17, hub=running.hub))
     assert [seqs_in(r) for r in fake_llm.requests[1:]] == [
         list(range(2, 18)),
         list(range(2, 10)),
@@ -164,9 +168,9 @@ async def test_runs_record_tokens_and_time_of_every_paid_call(
     fake_llm.script.append("garbage")
     fake_llm.latency = 0.02
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm) as (_, client, db):
+        async with daemon(short_tmp, fake_llm) as (running, client, db):
             await client.post("/v1/interactions", json=turn(1))
-            distill = observer(await wait_for_watermark(client, 1))
+            distill = observer(await wait_for_watermark(client, 1, hub=running.hub))
     ((model, calls, prompt, completion, ms, outcome),) = rows(
         db,
         "SELECT model, llm_calls, prompt_tokens, completion_tokens, ms, outcome FROM distill_runs",
@@ -186,9 +190,13 @@ async def test_an_oversized_interaction_is_chunked_and_merged(
     item = turn(1, text)
     item["messages"][1]["text"] = repeated
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm, distill={"max_batch_tokens": 128}) as (_, c, db):
+        async with daemon(short_tmp, fake_llm, distill={"max_batch_tokens": 128}) as (
+            running,
+            c,
+            db,
+        ):
             await c.post("/v1/interactions", json=item)
-            await wait_for_watermark(c, 1)
+            await wait_for_watermark(c, 1, hub=running.hub)
     prompts = [r["messages"][-1]["content"] for r in fake_llm.requests]
     assert len(prompts) >= 6
     assert all(len(p) < (128 + 64) * 4 for p in prompts)
@@ -215,9 +223,9 @@ async def test_a_distiller_class_from_config_is_used(short_tmp: Path, fake_llm: 
     spec = {"class": "tests.stub_distiller:PreferenceDistiller", "model": "m"}
     text = "I prefer tabs. My key is AKIAIOSFODNN7EXAMPLE."
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (running, client, db):
             await client.post("/v1/interactions", json=turn(1, text))
-            await wait_for_watermark(client, 1)
+            await wait_for_watermark(client, 1, hub=running.hub)
     assert fake_llm.calls == 0
     ((fact,),) = rows(db, "SELECT text FROM facts WHERE kind = 'preference'")
     assert fact.startswith("I prefer tabs.") and "AKIAIOSFODNN7EXAMPLE" not in fact

@@ -57,12 +57,12 @@ async def test_burst_is_batched_into_few_llm_calls(short_tmp: Path, fake_llm: Fa
     fake_llm.latency = 0.2
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     with trio.fail_after(60):
-        async with running_daemon(config), socket_client(config.server.socket) as client:
+        async with running_daemon(config) as running, socket_client(config.server.socket) as client:
             for n in range(200):
                 assert (
                     await client.post("/v1/interactions", json=interaction(n))
                 ).status_code == 202
-            status = await wait_for_watermark(client, 200)
+            status = await wait_for_watermark(client, 200, hub=running.hub)
     assert status["log"]["last_seq"] == 200
     (distill,) = status["observers"]
     assert distill["watermark"] == 200
@@ -78,17 +78,17 @@ async def test_llm_outage_keeps_the_watermark_until_it_is_back(
     await fake_llm.go_down()
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     with trio.fail_after(60):
-        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+        async with running_daemon(config) as running, socket_client(config.server.socket) as client:
             for n in range(5):
                 await client.post("/v1/interactions", json=interaction(n))
-            while api.hub.progress["distill"].status.state != "waiting_for_llm":
-                await api.hub.changed()
+            while running.hub.progress["distill"].status.state != "waiting_for_llm":
+                await running.hub.changed()
             distill = (await client.get("/v1/status")).json()["observers"][0]
             assert distill["watermark"] == 0
             assert "ConnectError" in distill["last_error"]
             assert rows(config.store.path, "SELECT count(*) FROM summaries") == [(0,)]
             await fake_llm.come_back()
-            await wait_for_watermark(client, 5)
+            await wait_for_watermark(client, 5, hub=running.hub)
     assert set(results_per_seq(config.store.path, 5).values()) == {1}
 
 
@@ -136,9 +136,9 @@ async def test_secrets_never_reach_the_database_or_the_llm(
         for i, (_, secret) in enumerate(SECRETS)
     ]
     with trio.fail_after(60):
-        async with running_daemon(config), socket_client(config.server.socket) as client:
+        async with running_daemon(config) as running, socket_client(config.server.socket) as client:
             assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
-            await wait_for_watermark(client, len(pushed))
+            await wait_for_watermark(client, len(pushed), hub=running.hub)
             stored = b"".join(
                 p.read_bytes() for p in Path(config.store.path).parent.glob("forged.db*")
             )
