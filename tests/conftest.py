@@ -11,6 +11,19 @@ import trio
 
 from tests.fakellm import FakeLLM
 
+# A test that asks for one of these starts a daemon or a server: `make check` leaves it out.
+INTEGRATION_FIXTURES = frozenset({"fake_llm", "short_tmp", "daemon", "sock_dir"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `integration` every test that starts a daemon or a server (by the fixtures it uses).
+
+    Tests that start child processes without such a fixture carry the mark themselves.
+    """
+    for item in items:
+        if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
 
 @pytest.fixture
 def short_tmp() -> Iterator[Path]:

@@ -94,6 +94,7 @@ def forged(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, env=env)
 
 
+@pytest.mark.integration
 def test_serve_with_bad_config_exits_2_with_one_line(tmp_path: Path) -> None:
     """`forged serve` on a bad file prints one line on stderr and exits with status 2."""
     path = tmp_path / "forged.toml"
@@ -106,6 +107,7 @@ def test_serve_with_bad_config_exits_2_with_one_line(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.integration
 def test_missing_config_file_is_one_line(tmp_path: Path) -> None:
     """A config path that does not exist is reported, not a traceback."""
     result = forged("check-config", "--config", str(tmp_path / "no.toml"))
@@ -116,6 +118,7 @@ def test_missing_config_file_is_one_line(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.integration
 def test_check_config_prints_the_effective_configuration(tmp_path: Path) -> None:
     """check-config shows the file merged with defaults and FORGED_* overrides, and exits 0."""
     path = tmp_path / "forged.toml"
@@ -146,6 +149,7 @@ def test_rendered_config_round_trips_its_tables() -> None:
     }
 
 
+@pytest.mark.integration
 def test_check_config_reports_a_bad_file_in_one_line(tmp_path: Path) -> None:
     """check-config on an invalid file prints nothing on stdout, one line on stderr, exits 2."""
     path = tmp_path / "forged.toml"

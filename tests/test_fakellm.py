@@ -447,6 +447,7 @@ async def test_unknown_behaviour_fails_the_server_loudly() -> None:
     assert info.group_contains(ValueError, match="unknown behaviour 'no-such-behaviour'")
 
 
+@pytest.mark.integration
 async def test_standalone_mode_prints_a_serving_base_url() -> None:
     """python -m tests.fakellm prints its base URL once listening, and serves it."""
     command = [sys.executable, "-m", "tests.fakellm", "--port", "0"]
