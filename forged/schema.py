@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
+
 
 from forged.errors import StoreError
+from forged.timestamps import now
 
 # Each entry is one schema version; append, never edit a released one.
 MIGRATIONS: tuple[tuple[str, str], ...] = (
@@ -148,7 +149,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     for version, (name, sql) in enumerate(MIGRATIONS, start=1):
         if version <= len(applied):
             continue
-        applied_at = datetime.now(UTC).isoformat()
+        applied_at = now()
         record = f"INSERT INTO schema_migrations VALUES ({version}, '{name}', '{applied_at}')"
         try:  # one script, one transaction: triggers may hold semicolons of their own
             conn.executescript(f"BEGIN IMMEDIATE;\n{sql};\n{record};\nCOMMIT;")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,36 +13,11 @@ import trio
 from forged.config import load_config
 from forged.daemon import Running
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.data import interaction, rows, summaries_per_seq
 from tests.fakellm import SEQ_TAG, FakeLLM
 
 TIMEOUT = 30  # seconds any single test may take
 POISON = "POISON-PILL"  # the fake LLM chokes on any prompt holding this
-
-
-def turn(n: int, text: str | None = None, scope: str = "user:alice") -> dict[str, Any]:
-    return {
-        "id": f"turn-{n}",
-        "scope": scope,
-        "session": "chat",
-        "messages": [
-            {"role": "user", "text": text or f"Turn {n}: we keep PostgreSQL for service {n}."},
-            {"role": "assistant", "text": f"Noted for service {n}."},
-        ],
-    }
-
-
-def rows(db: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return conn.execute(sql, args).fetchall()
-
-
-def coverage(db: str) -> dict[int, int]:
-    """How many summaries cover each seq."""
-    covered: dict[int, int] = {}
-    for first, last in rows(db, "SELECT first_seq, last_seq FROM summaries"):
-        for seq in range(first, last + 1):
-            covered[seq] = covered.get(seq, 0) + 1
-    return covered
 
 
 def observer(status: dict[str, Any]) -> dict[str, Any]:
@@ -65,9 +39,12 @@ async def daemon(
 async def push_batch_of_16(client: httpx.AsyncClient, llm: FakeLLM, poison_at: int) -> None:
     """Seq 1 alone, then seqs 2-17 in one request while seq 1's call is still running."""
     llm.latency = 0.3  # the 16 are in the observer's channel long before seq 1's answer
-    assert (await client.post("/v1/interactions", json=turn(1))).status_code == 202
+    assert (await client.post("/v1/interactions", json=interaction("turn-1"))).status_code == 202
     await llm.wait_for_calls(1)
-    batch = [turn(n, f"{POISON} for turn {n}" if n == poison_at else None) for n in range(2, 18)]
+    batch = [
+        interaction(f"turn-{n}", f"{POISON} for turn {n}" if n == poison_at else None)
+        for n in range(2, 18)
+    ]
     assert (await client.post("/v1/interactions", json=batch)).status_code == 202
     llm.latency = 0.0  # read when a call starts: seq 1's call keeps its 0.3 s
 
@@ -81,7 +58,7 @@ async def test_503_while_loading_then_ok(short_tmp: Path, fake_llm: FakeLLM) -> 
     fake_llm.script.extend(["status:503", "status:503"])
     with trio.fail_after(TIMEOUT):
         async with daemon(short_tmp, fake_llm) as (running, client, db):
-            await client.post("/v1/interactions", json=turn(1))
+            await client.post("/v1/interactions", json=interaction("turn-1"))
             distill = observer(await wait_for_watermark(client, 1, hub=running.hub))
     assert fake_llm.calls == 3
     assert (
@@ -90,7 +67,7 @@ async def test_503_while_loading_then_ok(short_tmp: Path, fake_llm: FakeLLM) -> 
         + '{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}'
     )
     assert distill["llm_calls"] == 1  # errors without an answer cost no tokens
-    assert coverage(db) == {1: 1}
+    assert summaries_per_seq(db) == {1: 1}
 
 
 async def test_poison_in_a_batch_of_16_is_one_dead_letter(
@@ -107,7 +84,7 @@ async def test_poison_in_a_batch_of_16_is_one_dead_letter(
     assert seq == 9
     assert reason.startswith("ContextOverflow: HTTP 500: ")
     assert "exceed_context_size_error" in reason
-    assert coverage(db) == {n: 1 for n in range(1, 18) if n != 9}
+    assert summaries_per_seq(db) == {n: 1 for n in range(1, 18) if n != 9}
     assert distill["dead_letters"] == 1
     assert distill["last_error"].startswith("ContextOverflow: HTTP 500: ")
     assert distill["watermark"] == 17
@@ -129,7 +106,7 @@ async def test_an_answer_that_never_validates_is_split_then_dead_lettered(
     ((seq, reason, raw),) = rows(db, "SELECT seq, reason, raw FROM dead_letters")
     assert (seq, reason) == (17, "InvalidAnswer: the answer holds no JSON object")
     assert raw.startswith("I am sorry, but I cannot produce that.")
-    assert coverage(db) == {n: 1 for n in range(1, 17)}
+    assert summaries_per_seq(db) == {n: 1 for n in range(1, 17)}
     assert distill["dead_letters"] == 1
     # every garbage answer was a paid call: 2 tries each for 16, 8, 4, 2 and 1 interactions
     (garbage_calls,) = rows(
@@ -169,7 +146,7 @@ async def test_runs_record_tokens_and_time_of_every_paid_call(
     fake_llm.latency = 0.02
     with trio.fail_after(TIMEOUT):
         async with daemon(short_tmp, fake_llm) as (running, client, db):
-            await client.post("/v1/interactions", json=turn(1))
+            await client.post("/v1/interactions", json=interaction("turn-1"))
             distill = observer(await wait_for_watermark(client, 1, hub=running.hub))
     ((model, calls, prompt, completion, ms, outcome),) = rows(
         db,
@@ -187,7 +164,7 @@ async def test_an_oversized_interaction_is_chunked_and_merged(
     """An interaction over max_batch_tokens is distilled in line chunks merged into one result."""
     text = "\n".join(f"Line {n}: the deploy target for step {n} is host-{n}." for n in range(40))
     repeated = "\n".join(["Same closing remark, repeated."] * 30)
-    item = turn(1, text)
+    item = interaction("turn-1", text)
     item["messages"][1]["text"] = repeated
     with trio.fail_after(TIMEOUT):
         async with daemon(short_tmp, fake_llm, distill={"max_batch_tokens": 128}) as (
@@ -224,7 +201,7 @@ async def test_a_distiller_class_from_config_is_used(short_tmp: Path, fake_llm: 
     text = "I prefer tabs. My key is AKIAIOSFODNN7EXAMPLE."
     with trio.fail_after(TIMEOUT):
         async with daemon(short_tmp, fake_llm, distiller=spec) as (running, client, db):
-            await client.post("/v1/interactions", json=turn(1, text))
+            await client.post("/v1/interactions", json=interaction("turn-1", text))
             await wait_for_watermark(client, 1, hub=running.hub)
     assert fake_llm.calls == 0
     ((fact,),) = rows(db, "SELECT text FROM facts WHERE kind = 'preference'")

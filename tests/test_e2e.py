@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import trio
 
 from forged.models import FACT_KINDS
 from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.data import rows
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo10.json"
 TURNS = 6  # messages pushed: three interactions of two turns, one batch for the model
@@ -51,11 +51,6 @@ def _interactions(turns: list[tuple[str, str]]) -> list[dict[str, Any]]:
     ]
 
 
-def _rows(db: str, sql: str) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return conn.execute(sql).fetchall()
-
-
 @pytest.mark.model
 async def test_a_conversation_becomes_memory_with_the_bundled_model(short_tmp: Path) -> None:
     """`forged serve --bundled-llm`: a pushed conversation is committed as schema-valid memory."""
@@ -74,16 +69,16 @@ async def test_a_conversation_becomes_memory_with_the_bundled_model(short_tmp: P
     db = daemon.config.store.path
     (distill,) = status["observers"]
     assert distill["watermark"] == len(pushed) and distill["backlog"] == 0
-    summaries = _rows(db, "SELECT text, first_seq, last_seq FROM summaries")
-    dead = _rows(db, "SELECT seq FROM dead_letters")
+    summaries = rows(db, "SELECT text, first_seq, last_seq FROM summaries")
+    dead = rows(db, "SELECT seq FROM dead_letters")
     assert summaries, f"no summary; dead letters: {dead}; log:\n{daemon.log()[-3000:]}"
     covered = {s for _, first, last in summaries for s in range(first, last + 1)}
     assert covered | {seq for (seq,) in dead} == set(range(1, len(pushed) + 1))
     assert all(
         kind in FACT_KINDS and text.strip()
-        for kind, text in _rows(db, "SELECT kind, text FROM facts")
+        for kind, text in rows(db, "SELECT kind, text FROM facts")
     )
-    runs = _rows(
+    runs = rows(
         db,
         "SELECT model, llm_calls, prompt_tokens, completion_tokens, ms FROM distill_runs WHERE outcome = 'committed'",
     )

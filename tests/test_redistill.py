@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,19 +12,11 @@ import trio
 
 from forged.config import load_config
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.data import interaction, rows
 from tests.fakellm import FakeLLM
 
 TIMEOUT = 30  # seconds any single test may take
 POISON = "POISON-PILL"  # the fake LLM answers garbage to any prompt holding this
-
-
-def turn(n: int, text: str) -> dict[str, Any]:
-    return {"id": f"turn-{n}", "scope": "user:bob", "messages": [{"role": "user", "text": text}]}
-
-
-def rows(db: str, sql: str) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return conn.execute(sql).fetchall()
 
 
 async def _with_dead_letter(tmp: Path, llm: FakeLLM) -> Any:
@@ -36,7 +27,11 @@ async def _with_dead_letter(tmp: Path, llm: FakeLLM) -> Any:
 
 async def _push_three(client: Any) -> None:
     for n, text in [(1, "I use vim."), (2, f"{POISON} I use emacs."), (3, "I use nano.")]:
-        assert (await client.post("/v1/interactions", json=turn(n, text))).status_code == 202
+        assert (
+            await client.post(
+                "/v1/interactions", json=interaction(f"turn-{n}", text, scope="user:bob")
+            )
+        ).status_code == 202
     await wait_for_watermark(client, 3)
 
 

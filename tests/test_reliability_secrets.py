@@ -11,8 +11,9 @@ import trio
 
 from forged.scrub import scrub
 from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.data import interaction, rows
 from tests.fakellm import FakeLLM
-from tests.reliability import interaction, query, record
+from tests.reliability import record
 from tests.secret_corpus import NEAR_MISSES, SECRETS, embed
 
 TOKEN = re.compile(r"[\w+/=%!*#.~-]{8,}")  # long runs of credential characters
@@ -67,7 +68,7 @@ async def test_secrets_never_reach_disk_logs_or_llm(short_tmp: Path, fake_llm: F
     }
     assert leaks == {where: [] for where in places}
     stored = dict(
-        query(db, "SELECT client_id, messages FROM interactions WHERE client_id LIKE 'near-%'")
+        rows(db, "SELECT client_id, messages FROM interactions WHERE client_id LIKE 'near-%'")
     )
     kept = {key: msgspec.json.decode(messages)[0]["text"] for key, messages in stored.items()}
     assert kept == {f"near-{i}": text for i, text in enumerate(NEAR_MISSES)}

@@ -1,0 +1,58 @@
+"""Test data: interactions to push, and read-only looks into a daemon's database file."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+_FACT = re.compile(r"^Interaction (\d+) was")  # the fake LLM's fact names the seq it covers
+
+
+def interaction(
+    key: str, text: str | None = None, scope: str = "user:alice", **extra: Any
+) -> dict[str, Any]:
+    """A small, valid interaction with client id `key`; `extra` adds or replaces fields."""
+    return {
+        "id": key,
+        "scope": scope,
+        "session": "chat",
+        "messages": [
+            {"role": "user", "text": text or f"Turn {key}: shall we keep PostgreSQL here?"},
+            {"role": "assistant", "text": f"Yes, PostgreSQL stays for {key}."},
+        ],
+        **extra,
+    }
+
+
+def rows(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    """Rows of a read-only query against the daemon's database file."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+
+
+def integrity(db: str | Path) -> str:
+    """`PRAGMA integrity_check` of the file: "ok" when SQLite finds nothing wrong."""
+    return "; ".join(r for (r,) in rows(db, "PRAGMA integrity_check"))
+
+
+def facts_per_seq(db: str | Path) -> dict[int, int]:
+    """How many facts name each seq: the fake LLM writes one per interaction it distils."""
+    counts: dict[int, int] = {}
+    for (text,) in rows(db, "SELECT text FROM facts"):
+        if m := _FACT.match(text):
+            counts[int(m.group(1))] = counts.get(int(m.group(1)), 0) + 1
+    return counts
+
+
+def summaries_per_seq(db: str | Path) -> dict[int, int]:
+    """How many summaries cover each seq."""
+    counts: dict[int, int] = {}
+    for first, last in rows(db, "SELECT first_seq, last_seq FROM summaries"):
+        for seq in range(first, last + 1):
+            counts[seq] = counts.get(seq, 0) + 1
+    return counts
