@@ -189,4 +189,4 @@ class Api:
         if len(scope) > MAX_KEY_CHARS:
             raise InvalidRequest(400, "invalid_parameter", f"the scope must be 1 to {MAX_KEY_CHARS}"
                                  f" characters, got {len(scope)}")  # fmt: skip
-        return json_response(ForgetAnswer(await self.recall.forget(scope)))
+        return json_response(ForgetAnswer(await self.hub.forget(scope)))

@@ -15,6 +15,7 @@ import httpx
 import msgspec
 
 from forged import __version__
+from forged.backup import restore_backup, take_backup
 from forged.config import DEFAULT_CONFIG_PATH, Config, load_config, render_toml
 from forged.errors import ClientError, ConfigError, ForgedError, leaves
 from forged.models import FACT_KINDS, RECALL_KINDS
@@ -87,10 +88,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    from forged.plugins import check_observers  # imports the daemon's modules: only here
+
     config = _config(args)
+    check_observers(config)
     source = _config_path(args, os.environ) or "embedded defaults"
     print(f"# effective configuration (from {source}, with FORGED_* overrides)")
     print(render_toml(config).rstrip())
+    return 0
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    info = take_backup(_config(args).store, Path(args.file))
+    print(f"backed up to {args.file}: {info.describe()}")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    database = _config(args).store.path
+    info = restore_backup(Path(args.file), database, replace=args.yes)
+    print(f"restored {args.file} into {database}: {info.describe()}")
     return 0
 
 
@@ -329,6 +346,10 @@ def _parser() -> argparse.ArgumentParser:
         help="start the bundled local model and distil with it",
     )
     add("check-config", cmd_check_config, "print the effective configuration, or the error")
+    add("backup", cmd_backup, "copy the live database to FILE, checked").add_argument("file")
+    restore = add("restore", cmd_restore, "put a backup back (the daemon must be stopped)")
+    restore.add_argument("file")
+    restore.add_argument("--yes", action="store_true", help="replace an existing database")
     push = add("push", cmd_push, "push interactions (a JSON object, a JSON array or NDJSON)")
     push.add_argument("file", nargs="?", default="-", help="file to push, - for standard input")
     status = add("status", cmd_status, "show the daemon's status")

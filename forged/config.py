@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
@@ -17,6 +17,7 @@ DEFAULT_DATABASE = "/var/lib/forged/forged.db"  # StateDirectory of the systemd 
 DEFAULT_LLM_URL = "http://127.0.0.1:11434/v1"  # Ollama's OpenAI-compatible endpoint
 DEFAULT_LLM_MODEL = "gemma3:270m"  # Ollama's name for the bundled model
 MIB = 1024 * 1024
+T = TypeVar("T")
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 Seconds = Annotated[float, msgspec.Meta(gt=0)]
@@ -89,10 +90,6 @@ class DistillConfig(_Section, frozen=True):
     channel_capacity: Positive = 256
 
 
-class ObserversConfig(_Section, frozen=True):
-    plugins: list[str] = []
-
-
 class RecallConfig(_Section, frozen=True):
     half_life_days: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     default_limit: Positive = 10
@@ -111,7 +108,7 @@ class Config(_Section, frozen=True):
     store: StoreConfig = StoreConfig()
     distiller: DistillerConfig = DistillerConfig()
     distill: DistillConfig = DistillConfig()
-    observers: ObserversConfig = ObserversConfig()
+    observers: dict[str, dict[str, Any]] = {}  # [observers.NAME]: `class` and its settings
     recall: RecallConfig = RecallConfig()
     log: LogConfig = LogConfig()
 
@@ -124,17 +121,32 @@ _ENV_OVERRIDES = {  # environment variable -> distiller key it replaces
 }
 
 
-def _explain(error: msgspec.ValidationError | msgspec.DecodeError) -> str:
-    """Turn msgspec's message into `key: problem`, naming the key the way the file spells it."""
+def _explain(error: msgspec.ValidationError | msgspec.DecodeError, table: str = "") -> str:
+    """Turn msgspec's message into `key: problem`, naming the key the way the file spells it.
+
+    `table` is where the decoded value sits in the file (a plugin's `observers.NAME`).
+    """
     if not isinstance(error, msgspec.ValidationError):
         return f"not valid TOML: {error}"
     problem, at = located(str(error))
-    key = (at or "").removeprefix("$").removeprefix(".")
+    key = ".".join(filter(None, [table, (at or "").removeprefix("$").removeprefix(".")]))
     if m := _UNKNOWN.match(problem):
         return ".".join(filter(None, [key, m["key"]])) + ": unknown key"
-    if at is None:
+    if at is None and not table:
         return problem
     return f"{key or '(top level)'}: {problem[0].lower()}{problem[1:]}"
+
+
+def decode_table(table: Mapping[str, Any], type_: type[T], key: str) -> T:
+    """A config table decoded into `type_` (a plugin's settings), unknown keys refused."""
+    known = set(getattr(type_, "__struct_encode_fields__", ()))
+    for name in table:
+        if name not in known:
+            raise ConfigError(f"{key}.{name}: unknown key")
+    try:
+        return msgspec.convert(table, type_)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_explain(exc, key)) from exc
 
 
 def parse_config(data: bytes | str, source: str = "<config>") -> Config:

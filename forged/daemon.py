@@ -27,7 +27,7 @@ from forged.hub import Hub, Observer
 from forged.ingest import Ingest
 from forged.lifecycle import Lifecycle
 from forged.llm import Distiller, make_distiller
-from forged.plugins import load_object
+from forged.plugins import load_observers
 from forged.store import Store
 
 LISTEN_BACKLOG = 1024  # connections the kernel queues while we are at the connection cap
@@ -90,13 +90,13 @@ def _check_file_limit(server: ServerConfig) -> None:
                     hint="raise LimitNOFILE= (ulimit -n) or lower server.max_connections")  # fmt: skip
 
 
-def _observers(config: Config, distiller: Distiller | None) -> list[Observer]:
-    observers: list[Observer] = []
-    if distiller is not None:
-        observers.append(DistillObserver(distiller, config.distill, config.distiller))
-    for i, spec in enumerate(config.observers.plugins):
-        observers.append(load_object(spec, f"observers.plugins[{i}]")())
-    return observers
+def _observers(
+    config: Config, distiller: Distiller | None, plugins: list[Observer]
+) -> list[Observer]:
+    """The built-in distill observer (unless turned off), then the plugins."""
+    if distiller is None:
+        return plugins
+    return [DistillObserver(distiller, config.distill, config.distiller), *plugins]
 
 
 class Running(NamedTuple):
@@ -187,6 +187,7 @@ async def run_daemon(
     distiller: Distiller | None = None
     signals = _Signals()
     try:
+        plugins = load_observers(config, store)  # a faulty plugin stops us before anything runs
         with trio.open_signal_receiver(*STOP_SIGNALS, signal.SIGHUP) as received:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(signals.watch, received)
@@ -197,7 +198,8 @@ async def run_daemon(
                         url = await nursery.start(serve_bundled_llm)
                         config = _with_llm(config, url, REQUEST_EXTRA)
                     distiller = make_distiller(config.distiller) if config.distill.enabled else None
-                    hub = Hub(store, _observers(config, distiller), config.distill.channel_capacity)
+                    observers = _observers(config, distiller, plugins)
+                    hub = Hub(store, observers, config.distill.channel_capacity)
                     ingest = Ingest(
                         store, hub.notify_appended, hub.backlog, config.server.max_backlog
                     )

@@ -12,7 +12,7 @@ import trio
 from forged.backoff import Backoff
 from forged.config import DistillConfig, DistillerConfig
 from forged.errors import ContextOverflow, DistillError, InvalidAnswer, LLMUnavailable
-from forged.hub import Batcher, Progress
+from forged.hub import Batcher, Feed, Progress
 from forged.llm import Distiller
 from forged.models import (
     BatchOutcome,
@@ -82,14 +82,13 @@ class DistillObserver:
         self.policy = policy
         self._redistilling = trio.Lock()  # one re-run at a time: never two results for a seq
 
-    async def start(
-        self, interactions: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress
-    ) -> None:
+    async def run(self, interactions: Feed, progress: Progress) -> None:
         batcher = Batcher(
             interactions,
             max_items=self.batching.max_batch_interactions,
             max_weight=self.batching.max_batch_tokens,
             weight=lambda i: i.tokens,
+            keep=interactions.wanted,
         )
         while True:
             batch = await batcher.next()

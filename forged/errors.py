@@ -10,7 +10,9 @@ ForgedError
 │   ├── ContextOverflow  the transcript does not fit the model's context; split the batch
 │   ├── UnsupportedMode  the server rejected the structured-output mode; try the next one
 │   └── InvalidAnswer    the answer was not valid memory; retry, then split
+├── ObserverError        an observer plugin broke its contract (its run returned)
 ├── BundledLLMError      the bundled local model could not be started
+├── BackupError          a backup could not be taken, checked or restored
 └── ClientError          the command line could not talk to the daemon
 """
 
@@ -77,8 +79,16 @@ class InvalidAnswer(DistillError):
     """The answer was not valid memory (not JSON, wrong shape, truncated)."""
 
 
+class ObserverError(ForgedError):
+    """An observer plugin broke its contract: its `run` returned instead of running on."""
+
+
 class BundledLLMError(ForgedError):
     """The bundled local LLM server could not be started."""
+
+
+class BackupError(ForgedError):
+    """A backup could not be taken, did not pass its checks, or could not be restored."""
 
 
 class ClientError(ForgedError):

@@ -9,12 +9,19 @@ import structlog
 import trio
 
 from forged.backoff import Backoff
-from forged.errors import StorageFull, leaves
-from forged.models import BatchOutcome, ObserverState, ObserverStatus, StoredInteraction
+from forged.errors import ObserverError, StorageFull, leaves
+from forged.models import (
+    BatchOutcome,
+    Deleted,
+    ObserverState,
+    ObserverStatus,
+    StoredInteraction,
+)
 from forged.store import Store
 from forged.timestamps import now
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 RESTART_INITIAL = 0.5  # seconds before restarting an observer that raised
 RESTART_MAX = 30.0  # longest wait between restarts
 HEALTHY_RUN = 60.0  # seconds an observer must run before its restart delay resets
@@ -25,30 +32,42 @@ STORAGE_RETRY_MAX = 5.0  # longest wait between such retries
 log = structlog.get_logger("forged.hub")
 
 
+class Queue(Protocol[T_co]):
+    """What batched draining takes items from: a trio memory channel or an observer's `Feed`."""
+
+    async def receive(self) -> T_co: ...
+
+    def receive_nowait(self) -> T_co: ...
+
+
 class Batcher(Generic[T]):
     """Batched draining: wait for one item, then take what is already queued, up to the limits.
 
-    An item that would overflow `max_weight` is kept for the next batch; a single item heavier
-    than the limit forms a batch of its own.
+    An item that would overflow `max_weight` is kept for the next batch, if `keep` still wants
+    it then; a single item heavier than the limit forms a batch of its own.
     """
 
     def __init__(
         self,
-        receive: trio.MemoryReceiveChannel[T],
+        receive: Queue[T],
         *,
         max_items: int,
         max_weight: int | None = None,
         weight: Callable[[T], int] = lambda _: 1,
+        keep: Callable[[T], bool] = lambda _: True,
     ) -> None:
         self._receive = receive
         self._max_items = max_items
         self._max_weight = max_weight
         self._weight = weight
+        self._keep = keep
         self._carry: list[T] = []
 
     async def next(self) -> list[T]:
         """The next batch; raises `trio.EndOfChannel` once the channel is closed and empty."""
-        batch = [self._carry.pop() if self._carry else await self._receive.receive()]
+        carried = [item for item in self._carry if self._keep(item)]
+        self._carry.clear()
+        batch = carried or [await self._receive.receive()]
         total = self._weight(batch[0])
         while len(batch) < self._max_items:
             try:
@@ -61,6 +80,68 @@ class Batcher(Generic[T]):
                 break
             batch.append(item)
         return batch
+
+
+class Feed(trio.abc.ReceiveChannel[StoredInteraction]):
+    """An observer's bounded queue of interactions, filled from the log by the hub.
+
+    Forgetting a scope takes back what is queued: an interaction of a scope forgotten after it
+    was read from the log is skipped, so no observer sees it once the forget has answered. The
+    watermark moves over skipped interactions once everything handed out before is committed.
+    """
+
+    def __init__(
+        self, receive: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress
+    ) -> None:
+        self._receive = receive
+        self._progress = progress
+        self._forgotten: dict[str, int] = {}  # scope -> last erased seq, while one may be queued
+        self._handed = 0  # the last seq handed to the observer
+        self._skipped = 0  # the last seq skipped
+        self.sent = 0  # the last seq the hub put into the queue
+
+    def forget(self, scope: str, through: int) -> None:
+        """Skip the scope's interactions with seq up to `through` from now on."""
+        done = self._progress.status.watermark  # nothing at or below it is still queued
+        self._forgotten = {s: t for s, t in self._forgotten.items() if t > done}
+        if through > done:
+            self._forgotten[scope] = through
+
+    def wanted(self, item: StoredInteraction) -> bool:
+        """Whether the item is still in the log: its scope was not forgotten since it was read."""
+        return item.seq > self._forgotten.get(item.scope, 0)
+
+    def _take(self, item: StoredInteraction) -> bool:
+        if self.wanted(item):
+            self._handed = item.seq
+            return True
+        self._skipped = item.seq
+        return False
+
+    async def _commit_skipped(self) -> None:
+        """Move the watermark over skipped seqs once nothing handed out or queued is before them."""
+        idle = self._receive.statistics().current_buffer_used == 0
+        if idle and self._skipped > self._progress.status.watermark >= self._handed:
+            await self._progress.commit(self._skipped)
+
+    async def passed(self, seq: int) -> None:
+        """The hub found nothing left in the log up to `seq`: it was all forgotten."""
+        self._skipped = max(self._skipped, seq)
+        await self._commit_skipped()
+
+    async def receive(self) -> StoredInteraction:
+        while True:
+            await self._commit_skipped()
+            if self._take(item := await self._receive.receive()):
+                return item
+
+    def receive_nowait(self) -> StoredInteraction:
+        while not self._take(item := self._receive.receive_nowait()):
+            pass
+        return item
+
+    async def aclose(self) -> None:
+        await self._receive.aclose()
 
 
 class Progress:
@@ -82,7 +163,7 @@ class Progress:
             self.status.last_error = error
         self._changed()
 
-    async def _until_stored(self, write: Callable[[], Awaitable[None]]) -> None:
+    async def _until_stored(self, write: Callable[[], Awaitable[T]]) -> T:
         """Retry a commit while the disk is full: the batch in hand is kept, not re-run."""
         backoff = Backoff(STORAGE_RETRY_INITIAL, STORAGE_RETRY_MAX)
         while True:
@@ -101,19 +182,27 @@ class Progress:
         self._changed()
 
     async def commit_batch(self, outcome: BatchOutcome) -> None:
-        """Commit a batch's results together with the watermark, then count it."""
-        await self._until_stored(lambda: self.store.commit_batch(self.name, outcome))
+        """Commit a batch's results together with the watermark, then count what was stored."""
+        stored = await self._until_stored(lambda: self.store.commit_batch(self.name, outcome))
         s = self.status
         if outcome.watermark is not None:
             s.watermark = max(s.watermark, outcome.watermark)
-            s.batches += 1
-        for run in outcome.runs:
+        s.batches += len({run.batch_id for run in stored.runs})  # as the store counts them
+        for run in stored.runs:
             s.llm_calls += run.usage.calls
             s.prompt_tokens += run.usage.prompt_tokens
             s.completion_tokens += run.usage.completion_tokens
             s.llm_ms += run.usage.ms
-        s.dead_letters += len(outcome.dead_letters) - len(outcome.resolved_dead_letters)
+        s.dead_letters += len(stored.dead_letters) - len(stored.resolved_dead_letters)
         s.last_batch_at = now()
+        self._changed()
+
+    def recount(self, totals: ObserverStatus) -> None:
+        """Take the totals the store counts now (after a forget erased some of the work)."""
+        s = self.status
+        s.batches, s.llm_calls, s.llm_ms = totals.batches, totals.llm_calls, totals.llm_ms
+        s.prompt_tokens, s.completion_tokens = totals.prompt_tokens, totals.completion_tokens
+        s.dead_letters, s.last_batch_at = totals.dead_letters, totals.last_batch_at
         self._changed()
 
 
@@ -122,9 +211,9 @@ class Observer(Protocol):
 
     name: str
 
-    async def start(
-        self, interactions: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress
-    ) -> None: ...
+    async def run(self, interactions: Feed, progress: Progress) -> None:
+        """Handle interactions for the daemon's whole life; returning is an error."""
+        ...
 
 
 class Hub:
@@ -140,6 +229,7 @@ class Hub:
         self._appended = trio.Event()
         self._changed = trio.Event()
         self.progress: dict[str, Progress] = {}
+        self.feeds: dict[str, Feed] = {}  # each observer's queue in its current life
 
     def observer(self, name: str) -> Observer | None:
         """The registered observer called `name`, if any."""
@@ -172,6 +262,18 @@ class Hub:
         while any(p.status.state == "distilling" for p in self.progress.values()):
             await self.changed()
 
+    async def forget(self, scope: str) -> Deleted:
+        """Erase a scope from the store and from every observer's queue; recount the totals."""
+        forgotten = await self.store.forget(scope, list(self.progress))
+        for name, progress in self.progress.items():  # no checkpoint since the erase committed
+            if name in self.feeds:
+                self.feeds[name].forget(scope, forgotten.through)
+            progress.recount(forgotten.totals[name])
+        deleted = forgotten.deleted
+        log.info("scope_forgotten", scope=scope, interactions=deleted.interactions,
+                 summaries=deleted.summaries, facts=deleted.facts)  # fmt: skip
+        return deleted
+
     def stop(self) -> None:
         """Ask observers to finish the batch in hand and take no new one."""
         for p in self.progress.values():
@@ -201,29 +303,40 @@ class Hub:
                 log.exception("observer_failed", observer=observer.name, restart_in=pause)
                 error = leaves(group)[0]  # the observer's own error, not the nurseries' wrappers
                 progress.set_state("idle", error=f"{type(error).__name__}: {error}")
-            else:
-                log.info("observer_finished", observer=observer.name)
-                return
             await trio.sleep(pause)
 
     async def _run(self, observer: Observer, progress: Progress) -> None:
-        """One life of an observer: a fresh channel fed from the stored watermark."""
-        send, receive = trio.open_memory_channel[StoredInteraction](self._capacity)
-        async with trio.open_nursery() as nursery, receive:
-            nursery.start_soon(self._feed, send, observer.name)
-            await observer.start(receive, progress)
-            nursery.cancel_scope.cancel()
+        """One life of an observer: a fresh channel fed from the stored watermark.
 
-    async def _feed(self, send: trio.MemorySendChannel[StoredInteraction], name: str) -> None:
+        `run` never returns normally: one that does would leave the watermark frozen without a
+        word, so it counts as a failure, logged and restarted like an exception.
+        """
+        send, receive = trio.open_memory_channel[StoredInteraction](self._capacity)
+        feed = self.feeds[observer.name] = Feed(receive, progress)
+        async with trio.open_nursery() as nursery, feed:
+            nursery.start_soon(self._feed, send, feed, observer.name)
+            await observer.run(feed, progress)
+            raise ObserverError(
+                f"observer {observer.name!r} returned from run; it must run until cancelled"
+            )
+
+    async def _feed(
+        self, send: trio.MemorySendChannel[StoredInteraction], feed: Feed, name: str
+    ) -> None:
         """Send the log from the watermark on; block (never drop) while the channel is full."""
         cursor = await self.store.watermark(name)  # the stored one: a restart redelivers
         async with send:
             while True:
-                appended = self._appended
+                appended, end = self._appended, self.store.last_seq
                 rows = await self.store.read_log(cursor, min(FEED_CHUNK, self._capacity))
                 if not rows:
+                    if end > cursor:  # the end of the log was forgotten before it was read
+                        cursor = end
+                        await feed.passed(end)
                     await appended.wait()
                     continue
                 for row in rows:
                     await send.send(row)
+                    feed.sent = row.seq
                 cursor = rows[-1].seq
+                self._notify_changed()

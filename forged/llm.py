@@ -20,7 +20,7 @@ from forged.errors import (
     UnsupportedMode,
 )
 from forged.models import FACT_KINDS, DistilledMemory, Fact, Usage
-from forged.plugins import load_object
+from forged.plugins import load_object, require_async
 from forged.prompt import ANSWER_SCHEMA, SCHEMA_HINT, SYSTEM_PROMPT, guided_schema
 from forged.tokens import estimate_tokens
 
@@ -241,6 +241,10 @@ def make_distiller(config: DistillerConfig) -> Distiller:
     """The distiller named by `[distiller] class`, or the OpenAI-compatible client."""
     if not config.class_:
         return OpenAIDistiller(config)
-    factory = load_object(config.class_, "distiller.class")
-    distiller: Distiller = factory(config)
+    key, spec = "distiller.class", config.class_
+    distiller: Distiller = load_object(spec, key)(config)
+    model = getattr(distiller, "model", None)
+    if not isinstance(model, str) or not model:
+        raise ConfigError(f"{key}: {spec} has no `model` (a non-empty str naming the model)")
+    require_async(distiller, "distill", key, spec)
     return distiller

@@ -277,6 +277,14 @@ class Deleted(msgspec.Struct):
     facts: int
 
 
+class Forgotten(msgspec.Struct, frozen=True):
+    """What forgetting a scope did, for whoever holds the scope's interactions in memory."""
+
+    deleted: Deleted
+    through: int  # the scope's last seq: every seq of the scope up to it is erased (0: none)
+    totals: dict[str, ObserverStatus]  # each observer's totals as they are on disk now
+
+
 class ForgetAnswer(msgspec.Struct):
     """Answer of `DELETE /v1/scopes/{scope}`."""
 

@@ -1,11 +1,35 @@
-"""Loading plugin classes (observers, distillers) named in config as `package.module:Name`."""
+"""The plugin API: loading observers and distillers named in config, checked before they run.
+
+An observer plugin is a class named in its own config table, `[observers.NAME]`, by `class =
+"package.module:Name"`. It is created with an `ObserverContext` (its name, its settings decoded
+into its own `Config` Struct, a read-only view of the store, a logger) and must have that `name`
+and an async `run(interactions, progress)` that lives as long as the daemon. Every check happens
+at start and fails as a config error naming what is missing, never after the first interaction.
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import inspect
+from typing import Any, Generic, TypeVar
 
+import msgspec
+import structlog
+
+from forged.config import Config, RecallConfig, decode_table
 from forged.errors import ConfigError
+from forged.hub import Observer
+from forged.models import (
+    FactsPage,
+    MemoryItem,
+    StoredInteraction,
+    SummariesPage,
+)
+from forged.recall import Recall, SearchQuery
+from forged.store import Store
+
+C = TypeVar("C")
+BUILT_IN = frozenset({"distill"})  # observer names forged itself uses
 
 
 def load_object(spec: str, key: str) -> Any:
@@ -21,3 +45,118 @@ def load_object(spec: str, key: str) -> Any:
         return getattr(module, attr)
     except AttributeError:
         raise ConfigError(f"{key}: module {module_name!r} has no {attr!r}") from None
+
+
+def require_async(obj: object, method: str, key: str, spec: str) -> None:
+    """Fail at load time when `obj` lacks the async method the daemon will await."""
+    if not inspect.iscoroutinefunction(getattr(obj, method, None)):
+        raise ConfigError(f"{key}: {spec} has no async method `{method}`")
+
+
+class StoreView:
+    """What a plugin may read: the interaction log, watermarks and distilled memory; no writes."""
+
+    def __init__(self, store: Store, recall: RecallConfig) -> None:
+        self._store = store
+        self._recall = Recall(store, recall)
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the newest stored interaction (0 when the log is empty)."""
+        return int(self._store.last_seq)
+
+    @property
+    def count(self) -> int:
+        """How many interactions the log holds."""
+        return int(self._store.count)
+
+    async def read_log(self, after: int, limit: int) -> list[StoredInteraction]:
+        """Up to `limit` interactions with seq greater than `after`, in seq order."""
+        return await self._store.read_log(after, limit)
+
+    async def watermark(self, observer: str) -> int:
+        """Every seq up to this one is done for `observer`."""
+        return await self._store.watermark(observer)
+
+    async def search(self, query: SearchQuery) -> list[MemoryItem]:
+        """Facts and summaries ranked as `GET /v1/search` ranks them."""
+        return await self._recall.search(query)
+
+    async def facts(
+        self, scope: str | None = None, kind: str | None = None, after: int = 0, limit: int = 100
+    ) -> FactsPage:
+        """A page of stored facts, oldest first, as `GET /v1/facts` pages them."""
+        return await self._recall.facts(scope, kind, after, limit)
+
+    async def summaries(
+        self, scope: str | None = None, after: int = 0, limit: int = 100
+    ) -> SummariesPage:
+        """A page of stored summaries, oldest first."""
+        return await self._recall.summaries(scope, after, limit)
+
+
+class ObserverContext(Generic[C]):
+    """What an observer plugin is created with."""
+
+    def __init__(self, name: str, config: C, store: StoreView) -> None:
+        self.name = name  # the table's name: the observer's watermark, status and log name
+        self.config = config  # its table decoded into the plugin's `Config` (None without one)
+        self.store = store
+        self.log = structlog.get_logger(f"forged.observers.{name}").bind(observer=name)
+
+
+def _settings(cls: Any, table: dict[str, Any], key: str, spec: str) -> Any:
+    """The table (less `class`) decoded into the plugin's `Config`, with forged's own errors."""
+    settings = {k: v for k, v in table.items() if k != "class"}
+    config_type = getattr(cls, "Config", None)
+    if config_type is None:
+        if settings:
+            raise ConfigError(
+                f"{key}.{next(iter(settings))}: unknown key ({spec} takes no settings)"
+            )
+        return None
+    if not (isinstance(config_type, type) and issubclass(config_type, msgspec.Struct)):
+        raise ConfigError(f"{key}: {spec}.Config must be a msgspec.Struct")
+    return decode_table(settings, config_type, key)
+
+
+def _resolve(name: str, table: dict[str, Any]) -> tuple[Any, Any, str]:
+    """Import and check one plugin class and decode its settings: (class, settings, spec)."""
+    key = f"observers.{name}"
+    if name in BUILT_IN:
+        raise ConfigError(f"{key}: {name!r} is the name of a built-in observer; choose another")
+    spec = table.get("class")
+    if not isinstance(spec, str):
+        raise ConfigError(f"{key}.class: missing; name the plugin as 'package.module:Class'")
+    cls = load_object(spec, f"{key}.class")
+    require_async(cls, "run", key, spec)
+    return cls, _settings(cls, table, key, spec), spec
+
+
+def check_observers(config: Config) -> None:
+    """Import every observer plugin and decode its settings; raise ConfigError on the first fault."""
+    for name, table in config.observers.items():
+        _resolve(name, table)
+
+
+def load_observers(config: Config, store: Store) -> list[Observer]:
+    """Create every observer plugin of the config, each with its context, checked."""
+    view = StoreView(store, config.recall)
+    observers: list[Observer] = []
+    for name, table in config.observers.items():
+        cls, settings, spec = _resolve(name, table)
+        try:
+            observer = cls(ObserverContext(name, settings, view))
+        except Exception as exc:  # a plugin's own failure to start: one line, not a traceback
+            raise ConfigError(
+                f"observers.{name}: {spec} failed to start: {type(exc).__name__}: {exc}"
+            ) from exc
+        actual = getattr(observer, "name", None)
+        if actual != name:
+            found = "has no `name`" if actual is None else f"is named {actual!r}"
+            raise ConfigError(
+                f"observers.{name}: {spec} {found}; an observer takes its table's name"
+                f" (set `self.name = context.name`)"
+            )
+        observers.append(observer)
+    return observers

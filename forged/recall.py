@@ -1,4 +1,4 @@
-"""Recall: full-text search with recency decay, token-budgeted context, listing and forgetting."""
+"""Recall: full-text search with recency decay, token-budgeted context, and listing."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import msgspec
-import structlog
 
 from forged.config import RecallConfig
 from forged.models import (
     ContextAnswer,
-    Deleted,
     FactsPage,
     MemoryItem,
     MemoryType,
@@ -22,7 +20,7 @@ from forged.models import (
     StoredSummary,
     SummariesPage,
 )
-from forged.store import Store, atomic
+from forged.store import Store
 from forged.tokens import estimate_tokens
 
 MAX_QUERY_TERMS = 64  # words of a query that are searched; an agent may pass a whole message
@@ -38,7 +36,6 @@ CONTEXT_CLOSE = "</memory>"
 FRAME_TOKENS = estimate_tokens(CONTEXT_OPEN) + estimate_tokens(CONTEXT_CLOSE)  # cost of no items
 PAGE_DEFAULT = 100  # facts or summaries in a listing page when the request gives no limit
 PAGE_MAX = 1000  # largest listing page a request may ask for
-CHECKPOINT_ATTEMPTS = 3  # TRUNCATE checkpoints tried while readers hold old snapshots
 
 _DELIMITER = re.compile(r"<(\s*/?\s*memory)", re.IGNORECASE)  # text must not close the block
 _QUOTE_MARK = "\u2039"  # SINGLE LEFT-POINTING ANGLE QUOTATION MARK stands in for a delimiter's "<"
@@ -69,8 +66,6 @@ _FACT_COLUMNS = (
     " batch_id"
 )
 _SUMMARY_COLUMNS = "id, scope, session, text, created_at, first_seq, last_seq, batch_id, observer"
-
-log = structlog.get_logger("forged.recall")
 
 
 class SearchQuery(msgspec.Struct, frozen=True):
@@ -233,45 +228,6 @@ def list_summaries(
     return SummariesPage(summaries=summaries, next=next_cursor)
 
 
-def _erase(conn: sqlite3.Connection, scope: str) -> Deleted:
-    """Delete the scope's rows in one transaction; the triggers drop its index entries."""
-    with atomic(conn):
-        conn.execute(
-            "DELETE FROM dead_letters WHERE seq IN (SELECT seq FROM interactions WHERE scope = ?)",
-            (scope,),
-        )
-        conn.execute("DELETE FROM distill_runs WHERE scope = ?", (scope,))
-        counts = [
-            conn.execute(f"DELETE FROM {table} WHERE scope = ?", (scope,)).rowcount
-            for table in ("interactions", "summaries", "facts")
-        ]
-        if any(counts):  # merge the index segments so deleted terms are not left in old ones
-            conn.execute("INSERT INTO facts_fts (facts_fts) VALUES ('optimize')")
-            conn.execute("INSERT INTO summaries_fts (summaries_fts) VALUES ('optimize')")
-    return Deleted(*counts)
-
-
-def _checkpoint(conn: sqlite3.Connection) -> bool:
-    """Copy the WAL into the database and truncate it, so old page images leave the disk."""
-    for _ in range(CHECKPOINT_ATTEMPTS):
-        (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        if not busy:
-            return True
-    return False
-
-
-def forget(conn: sqlite3.Connection, scope: str) -> Deleted:
-    """Erase everything of a scope for real: rows, index terms, and their copies in the WAL.
-
-    With `secure_delete` on, freed space is overwritten with zeros; the checkpoint then moves the
-    zeroed pages into the database file and empties the WAL.
-    """
-    deleted = _erase(conn, scope)
-    if not _checkpoint(conn):
-        log.warning("forget_checkpoint_busy", scope=scope)
-    return deleted
-
-
 class Recall:
     """Recall over a store, with the configured decay, limits and budget."""
 
@@ -292,14 +248,3 @@ class Recall:
 
     async def summaries(self, scope: str | None, after: int, limit: int) -> SummariesPage:
         return await self.store.read(list_summaries, scope, after, limit)
-
-    async def forget(self, scope: str) -> Deleted:
-        known = scope in self.store.forgotten
-        self.store.forgotten[scope] = self.store.last_seq  # before: a batch may commit meanwhile
-        deleted = await self.store.write(forget, scope)
-        if not (known or deleted.interactions or deleted.summaries or deleted.facts):
-            del self.store.forgotten[scope]  # it never existed: nothing may stay for it
-        self.store.count -= deleted.interactions
-        log.info("scope_forgotten", scope=scope, interactions=deleted.interactions,
-                 summaries=deleted.summaries, facts=deleted.facts)  # fmt: skip
-        return deleted

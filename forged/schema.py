@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 
-
 from forged.errors import StoreError
 from forged.timestamps import now
 

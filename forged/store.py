@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
+import structlog
 import trio
 
+from forged.backup import DatabaseLock
 from forged.errors import StorageFull, StoreError
 from forged.models import (
     BatchOutcome,
     DeadLetterInfo,
+    Deleted,
+    Forgotten,
     Message,
     NewInteraction,
     ObserverStatus,
@@ -26,7 +30,6 @@ from forged.models import (
 from forged.schema import migrate
 from forged.timestamps import now
 
-P = ParamSpec("P")
 T = TypeVar("T")
 
 _MESSAGES = msgspec.json.Decoder(list[Message])
@@ -57,6 +60,21 @@ _READ_LOG = """
     SELECT seq, scope, session, timestamp, tokens, messages FROM interactions
     WHERE seq > ? ORDER BY seq LIMIT ?
 """
+# Every table holding a scope's rows, and which rows are the scope's: forgetting deletes them in
+# this order (dead letters name a seq, not a scope, so they go before the interactions).
+# A new table of per-scope rows is one more line; full-text indexes follow their content tables
+# through triggers and are found by `_fts_tables`.
+_SCOPE_ROWS = {
+    "dead_letters": "seq IN (SELECT seq FROM interactions WHERE scope = :scope)",
+    "distill_runs": "scope = :scope",
+    "interactions": "scope = :scope",
+    "summaries": "scope = :scope",
+    "facts": "scope = :scope",
+}
+CHECKPOINT_ATTEMPTS = 3  # TRUNCATE checkpoints tried while readers hold old snapshots
+
+
+log = structlog.get_logger("forged.store")
 
 
 def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
@@ -111,9 +129,29 @@ def _append(
     return accepted, last_seq
 
 
-def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome) -> None:
+def _logged(conn: sqlite3.Connection, seq: int) -> bool:
+    return conn.execute("SELECT 1 FROM interactions WHERE seq = ?", (seq,)).fetchone() is not None
+
+
+def _still_logged(conn: sqlite3.Connection, outcome: BatchOutcome) -> BatchOutcome:
+    """The part of a batch whose interactions are still in the log.
+
+    A scope forgotten while its interactions were with an observer must not come back with
+    the answer. Forgetting erases every seq of the scope up to its last one, so the results,
+    runs and dead letters of a scope whose first seq is gone were forgotten, all of them.
+    """
+    return msgspec.structs.replace(
+        outcome,
+        results=[r for r in outcome.results if _logged(conn, r.first_seq)],
+        dead_letters=[d for d in outcome.dead_letters if _logged(conn, d.seq)],
+        runs=[r for r in outcome.runs if _logged(conn, r.first_seq)],
+    )
+
+
+def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome) -> BatchOutcome:
     created = now()
     with atomic(conn):
+        outcome = _still_logged(conn, outcome)
         for r in outcome.results:
             conn.execute(
                 "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
@@ -151,10 +189,14 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
             "INSERT INTO dead_letters (observer, seq, reason, raw, created_at) VALUES (?, ?, ?, ?, ?)",
             ((observer, d.seq, d.reason, d.raw, created) for d in outcome.dead_letters),
         )
-        conn.executemany(
-            "UPDATE dead_letters SET resolved_at = ? WHERE id = ? AND resolved_at IS NULL",
-            ((created, i) for i in outcome.resolved_dead_letters),
-        )
+        resolved = [
+            i
+            for i in outcome.resolved_dead_letters
+            if conn.execute(
+                "UPDATE dead_letters SET resolved_at = ? WHERE id = ? AND resolved_at IS NULL",
+                (created, i),
+            ).rowcount
+        ]
         conn.executemany(
             "INSERT INTO distill_runs (observer, batch_id, model, scope, interactions, first_seq,"
             " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error, created_at)"
@@ -181,6 +223,7 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
         )
         if outcome.watermark is not None:
             _set_watermark(conn, observer, outcome.watermark)
+    return msgspec.structs.replace(outcome, resolved_dead_letters=resolved)
 
 
 def _set_watermark(conn: sqlite3.Connection, observer: str, seq: int) -> None:
@@ -218,6 +261,50 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
     )
 
 
+def _fts_tables(conn: sqlite3.Connection) -> list[str]:
+    """Every full-text index in the schema."""
+    sql = "SELECT name FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL TABLE % USING fts5%'"
+    return [name for (name,) in conn.execute(sql)]
+
+
+def _checkpoint(conn: sqlite3.Connection) -> bool:
+    """Copy the WAL into the database and truncate it, so old page images leave the disk."""
+    for _ in range(CHECKPOINT_ATTEMPTS):
+        (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if not busy:
+            return True
+    return False
+
+
+def _forget(conn: sqlite3.Connection, scope: str, observers: list[str]) -> Forgotten:
+    """Erase every row of a scope in one transaction, then its copies in the WAL.
+
+    The triggers drop the rows' index entries; merging each index's segments leaves no deleted
+    term in an old one. With `secure_delete` on, freed space is overwritten with zeros; the
+    checkpoint then moves the zeroed pages into the database file and empties the WAL.
+    """
+    with atomic(conn):
+        sql = "SELECT coalesce(max(seq), 0) FROM interactions WHERE scope = ?"
+        (through,) = conn.execute(sql, (scope,)).fetchone()
+        erased = {
+            table: conn.execute(f"DELETE FROM {table} WHERE {rows}", {"scope": scope}).rowcount
+            for table, rows in _SCOPE_ROWS.items()
+        }
+        if any(erased.values()):
+            for fts in _fts_tables(conn):
+                conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('optimize')")
+        totals = {name: _observer_totals(conn, name) for name in observers}
+    if any(erased.values()) and not _checkpoint(conn):
+        log.warning("forget_checkpoint_busy", scope=scope)
+    deleted = Deleted(erased["interactions"], erased["summaries"], erased["facts"])
+    return Forgotten(deleted, through, totals)
+
+
+def _commit_watermark(conn: sqlite3.Connection, observer: str, seq: int) -> None:
+    with atomic(conn):
+        _set_watermark(conn, observer, seq)
+
+
 class Store:
     """The database, opened once: a writer connection behind a `CapacityLimiter(1)` and a reader.
 
@@ -229,6 +316,7 @@ class Store:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         # memory is private: SQLite gives the -wal and -shm files the mode of the database file
         Path(path).touch(mode=0o600, exist_ok=True)
+        self._claim = DatabaseLock(path)  # no restore replaces the file while it is open here
         try:
             self._writer = _connect(path, busy_timeout_ms)
             self.schema_version = migrate(self._writer)
@@ -237,18 +325,23 @@ class Store:
                 "SELECT coalesce(max(seq), 0), count(*) FROM interactions"
             ).fetchone()
         except sqlite3.Error as exc:
+            self._claim.release()
             raise _translate(exc) from exc
         self.path = path
-        self.forgotten: dict[str, int] = {}  # scope -> last seq when it was forgotten
         self._write_limiter = trio.CapacityLimiter(1)
         self._read_limiter = trio.CapacityLimiter(1)
 
     def close(self) -> None:
         self._reader.close()
         self._writer.close()
+        self._claim.release()
 
-    async def write(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(writer_connection, *args)` in a thread, one writer at a time."""
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(writer_connection, *args)` in a thread, one writer at a time.
+
+        Only the named write methods below call it, each with a function that writes inside
+        `atomic()`: every write is a transaction the store owns.
+        """
         return await trio.to_thread.run_sync(
             self._call, fn, self._writer, args, limiter=self._write_limiter
         )
@@ -268,7 +361,7 @@ class Store:
 
     async def append(self, requests: list[list[NewInteraction]]) -> list[int]:
         """Commit the interactions of several requests together; return what each added."""
-        accepted, self.last_seq = await self.write(_append, requests)
+        accepted, self.last_seq = await self._write(_append, requests)
         self.count += sum(accepted)
         return accepted
 
@@ -277,20 +370,23 @@ class Store:
         rows = await self.read(lambda c: c.execute(_READ_LOG, (after, limit)).fetchall())
         return [_row_to_interaction(r) for r in rows]
 
-    async def commit_batch(self, observer: str, outcome: BatchOutcome) -> None:
+    async def commit_batch(self, observer: str, outcome: BatchOutcome) -> BatchOutcome:
         """Write a batch's results, dead letters, runs and watermark in one transaction.
 
-        Results of a scope forgotten while the batch was with the LLM are dropped: forgetting
-        must not be undone by an answer that arrives late. (After a restart such a batch is
-        read again from the log, where the forgotten interactions no longer are.)
+        What belongs to interactions forgotten while the batch was with the observer is left
+        out: forgetting must not be undone by an answer that arrives late. Returns what was
+        written.
         """
-        kept = [r for r in outcome.results if r.last_seq > self.forgotten.get(r.scope, 0)]
-        if len(kept) < len(outcome.results):
-            outcome = msgspec.structs.replace(outcome, results=kept)
-        await self.write(_commit_batch, observer, outcome)
+        return await self._write(_commit_batch, observer, outcome)
 
     async def set_watermark(self, observer: str, seq: int) -> None:
-        await self.write(lambda c: _with_atomic(c, _set_watermark, observer, seq))
+        await self._write(_commit_watermark, observer, seq)
+
+    async def forget(self, scope: str, observers: Iterable[str] = ()) -> Forgotten:
+        """Erase everything of a scope for good, and total the observers' work that is left."""
+        forgotten = await self._write(_forget, scope, list(observers))
+        self.count -= forgotten.deleted.interactions
+        return forgotten
 
     async def watermark(self, observer: str) -> int:
         """Every seq up to this one is done for the observer."""
@@ -331,8 +427,3 @@ class Store:
             )
             for r in rows
         ]
-
-
-def _with_atomic(conn: sqlite3.Connection, fn: Callable[..., None], *args: Any) -> None:
-    with atomic(conn):
-        fn(conn, *args)

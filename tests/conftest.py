@@ -10,6 +10,7 @@ import pytest
 import trio
 
 from tests.fakellm import FakeLLM
+from tests.observers import Recorder
 
 # A test that asks for one of these starts a daemon or a server: `make check` leaves it out.
 INTEGRATION_FIXTURES = frozenset({"fake_llm", "short_tmp", "daemon", "sock_dir"})
@@ -38,3 +39,10 @@ async def fake_llm(nursery: trio.Nursery) -> FakeLLM:
     llm = FakeLLM()
     await nursery.start(llm.serve)
     return llm
+
+
+@pytest.fixture
+def recorder() -> Iterator[type[Recorder]]:
+    """The recording plugin, reset: nothing seen, held back until the test sets its gate."""
+    Recorder.seen, Recorder.gate, Recorder.fail_once_at, Recorder.lives = [], trio.Event(), None, 0
+    yield Recorder

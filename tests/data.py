@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import trio
+
+from forged.store import atomic
+
+T = TypeVar("T")
 
 _FACT = re.compile(r"^Interaction (\d+) was")  # the fake LLM's fact names the seq it covers
 
@@ -56,3 +63,17 @@ def summaries_per_seq(db: str | Path) -> dict[int, int]:
         for seq in range(first, last + 1):
             counts[seq] = counts.get(seq, 0) + 1
     return counts
+
+
+async def write_rows(db: str, write: Callable[[sqlite3.Connection], T]) -> T:
+    """Write rows as another process would: its own connection, one transaction."""
+
+    def run() -> T:
+        conn = sqlite3.connect(db, isolation_level=None)
+        try:
+            with atomic(conn):
+                return write(conn)
+        finally:
+            conn.close()
+
+    return await trio.to_thread.run_sync(run)

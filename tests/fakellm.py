@@ -209,6 +209,7 @@ class FakeLLM:
 
     def __init__(self, *, port: int = 0, latency: float = 0.0, model: str = "fake-model") -> None:
         self.latency = latency  # seconds of simulated model time before each completion answer
+        self.gate: trio.Event | None = None  # when set to an Event, answers wait until it is set
         self.model = model  # listed by /v1/models
         self.script: collections.deque[str] = collections.deque()  # one behaviour per call
         self.default = "ok"  # behaviour once the script is empty
@@ -368,6 +369,8 @@ class FakeLLM:
         if behaviour == "hang":
             await _until_closed(stream)
             return None
+        if self.gate is not None:
+            await self.gate.wait()
         await trio.sleep(self.latency)
         if behaviour not in CONTENT_BEHAVIOURS:
             return _error(behaviour, prompt_tokens)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import msgspec
 import trio
 
-from forged.hub import Progress
-from forged.models import StoredInteraction
+from forged.hub import Feed, Progress
+from forged.plugins import ObserverContext
 
 
 class Recorder:
@@ -19,9 +20,10 @@ class Recorder:
     fail_once_at: ClassVar[int | None] = None  # raise when this seq arrives, the first time only
     lives: ClassVar[int] = 0
 
-    async def start(
-        self, interactions: trio.MemoryReceiveChannel[StoredInteraction], progress: Progress
-    ) -> None:
+    def __init__(self, context: ObserverContext[None]) -> None:
+        self.context = context
+
+    async def run(self, interactions: Feed, progress: Progress) -> None:
         type(self).lives += 1
         await type(self).gate.wait()
         async for item in interactions:
@@ -30,3 +32,83 @@ class Recorder:
                 raise RuntimeError(f"plugin failed at seq {item.seq}")
             type(self).seen.append(item.seq)
             await progress.commit(item.seq)
+
+
+class Quitter:
+    """Commits the first interaction it gets, then returns: a plugin bug the hub must report."""
+
+    lives: ClassVar[int] = 0
+
+    def __init__(self, context: ObserverContext[None]) -> None:
+        self.name = context.name
+
+    async def run(self, interactions: Feed, progress: Progress) -> None:
+        type(self).lives += 1
+        await progress.commit((await interactions.receive()).seq)
+
+
+class Threshold(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Settings of `Configured`."""
+
+    label: str
+    limit: int = msgspec.field(default=10)
+
+
+class Configured:
+    """Keeps its context, to show what a plugin is given."""
+
+    Config = Threshold
+    last: ClassVar[ObserverContext[Threshold] | None] = None
+
+    def __init__(self, context: ObserverContext[Threshold]) -> None:
+        self.name = context.name
+        self.context = context
+        type(self).last = context
+
+    async def run(self, interactions: Feed, progress: Progress) -> None:
+        async for item in interactions:
+            await progress.commit(item.seq)
+
+
+class NoRun:
+    """Forgot its `run`."""
+
+    name = "norun"
+
+    def __init__(self, context: ObserverContext[None]) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+
+class BlockingRun:
+    """A `run` that is not async."""
+
+    name = "blocking"
+
+    def __init__(self, context: ObserverContext[None]) -> None:
+        pass
+
+    def run(self, interactions: object, progress: object) -> None:
+        pass
+
+
+class Broken:
+    """Cannot start: its constructor raises."""
+
+    def __init__(self, context: ObserverContext[None]) -> None:
+        raise OSError(13, "Permission denied")
+
+    async def run(self, interactions: object, progress: object) -> None:
+        pass
+
+
+class Nameless:
+    """Never sets its name."""
+
+    def __init__(self, context: ObserverContext[None]) -> None:
+        pass
+
+    async def run(self, interactions: object, progress: object) -> None:
+        pass

@@ -16,3 +16,25 @@ class PreferenceDistiller:
         lines = [line.split(": ", 1)[-1] for line in transcript.splitlines() if "prefer" in line]
         facts = [Fact(kind="preference", text=line) for line in lines]
         return DistilledMemory(summary=f"{len(facts)} preferences stated.", facts=facts)
+
+
+class Modelless:
+    """Forgets to say which model it is."""
+
+    def __init__(self, config: DistillerConfig) -> None:
+        pass
+
+    async def distill(self, transcript: str) -> DistilledMemory:
+        return DistilledMemory(summary="", facts=[])
+
+
+class Blocking:
+    """A `distill` that is not async."""
+
+    model = "blocking"
+
+    def __init__(self, config: DistillerConfig) -> None:
+        pass
+
+    def distill(self, transcript: str) -> DistilledMemory:
+        return DistilledMemory(summary="", facts=[])

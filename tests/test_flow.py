@@ -112,7 +112,8 @@ async def test_secrets_never_reach_the_database_or_the_llm(
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     pushed = [
         interaction(
-            f"chat-{i}", messages=[{"role": "user", "name": "alice", "text": f"here you go: {secret} thanks"}]
+            f"chat-{i}",
+            messages=[{"role": "user", "name": "alice", "text": f"here you go: {secret} thanks"}],
         )
         for i, (_, secret) in enumerate(SECRETS)
     ]

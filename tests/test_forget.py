@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import trio
 
@@ -15,16 +16,12 @@ from forged.config import Config, load_config
 from forged.daemon import Running
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
+from tests.observers import Recorder
 
 SECRET_WORD = "Zanzibarquokka"  # what the forgotten scope talked about
 KEPT_WORD = "Keepsakewombat"  # what the other scope talked about
 POISON = "Poisonpill"  # the fake LLM cannot distil this one: it becomes a dead letter
-TABLES_BY_SCOPE = {
-    "interactions": "SELECT count(*) FROM interactions WHERE scope = ?",
-    "summaries": "SELECT count(*) FROM summaries WHERE scope = ?",
-    "facts": "SELECT count(*) FROM facts WHERE scope = ?",
-    "distill_runs": "SELECT count(*) FROM distill_runs WHERE scope = ?",
-}
+NOT_PER_SCOPE = {"watermarks", "schema_migrations", "sqlite_sequence"}  # hold no scope's rows
 
 
 def said(n: int, scope: str, word: str) -> dict[str, Any]:
@@ -42,6 +39,37 @@ def said(n: int, scope: str, word: str) -> dict[str, Any]:
 def count(db: str, sql: str, *args: Any) -> int:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         return int(conn.execute(sql, args).fetchone()[0])
+
+
+def traces(db: str, scope: str, seqs: list[int], words: list[str]) -> dict[str, int]:
+    """Rows of every table that belong to the scope's `seqs`, and index entries for `words`.
+
+    Every table is looked at, so a table added later is checked too: one holding a scope's
+    rows names its scope or its seq, or this says that it cannot tell.
+    """
+    found: dict[str, int] = {}
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        tables = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+        fts = [name for name, sql in tables if "using fts5" in sql.lower()]
+        for name, _ in tables:
+            columns = {row[1] for row in conn.execute(f"PRAGMA table_info({name})")}
+            seq = next((c for c in ("first_seq", "seq") if c in columns), None)
+            if name in fts:
+                sql = f"SELECT count(*) FROM {name} WHERE {name} MATCH ?"
+                found[name] = sum(conn.execute(sql, (f'"{w}"',)).fetchone()[0] for w in words)
+            elif name in NOT_PER_SCOPE or any(name.startswith(f"{f}_") for f in fts):
+                continue
+            elif "scope" in columns:
+                where = "scope = ?" + (f" AND {seq} <= {max(seqs)}" if seq else "")
+                found[name] = conn.execute(f"SELECT count(*) FROM {name} WHERE {where}",
+                                           (scope,)).fetchone()[0]  # fmt: skip
+            elif seq is not None:
+                marks = ", ".join("?" * len(seqs))
+                sql = f"SELECT count(*) FROM {name} WHERE {seq} IN ({marks})"
+                found[name] = conn.execute(sql, seqs).fetchone()[0]
+            else:
+                raise AssertionError(f"{name} has no scope and no seq: how is it forgotten?")
+    return found
 
 
 def database_bytes(db: str) -> bytes:
@@ -71,7 +99,7 @@ async def test_forget_answers_what_it_erased(
     """The answer counts the scope's interactions, summaries and facts."""
     config, _, client = distilled
     db = config.store.path
-    summaries = count(db, TABLES_BY_SCOPE["summaries"], "secret")
+    summaries = count(db, "SELECT count(*) FROM summaries WHERE scope = ?", "secret")
     response = await client.delete("/v1/scopes/secret")
     assert response.status_code == 200, response.text
     assert response.json() == {"deleted": {"interactions": 7, "summaries": summaries, "facts": 6}}
@@ -80,18 +108,33 @@ async def test_forget_answers_what_it_erased(
 async def test_forget_erases_every_row_of_the_scope_and_only_it(
     distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
-    """Interactions, summaries, facts, runs and dead letters of the scope go; the other stays."""
+    """Every table's rows and index entries of the scope go; the other scope's stay."""
     config, _, client = distilled
     db = config.store.path
-    assert count(db, "SELECT count(*) FROM dead_letters") == 1
-    kept = {table: count(db, sql, "kept") for table, sql in TABLES_BY_SCOPE.items()}
+    secret = traces(db, "secret", list(range(1, 8)), [SECRET_WORD, POISON])
+    kept = traces(db, "kept", list(range(8, 14)), [KEPT_WORD])
+    assert secret["dead_letters"] == 1
+    assert min(secret[t] for t in ("interactions", "summaries", "facts", "distill_runs")) > 0
+    assert secret["facts_fts"] > 0  # summaries do not quote the words; facts do
     await client.delete("/v1/scopes/secret")
-    assert {
-        table: count(db, sql, "secret") for table, sql in TABLES_BY_SCOPE.items()
-    } == dict.fromkeys(TABLES_BY_SCOPE, 0)
-    assert count(db, "SELECT count(*) FROM dead_letters") == 0
-    assert {table: count(db, sql, "kept") for table, sql in TABLES_BY_SCOPE.items()} == kept
-    assert min(kept.values()) > 0
+    assert traces(db, "secret", list(range(1, 8)), [SECRET_WORD, POISON]) == dict.fromkeys(
+        secret, 0
+    )
+    assert traces(db, "kept", list(range(8, 14)), [KEPT_WORD]) == kept
+
+
+async def test_forget_takes_the_erased_work_out_of_the_status_totals(
+    distilled: tuple[Config, Running, httpx.AsyncClient],
+) -> None:
+    """/v1/status counts the batches, calls and tokens left on disk, as a restart would."""
+    _, api, client = distilled
+    before = (await client.get("/v1/status")).json()["observers"][0]
+    await client.delete("/v1/scopes/secret")
+    after = (await client.get("/v1/status")).json()["observers"][0]
+    on_disk = msgspec.to_builtins(await api.store.observer_totals("distill"))
+    totals = ("batches", "llm_calls", "prompt_tokens", "completion_tokens", "dead_letters")
+    assert {k: after[k] for k in totals} == {k: on_disk[k] for k in totals}
+    assert (after["llm_calls"], after["dead_letters"]) < (before["llm_calls"], 1)
 
 
 async def test_forgotten_memory_is_not_found_again(
@@ -164,18 +207,104 @@ async def test_forget_needs_delete(distilled: tuple[Config, Running, httpx.Async
     assert response.json()["error"]["message"] == "/v1/scopes/secret accepts DELETE"
 
 
+async def _queued(api: Running, seq: int, observer: str = "distill") -> None:
+    """Return once the hub has put `seq` into the observer's queue."""
+    while api.hub.feeds[observer].sent < seq:
+        await api.hub.changed()
+
+
 async def test_a_batch_in_flight_brings_nothing_back(short_tmp: Path, fake_llm: FakeLLM) -> None:
-    """Forgetting a scope while its batch is with the LLM: the late answer is not stored."""
-    fake_llm.latency = 0.5
+    """Forgetting a scope while its batch is with the LLM: nothing of the late answer is stored."""
+    fake_llm.gate = trio.Event()
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     with trio.fail_after(30):
-        async with running_daemon(config), socket_client(config.server.socket) as client:
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
             await client.post(
                 "/v1/interactions", json=[said(n, "gone", SECRET_WORD) for n in range(3)]
             )
             await fake_llm.wait_for_calls(1)
             assert (await client.delete("/v1/scopes/gone")).status_code == 200
+            fake_llm.gate.set()
+            status = await wait_for_watermark(client, 3)
+            on_disk = msgspec.to_builtins(await api.store.observer_totals("distill"))
+    assert traces(config.store.path, "gone", [1, 2, 3], [SECRET_WORD]) == {
+        "interactions": 0, "summaries": 0, "facts": 0, "dead_letters": 0, "distill_runs": 0,
+        "facts_fts": 0, "summaries_fts": 0,
+    }  # fmt: skip
+    (distill,) = status["observers"]
+    assert (distill["llm_calls"], distill["batches"]) == (on_disk["llm_calls"], 0)
+
+
+async def test_what_was_queued_when_a_scope_was_forgotten_does_not_come_back(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """A in flight, B1 queued, forget, then B2: only B2 is distilled into the scope again."""
+    fake_llm.gate = trio.Event()
+    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
+    with trio.fail_after(30):
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+            await client.post("/v1/interactions", json=said(1, "fz", "Alphaquokka"))
+            await fake_llm.wait_for_calls(1)
+            await client.post("/v1/interactions", json=said(2, "fz", SECRET_WORD))
+            await _queued(api, 2)
+            assert (await client.delete("/v1/scopes/fz")).json()["deleted"]["interactions"] == 2
+            await client.post("/v1/interactions", json=said(3, "fz", KEPT_WORD))
+            await _queued(api, 3)
+            fake_llm.gate.set()
             await wait_for_watermark(client, 3)
-    with sqlite3.connect(config.store.path) as conn:
-        counts = [conn.execute(sql, ("gone",)).fetchone()[0] for sql in TABLES_BY_SCOPE.values()]
-    assert counts[:3] == [0, 0, 0]
+            facts = (await client.get("/v1/facts", params={"scope": "fz"})).json()["facts"]
+            found = await client.get("/v1/search", params={"q": SECRET_WORD, "scope": "fz"})
+    assert [(f["first_seq"], f["last_seq"]) for f in facts] == [(3, 3)]
+    assert KEPT_WORD in facts[0]["text"]
+    assert found.json() == {"results": []}
+    left = traces(config.store.path, "fz", [1, 2], [SECRET_WORD, "Alphaquokka"])
+    assert set(left.values()) == {0}
+
+
+async def test_no_observer_sees_what_was_queued_before_a_forget(
+    short_tmp: Path, fake_llm: FakeLLM, recorder: type[Recorder]
+) -> None:
+    """A plugin holding back: the forgotten scope's queued interactions never reach it."""
+    config = load_config(
+        write_config(
+            short_tmp,
+            fake_llm.base_url,
+            distill={"enabled": False},
+            observers={"recorder": {"class": "tests.observers:Recorder"}},
+        ),
+        {},
+    )
+    with trio.fail_after(30):
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+            pushed = [said(1, "fz", SECRET_WORD), said(2, "kept", KEPT_WORD)]
+            await client.post("/v1/interactions", json=[*pushed, said(3, "fz", SECRET_WORD)])
+            await _queued(api, 3, "recorder")
+            await client.delete("/v1/scopes/fz")
+            await client.post("/v1/interactions", json=said(4, "fz", KEPT_WORD))
+            recorder.gate.set()
+            while api.hub.backlog():
+                await api.hub.changed()
+    assert recorder.seen == [2, 4]
+
+
+async def test_forgetting_a_backlog_leaves_none(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """A scope forgotten while its interactions wait, in the queue and in the log: the watermark
+    moves over them and no backlog is left."""
+    fake_llm.gate = trio.Event()
+    config = load_config(
+        write_config(short_tmp, fake_llm.base_url, distill={"channel_capacity": 2}), {}
+    )
+    with trio.fail_after(30):
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+            await client.post("/v1/interactions", json=said(0, "fz", SECRET_WORD))
+            await fake_llm.wait_for_calls(1)
+            await client.post(
+                "/v1/interactions", json=[said(n, "fz", SECRET_WORD) for n in range(1, 9)]
+            )
+            await _queued(api, 3)  # two queued, one in the hub's hand, six only in the log
+            await client.delete("/v1/scopes/fz")
+            fake_llm.gate.set()
+            while api.hub.backlog():
+                await api.hub.changed()
+            (distill,) = (await client.get("/v1/status")).json()["observers"]
+    assert (distill["watermark"], distill["backlog"], fake_llm.calls) == (9, 0, 1)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
 from forged.config import load_config
-from forged.hub import Batcher
+from forged.hub import Batcher, Feed, Progress
+from forged.models import ObserverStatus, StoredInteraction
+from forged.store import Store
 from tests.daemons import running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
 from tests.observers import Recorder
@@ -38,18 +39,62 @@ async def test_batcher_keeps_the_overflowing_item_for_the_next_batch() -> None:
     assert await batcher.next() == [1]
 
 
+async def test_batcher_drops_a_carried_item_it_no_longer_keeps() -> None:
+    """An item carried over is checked again: one forgotten meanwhile is not in the next batch."""
+    send, receive = trio.open_memory_channel[int](10)
+    for weight in (4, 4, 5, 1):
+        send.send_nowait(weight)
+    forgotten: set[int] = set()
+    batcher = Batcher(
+        receive, max_items=10, max_weight=10, weight=lambda w: w, keep=lambda w: w not in forgotten
+    )
+    assert await batcher.next() == [4, 4]
+    forgotten.add(5)
+    assert await batcher.next() == [1]
+
+
+def _stored(seq: int, scope: str) -> StoredInteraction:
+    return StoredInteraction(seq, scope, None, "2026-11-29T17:00:00.000Z", 3, [])
+
+
+async def test_feed_skips_what_a_forget_took_back(tmp_path: Path) -> None:
+    """Queued seqs of the scope up to its last one are skipped; later and other ones come."""
+    store = Store(str(tmp_path / "f.db"))
+    send, receive = trio.open_memory_channel[StoredInteraction](10)
+    feed = Feed(receive, Progress(store, ObserverStatus("o"), lambda: None))
+    for seq, scope in ((1, "fz"), (2, "kept"), (3, "fz")):
+        send.send_nowait(_stored(seq, scope))
+    feed.forget("fz", 3)
+    send.send_nowait(_stored(4, "fz"))  # pushed after the forget
+    assert [(await feed.receive()).seq, feed.receive_nowait().seq] == [2, 4]
+    store.close()
+
+
+async def test_feed_moves_the_watermark_over_what_it_skipped(tmp_path: Path) -> None:
+    """With nothing handed out still in work, skipped seqs count as done: no backlog is left."""
+    store = Store(str(tmp_path / "f.db"))
+    send, receive = trio.open_memory_channel[StoredInteraction](10)
+    committed = trio.Event()
+    progress = Progress(store, ObserverStatus("o"), committed.set)
+    feed = Feed(receive, progress)
+    for seq in (1, 2):
+        send.send_nowait(_stored(seq, "fz"))
+    feed.forget("fz", 2)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(feed.receive)
+            await committed.wait()
+            nursery.cancel_scope.cancel()
+    assert (progress.status.watermark, await store.watermark("o")) == (2, 2)
+    store.close()
+
+
 async def test_batcher_ends_with_the_channel() -> None:
     """A closed, empty channel ends the batches."""
     send, receive = trio.open_memory_channel[int](1)
     await send.aclose()
     with pytest.raises(trio.EndOfChannel):
         await Batcher(receive, max_items=2).next()
-
-
-@pytest.fixture
-def recorder() -> Iterator[type[Recorder]]:
-    Recorder.seen, Recorder.gate, Recorder.fail_once_at, Recorder.lives = [], trio.Event(), None, 0
-    yield Recorder
 
 
 async def test_full_channel_blocks_the_feeder_and_drops_nothing(
@@ -61,7 +106,7 @@ async def test_full_channel_blocks_the_feeder_and_drops_nothing(
             short_tmp,
             fake_llm.base_url,
             distill={"enabled": False, "channel_capacity": 2},
-            observers={"plugins": ["tests.observers:Recorder"]},
+            observers={"recorder": {"class": "tests.observers:Recorder"}},
         ),
         {},
     )
@@ -87,7 +132,7 @@ async def test_failed_observer_restarts_from_its_watermark(
             short_tmp,
             fake_llm.base_url,
             distill={"enabled": False},
-            observers={"plugins": ["tests.observers:Recorder"]},
+            observers={"recorder": {"class": "tests.observers:Recorder"}},
         ),
         {},
     )
@@ -100,18 +145,3 @@ async def test_failed_observer_restarts_from_its_watermark(
     assert recorder.seen == [1, 2, 3, 4, 5, 6, 7, 8]
     assert recorder.lives == 2
     assert status["last_error"] == "RuntimeError: plugin failed at seq 4"
-
-
-def test_unknown_plugin_is_a_config_error(short_tmp: Path) -> None:
-    """A plugin path that does not import names the key and the problem."""
-    from forged.daemon import _observers
-    from forged.errors import ConfigError
-
-    config = load_config(
-        write_config(
-            short_tmp, "http://127.0.0.1:9/v1", observers={"plugins": ["tests.nope:Thing"]}
-        ),
-        {},
-    )
-    with pytest.raises(ConfigError, match=r"^observers.plugins\[0\]: cannot import 'tests.nope'"):
-        _observers(config, None)

@@ -32,9 +32,12 @@ from forged.schema import MIGRATIONS
 from forged.store import Store
 from forged.tokens import estimate_tokens
 from tests.daemons import running_daemon, socket_client, write_config
+from tests.data import write_rows
 from tests.fakellm import FakeLLM
+from tests.test_store import new
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
+ONE_TURN = {"scope": "elsewhere", "messages": [{"role": "user", "text": "Something else."}]}
 NOW_JD = NOW.timestamp() / 86400 + 2440587.5
 HALF_LIFE = 30.0
 FILLER = [f"Filler note {n} about gardening, weather and trains." for n in range(12)]
@@ -193,9 +196,11 @@ def test_words_in_most_rows_of_a_large_table_do_not_match_alone(db: sqlite3.Conn
 @pytest.mark.parametrize("q", NASTY_QUERIES)
 def test_fts_syntax_in_a_query_is_safe(db: sqlite3.Connection, q: str) -> None:
     """Every FTS special character, keyword and odd text is searched as plain words."""
-    add_fact(db, "PostgreSQL was chosen for JSONB, a café decision. 日本語のテキスト")
-    results = find(db, q)
-    assert all(i.scope == "a" for i in results)
+    text = "PostgreSQL was chosen for JSONB, a café decision. 日本語のテキスト"
+    add_fact(db, text)
+    other = add_fact(db, text, scope="b")
+    assert all(i.scope == "a" for i in find(db, q))
+    assert [(i.id, i.scope) for i in find(db, f"postgresql {q}", scope="b")] == [(other, "b")]
 
 
 def test_quoted_and_accented_words_still_match(db: sqlite3.Connection) -> None:
@@ -298,13 +303,14 @@ def test_an_item_too_big_is_skipped_and_packing_goes_on() -> None:
 def _outcome(batch: str, first: int, facts: list[Fact]) -> BatchOutcome:
     result = ScopeResult(batch_id=batch, scope="a", session=None, summary=f"Batch {batch}.",
                          facts=facts, first_seq=first, last_seq=first)  # fmt: skip
-    return BatchOutcome(results=[result], dead_letters=[], runs=[], watermark=first)
+    return BatchOutcome(results=[result], dead_letters=[], runs=[], watermark=None)
 
 
 async def test_same_fact_from_two_batches_is_stored_once(tmp_path: Path) -> None:
     """The same fact, spelled a little differently, from two batches: one row seen twice."""
     store = Store(str(tmp_path / "forged.db"))
     with trio.fail_after(10):
+        await store.append([[new("tea"), new("more tea")]])  # results name logged seqs
         await store.commit_batch(
             "distill", _outcome("b1", 1, [Fact("preference", "Alice likes tea.")])
         )
@@ -346,7 +352,7 @@ async def _insert(api: Running, *facts: tuple[str, str]) -> list[int]:
         return [add_fact(conn, text, scope=scope, days_ago=-(julian_now() - NOW_JD))
                 for scope, text in facts]  # fmt: skip
 
-    return await api.store.write(run)
+    return await write_rows(api.store.path, run)
 
 
 async def test_search_answers_the_design_shape(daemon: tuple[Running, httpx.AsyncClient]) -> None:
@@ -467,7 +473,9 @@ async def test_paging_has_no_gaps_or_repeats_while_facts_arrive(
             break
         if round_ < 5:  # more arrive, one merges into an existing row, another scope grows too
             await _insert(api, ("a", f"Late fact {round_}."), ("b", f"Other scope {round_}."))
-            outcome = _outcome(f"late{round_}", 100 + round_, [Fact("state", "Initial fact 3.")])
+            pushed = await client.post("/v1/interactions", json=ONE_TURN)
+            seq = pushed.json()["last_seq"]
+            outcome = _outcome(f"late{round_}", seq, [Fact("state", "Initial fact 3.")])
             await api.store.commit_batch("distill", outcome)
             arrived += 1
     stored = await api.store.read(
@@ -481,7 +489,9 @@ async def test_paging_has_no_gaps_or_repeats_while_facts_arrive(
 async def test_summaries_are_listed_by_page(daemon: tuple[Running, httpx.AsyncClient]) -> None:
     """GET /v1/summaries pages through a scope's summaries with the same cursor."""
     api, client = daemon
-    ids = await api.store.write(lambda c: [add_summary(c, f"Summary {n}.") for n in range(3)])
+    ids = await write_rows(
+        api.store.path, lambda c: [add_summary(c, f"Summary {n}.") for n in range(3)]
+    )
     first = (await client.get("/v1/summaries", params={"scope": "a", "limit": "2"})).json()
     rest = (await client.get("/v1/summaries", params={"scope": "a", "after": first["next"]})).json()
     assert [s["id"] for s in first["summaries"] + rest["summaries"]] == ids

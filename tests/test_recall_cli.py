@@ -17,6 +17,7 @@ import trio
 from forged.config import Config, load_config
 from forged.daemon import Running
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.data import write_rows
 from tests.fakellm import FakeLLM
 
 CONVERSATION = [
@@ -134,7 +135,7 @@ async def test_facts_pages_through_everything(daemon: Daemon) -> None:
             ((f"Bulk fact {n}.", f"bulk fact {n}") for n in range(250)),
         )
 
-    await daemon.api.store.write(insert)
+    await write_rows(daemon.api.store.path, insert)
     done = await daemon.forged("facts", "--scope", "bulk", "--json")
     ids = [json.loads(line)["id"] for line in done.stdout.splitlines()]
     assert len(ids) == 250 and ids == sorted(set(ids))

@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from forged.config import load_config
+from forged.daemon import Running
 from tests.daemons import (
     READY_TIMEOUT,
     running_daemon,
@@ -91,6 +92,11 @@ async def _recover(
     return last_seq
 
 
+async def _limit_pages(api: Running, pages: int) -> None:
+    """Cap the size of the daemon's database through its own writer (a per-connection limit)."""
+    await api.store._write(lambda c: c.execute(f"PRAGMA max_page_count = {pages}"))
+
+
 async def test_size_limit_gives_507_and_recovers_without_restart(
     short_tmp: Path, fake_llm: FakeLLM
 ) -> None:
@@ -98,8 +104,8 @@ async def test_size_limit_gives_507_and_recovers_without_restart(
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     with trio.fail_after(60):
         async with running_daemon(config) as api, socket_client(config.server.socket) as client:
-            pages = (await api.store.write(lambda c: c.execute("PRAGMA page_count").fetchone()))[0]
-            await api.store.write(lambda c: c.execute(f"PRAGMA max_page_count = {pages + 40}"))
+            pages = (await api.store.read(lambda c: c.execute("PRAGMA page_count").fetchone()))[0]
+            await _limit_pages(api, pages + 40)
             await fake_llm.go_down()  # nothing distilled while filling: the commit comes when full
             acknowledged, refused = await _fill(client, "full")
             before_full = len(acknowledged)
@@ -107,7 +113,7 @@ async def test_size_limit_gives_507_and_recovers_without_restart(
             _check_full(await client.post("/v1/interactions", json=_big("refused")))
             await fake_llm.come_back()
             await _until_commit_blocked(client)
-            await api.store.write(lambda c: c.execute("PRAGMA max_page_count = 1073741823"))
+            await _limit_pages(api, 1073741823)
             last_seq = await _recover(client, fake_llm, lambda: config.store.path, acknowledged)
     record(
         "disk_full_max_page_count",

@@ -14,7 +14,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forged.errors import StoreError
-from forged.models import BatchOutcome, Fact, Message, NewInteraction, ScopeResult, normalise
+from forged.models import (
+    BatchOutcome,
+    DeadLetter,
+    Deleted,
+    DistillRun,
+    Fact,
+    Message,
+    NewInteraction,
+    ScopeResult,
+    Usage,
+    normalise,
+)
 from forged.schema import MIGRATIONS
 from forged.store import Store
 
@@ -120,7 +131,9 @@ def test_normalise_folds_case_space_and_punctuation() -> None:
     )
 
 
-@settings(max_examples=50, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)  # each example opens a database with fsync: its time follows the machine's load
 @given(texts=st.lists(st.text(min_size=1).filter(str.strip), min_size=1, max_size=5))
 async def test_interactions_round_trip(tmp_path: Path, texts: list[str]) -> None:
     """What is appended is read back unchanged, in order."""
@@ -129,3 +142,33 @@ async def test_interactions_round_trip(tmp_path: Path, texts: list[str]) -> None
     read = await store.read_log(0, 100)
     store.close()
     assert [i.messages[0].text for i in read] == texts
+
+
+async def test_a_batch_of_a_scope_forgotten_meanwhile_stores_nothing_of_it(tmp_path: Path) -> None:
+    """Results, runs and dead letters of forgotten seqs are left out; the rest and the watermark
+    are stored, and the answer says what was."""
+    store = Store(str(tmp_path / "f.db"))
+    await store.append([[new("a", scope="fz"), new("b", scope="kept"), new("c", scope="fz")]])
+    forgotten = await store.forget("fz", ["distill"])
+    assert (forgotten.deleted, forgotten.through) == (Deleted(2, 0, 0), 3)
+    fact = [Fact(kind="state", text="Something was said.")]
+    runs = [DistillRun("b1", "m", scope, 1, seq, seq, Usage(calls=1), "committed")
+            for scope, seq in (("fz", 1), ("kept", 2))]  # fmt: skip
+    outcome = BatchOutcome(
+        [
+            ScopeResult("b1", "fz", None, "s", fact, 1, 1),
+            ScopeResult("b1", "kept", None, "s", fact, 2, 2),
+        ],
+        [DeadLetter(3, "too long")],
+        runs,
+        watermark=3,
+    )
+    stored = await store.commit_batch("distill", outcome)
+    rows = {t: store._reader.execute(f"SELECT group_concat(scope) FROM {t}").fetchone()[0]
+            for t in ("summaries", "facts", "distill_runs")}  # fmt: skip
+    dead = store._reader.execute("SELECT count(*) FROM dead_letters").fetchone()[0]
+    totals = await store.observer_totals("distill")
+    store.close()
+    assert rows == dict.fromkeys(rows, "kept")
+    assert (dead, totals.watermark, totals.llm_calls) == (0, 3, 1)
+    assert (len(stored.results), len(stored.runs), stored.dead_letters) == (1, 1, [])

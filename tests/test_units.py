@@ -19,6 +19,8 @@ SERVICE, SOCKET, SYSUSERS = (
     UNITS / "forged.socket",
     UNITS / "forged.sysusers",
 )
+BACKUP_SERVICE, BACKUP_TIMER = UNITS / "forged-backup.service", UNITS / "forged-backup.timer"
+ALL_UNITS = (SERVICE, SOCKET, BACKUP_SERVICE, BACKUP_TIMER)
 MAX_EXPOSURE = 1.5  # the hardening target of DESIGN.md
 HOST_UNITS = Path("/usr/lib/systemd/system")  # targets our units depend on (sysinit.target, ...)
 TIMEOUT = 60.0  # seconds a systemd tool may take
@@ -56,20 +58,22 @@ def _install_root(root: Path) -> None:
     shutil.copytree(HOST_UNITS, root / "usr/lib/systemd/system", symlinks=True)
     unit_dir = root / "etc/systemd/system"
     unit_dir.mkdir(parents=True)
-    for unit in (SERVICE, SOCKET):
+    for unit in ALL_UNITS:
         shutil.copyfile(unit, unit_dir / unit.name)
-    service = _settings(SERVICE)
-    for key in ("ExecStart", "ExecReload"):
-        binary = root / service[key][0].split()[0].lstrip("/")
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        binary.write_text("#!/bin/sh\n")
-        binary.chmod(0o755)
+    for service in (_settings(SERVICE), _settings(BACKUP_SERVICE)):
+        for key in ("ExecStart", "ExecReload"):
+            for line in service.get(key, []):
+                binary = root / line.split()[0].lstrip("/")
+                binary.parent.mkdir(parents=True, exist_ok=True)
+                binary.write_text("#!/bin/sh\n")
+                binary.chmod(0o755)
 
 
-def test_service_exposure_is_at_most_1_5() -> None:
-    """systemd-analyze security rates the hardened service 1.5 or lower."""
-    exposure = _exposure(SERVICE)
-    print(f"forged.service exposure: {exposure}")
+@pytest.mark.parametrize("unit", [SERVICE, BACKUP_SERVICE], ids=lambda u: u.name)
+def test_service_exposure_is_at_most_1_5(unit: Path) -> None:
+    """systemd-analyze security rates each hardened service 1.5 or lower."""
+    exposure = _exposure(unit)
+    print(f"{unit.name} exposure: {exposure}")
     assert exposure <= MAX_EXPOSURE
 
 
@@ -88,7 +92,7 @@ def test_units_verify_clean(tmp_path: Path) -> None:
     --root on a tree that holds the units byte for byte and a stand-in at the install path.
     """
     _install_root(tmp_path)
-    done = _run("systemd-analyze", "verify", f"--root={tmp_path}", SERVICE.name, SOCKET.name)
+    done = _run("systemd-analyze", "verify", f"--root={tmp_path}", *(u.name for u in ALL_UNITS))
     assert [line for line in done.stderr.splitlines() if "forged" in line] == []
     assert done.returncode == 0, done.stderr
 
@@ -143,6 +147,15 @@ def test_service_can_reach_a_loopback_llm() -> None:
     assert service["IPAddressAllow"] == ["localhost"]
     assert {"AF_INET", "AF_INET6"} <= set(service["RestrictAddressFamilies"][0].split())
     assert "PrivateNetwork" not in service  # a private network namespace has no host loopback
+
+
+def test_backup_runs_as_the_daemons_user_on_its_database() -> None:
+    """The nightly backup reads the service's database as its user, with the same config."""
+    backup, service = _settings(BACKUP_SERVICE), _settings(SERVICE)
+    assert (backup["User"], backup["Group"]) == (service["User"], service["Group"])
+    assert service["StateDirectory"][0] in backup["StateDirectory"][0].split()
+    assert "forged backup --config /etc/forged/forged.toml" in backup["ExecStart"][0]
+    assert _settings(BACKUP_TIMER)["Persistent"] == ["yes"]
 
 
 def test_bad_config_is_not_restarted_in_a_loop() -> None:

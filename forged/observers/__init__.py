@@ -1,0 +1,1 @@
+"""Observer plugins shipped with forged, enabled in config like any other plugin."""

@@ -1,0 +1,251 @@
+"""The plugin API: observers and distillers are checked at start, with one line naming the fault."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from forged.config import DistillerConfig, load_config, parse_config
+from forged.errors import ConfigError
+from forged.llm import make_distiller
+from forged.plugins import check_observers, load_observers
+from forged.store import Store
+from tests.daemons import running_daemon, socket_client, write_config
+from tests.fakellm import FakeLLM
+from tests.observers import Configured, Quitter
+
+ONE = {"messages": [{"role": "user", "text": "hello"}]}
+
+
+@pytest.fixture
+def store(short_tmp: Path) -> Iterator[Store]:
+    store = Store(str(short_tmp / "forged.db"))
+    yield store
+    store.close()
+
+
+def _load(toml: str, store: Store) -> list[object]:
+    return list(load_observers(parse_config(toml), store))
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        (
+            "[observers.x]\nclass = 'tests.nope:Thing'",
+            "observers.x.class: cannot import 'tests.nope': No module named 'tests.nope'",
+        ),
+        (
+            "[observers.x]\nclass = 'tests.observers:Nope'",
+            "observers.x.class: module 'tests.observers' has no 'Nope'",
+        ),
+        (
+            "[observers.x]\nlimit = 3",
+            "observers.x.class: missing; name the plugin as 'package.module:Class'",
+        ),
+        (
+            "[observers.norun]\nclass = 'tests.observers:NoRun'",
+            "observers.norun: tests.observers:NoRun has no async method `run`",
+        ),
+        (
+            "[observers.blocking]\nclass = 'tests.observers:BlockingRun'",
+            "observers.blocking: tests.observers:BlockingRun has no async method `run`",
+        ),
+        (
+            "[observers.distill]\nclass = 'tests.observers:Recorder'",
+            "observers.distill: 'distill' is the name of a built-in observer; choose another",
+        ),
+        (
+            "[observers.recorder]\nclass = 'tests.observers:Recorder'\nlimit = 3",
+            "observers.recorder.limit: unknown key (tests.observers:Recorder takes no settings)",
+        ),
+        (
+            "[observers.cfg]\nclass = 'tests.observers:Configured'",
+            "observers.cfg: object missing required field `label`",
+        ),
+        (
+            "[observers.cfg]\nclass = 'tests.observers:Configured'\nlabel = 'a'\nlimt = 3",
+            "observers.cfg.limt: unknown key",
+        ),
+        (
+            "[observers.cfg]\nclass = 'tests.observers:Configured'\nlabel = 'a'\nlimit = 'x'",
+            "observers.cfg.limit: expected `int`, got `str`",
+        ),
+    ],
+)
+def test_a_faulty_plugin_is_named_before_anything_runs(
+    toml: str, message: str, store: Store
+) -> None:
+    """Import, method and settings faults are one config error naming the key, found at load."""
+    with pytest.raises(ConfigError) as info:
+        check_observers(parse_config(toml))
+    assert str(info.value) == message
+    with pytest.raises(ConfigError) as info:
+        _load(toml, store)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        (
+            "[observers.n]\nclass = 'tests.observers:Nameless'",
+            "observers.n: tests.observers:Nameless has no `name`; an observer takes its table's"
+            " name (set `self.name = context.name`)",
+        ),
+        (
+            "[observers.b]\nclass = 'tests.observers:Broken'",
+            "observers.b: tests.observers:Broken failed to start:"
+            " PermissionError: [Errno 13] Permission denied",
+        ),
+        (
+            "[observers.other]\nclass = 'tests.observers:Recorder'",
+            "observers.other: tests.observers:Recorder is named 'recorder'; an observer takes its"
+            " table's name (set `self.name = context.name`)",
+        ),
+    ],
+)
+def test_an_observer_is_created_whole_with_its_tables_name(
+    toml: str, message: str, store: Store
+) -> None:
+    """A plugin that cannot start, or ignores its table's name (its watermark key), is refused."""
+    with pytest.raises(ConfigError) as info:
+        _load(toml, store)
+    assert str(info.value) == message
+
+
+def test_one_class_runs_under_two_names(store: Store) -> None:
+    """Two tables, one class: two observers, each with its own name and settings."""
+    toml = "".join(f"[observers.{n}]\nclass = 'tests.observers:Configured'\nlabel = '{n}'\n"
+                   for n in ("a", "b"))  # fmt: skip
+    observers = [o for o in _load(toml, store) if isinstance(o, Configured)]
+    assert [(o.name, o.context.config.label) for o in observers] == [("a", "a"), ("b", "b")]
+
+
+def test_a_plugin_is_created_with_its_context(store: Store) -> None:
+    """The context holds the table's name, the decoded settings, a store view and a logger."""
+    toml = "[observers.cfg]\nclass = 'tests.observers:Configured'\nlabel = 'audit'"
+    (observer,) = _load(toml, store)
+    context = Configured.last
+    assert context is not None and isinstance(observer, Configured)
+    assert (observer.name, context.name) == ("cfg", "cfg")
+    assert (context.config.label, context.config.limit) == ("audit", 10)
+    assert (context.store.last_seq, context.store.count) == (0, 0)
+    assert not hasattr(context.store, "append") and not hasattr(context.store, "write")
+
+
+async def test_the_store_view_reads_what_was_pushed(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """A plugin reads the log and the distilled memory through its read-only view."""
+    config = load_config(write_config(short_tmp, fake_llm.base_url,
+                         observers={"cfg": {"class": "tests.observers:Configured", "label": "x"}}),
+                         {})  # fmt: skip
+    with trio.fail_after(30):
+        async with running_daemon(config) as api:
+            async with socket_client(config.server.socket) as client:
+                await client.post("/v1/interactions", json=[ONE, ONE])
+            context = Configured.last
+            assert context is not None
+            assert [i.seq for i in await context.store.read_log(0, 10)] == [1, 2]
+            while min([await context.store.watermark(o) for o in ("cfg", "distill")]) < 2:
+                await api.hub.changed()
+            facts = (await context.store.facts()).facts
+            assert facts and "hello" in facts[0].text  # what distill wrote, read back
+
+
+async def test_an_observer_whose_run_returns_is_an_error(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """A `run` that returns is logged and shown as the observer's error, then restarted."""
+    Quitter.lives = 0
+    config = load_config(write_config(short_tmp, fake_llm.base_url, distill={"enabled": False},
+                         observers={"quitter": {"class": "tests.observers:Quitter"}}), {})  # fmt: skip
+    with trio.fail_after(30):
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+            await client.post("/v1/interactions", json=[ONE, ONE])
+            while Quitter.lives < 2 or api.hub.backlog():
+                await api.hub.changed()
+            (status,) = (await client.get("/v1/status")).json()["observers"]
+    assert status["last_error"] == (
+        "ObserverError: observer 'quitter' returned from run; it must run until cancelled"
+    )
+    assert status["watermark"] == 2  # each life took one, and the restart resumed after it
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [
+        (
+            "Modelless",
+            "distiller.class: tests.stub_distiller:Modelless has no `model`"
+            " (a non-empty str naming the model)",
+        ),
+        (
+            "Blocking",
+            "distiller.class: tests.stub_distiller:Blocking has no async method `distill`",
+        ),
+    ],
+)
+def test_a_faulty_distiller_is_named_at_load(cls: str, message: str) -> None:
+    """A distiller without a model name or an async distill fails before any LLM call."""
+    with pytest.raises(ConfigError) as info:
+        make_distiller(DistillerConfig(class_=f"tests.stub_distiller:{cls}"))
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        (
+            "[observers.norun]\nclass = 'tests.observers:NoRun'",
+            "observers.norun: tests.observers:NoRun has no async method `run`",
+        ),
+        (
+            "[distiller]\nclass = 'tests.stub_distiller:Modelless'",
+            "distiller.class: tests.stub_distiller:Modelless has no `model`"
+            " (a non-empty str naming the model)",
+        ),
+    ],
+)
+def test_serve_with_a_faulty_plugin_exits_2_with_one_line(
+    short_tmp: Path, section: str, message: str
+) -> None:
+    """`forged serve` stops at once with status 2 and one line, rather than restarting it."""
+    path = short_tmp / "forged.toml"
+    path.write_text(f"[server]\nsocket = '{short_tmp}/s.sock'\n[store]\n"
+                    f"path = '{short_tmp}/f.db'\n{section}\n")  # fmt: skip
+    command = [sys.executable, "-m", "forged", "serve", "--config", str(path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (2, f"forged: config error: {message}\n")
+
+
+def _example(document: str) -> str:
+    """The Python block of `document` that defines the example plugin `Counter`."""
+    text = (Path(__file__).resolve().parent.parent / document).read_text()
+    blocks = [b.split("\n", 1)[1] for b in text.split("```")[1::2] if b.startswith("python")]
+    (code,) = [b for b in blocks if "class Counter" in b]
+    return code
+
+
+@pytest.mark.parametrize("document", ["README.md", "docs/plugins.md"])
+async def test_the_documented_example_plugin_runs(
+    document: str, short_tmp: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The example as the documentation prints it loads, runs and moves its watermark."""
+    module = f"example_{document.replace('/', '_').replace('.', '_')}"
+    (short_tmp / f"{module}.py").write_text(_example(document))
+    monkeypatch.syspath_prepend(str(short_tmp))
+    config = load_config(write_config(short_tmp, fake_llm.base_url, distill={"enabled": False},
+                                      observers={"counter": {"class": f"{module}:Counter"}}),
+                         {})  # fmt: skip
+    with trio.fail_after(30):
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+            await client.post("/v1/interactions", json=[ONE, ONE, ONE])
+            while api.hub.backlog():
+                await api.hub.changed()
+            (status,) = (await client.get("/v1/status")).json()["observers"]
+    assert (status["name"], status["watermark"], status["last_error"]) == ("counter", 3, None)
