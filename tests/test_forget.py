@@ -89,7 +89,7 @@ async def distilled(
     with trio.fail_after(60):
         async with running_daemon(config) as api, socket_client(config.server.socket) as client:
             assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
-            await wait_for_watermark(client, len(pushed))
+            await wait_for_watermark(client, len(pushed), hub=api.hub)
             yield config, api, client
 
 

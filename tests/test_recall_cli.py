@@ -70,7 +70,7 @@ async def daemon(short_tmp: Path, fake_llm: FakeLLM) -> AsyncIterator[Daemon]:
             conversation.write_text(json.dumps(CONVERSATION))
             pushed = await daemon.forged("push", str(conversation))
             assert pushed.returncode == 0, pushed.stderr
-            await wait_for_watermark(client, len(CONVERSATION))
+            await wait_for_watermark(client, len(CONVERSATION), hub=api.hub)
             yield daemon
 
 
@@ -188,7 +188,7 @@ async def test_export_writes_summaries_and_facts_as_json_lines(
     await daemon.client.post(
         "/v1/interactions", json={**CONVERSATION[0], "id": "other", "scope": "user:bob"}
     )
-    await wait_for_watermark(daemon.client, 4)
+    await wait_for_watermark(daemon.client, 4, hub=daemon.api.hub)
     everything = await daemon.forged("export")
     lines = [json.loads(line) for line in everything.stdout.splitlines()]
     assert {(row["type"], row["scope"]) for row in lines} == {
