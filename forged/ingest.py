@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -12,7 +13,7 @@ from forged.config import ServerConfig
 from forged.errors import InvalidRequest, StoreError, located
 from forged.hub import Batcher
 from forged.models import Accepted, Interaction, Message, NewInteraction
-from forged.scrub import scrub
+from forged.scrub import redacted, scrub_all, secret_key_kind
 from forged.store import Store
 from forged.timestamps import normalise_timestamp, now
 from forged.tokens import estimate_tokens
@@ -29,6 +30,7 @@ OFFLOAD_BYTES = 256 * 1024  # decode bigger bodies in a worker thread, off the e
 _ONE = msgspec.json.Decoder(Interaction)
 _MANY = msgspec.json.Decoder(list[Interaction])
 _JSON = msgspec.json.Encoder()
+_KIND = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")  # the kind a marker names
 
 
 def _invalid(exc: msgspec.ValidationError | msgspec.DecodeError, where: str = "") -> InvalidRequest:
@@ -132,14 +134,54 @@ async def read_body(body: bytes, content_type: str, limits: ServerConfig) -> lis
     return await trio.to_thread.run_sync(parse_body, body, content_type, limits)
 
 
-def _scrub_value(value: Any) -> Any:
+def _strings(value: Any, out: list[str]) -> list[str]:
+    """Every string of a metadata value, keys included, in the order `_rebuild` takes them back."""
     if isinstance(value, str):
-        return scrub(value)
+        out.append(value)
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, out)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            out.append(str(k))
+            _strings(v, out)
+    return out
+
+
+def _rebuild(value: Any, scrubbed: Iterator[str], secret: str | None) -> Any:
+    """The metadata value with its strings scrubbed; under a key naming a credential (`secret` is
+    its kind) every string and number is redacted whole, at any depth."""
+    if isinstance(value, str):
+        text = next(scrubbed)
+        return redacted(secret) if secret and value else text
     if isinstance(value, list):
-        return [_scrub_value(v) for v in value]
+        return [_rebuild(v, scrubbed, secret) for v in value]
     if isinstance(value, dict):
-        return {scrub(str(k)): _scrub_value(v) for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            key = next(scrubbed)
+            out[key] = _rebuild(v, scrubbed, secret or secret_key_kind(str(k)))
+        return out
+    if secret and isinstance(value, int | float) and not isinstance(value, bool):
+        return redacted(secret)
     return value
+
+
+def _unchanged_identifiers(item: Interaction, scrubbed: list[str], at: str) -> None:
+    """Ids, scopes and sessions are stored as given: one holding a secret is refused, not
+    scrubbed, so that two of them never become one."""
+    fields = (("id", item.id), ("scope", item.scope), ("session", item.session))
+    for (field, value), clean in zip(
+        ((f, v) for f, v in fields if v is not None), scrubbed, strict=True
+    ):
+        if clean != value:
+            kinds = ", ".join(dict.fromkeys(_KIND.findall(clean)))
+            raise InvalidRequest(
+                400,
+                "invalid_body",
+                f"{at}.{field}: holds what looks like a secret ({kinds}); ids, scopes and "
+                "sessions are stored as given, so send one without it",
+            )
 
 
 def _timestamp(value: str | None, received_at: str) -> str:
@@ -151,26 +193,36 @@ def _timestamp(value: str | None, received_at: str) -> str:
         raise InvalidRequest(400, "invalid_body", f"timestamp: {exc}") from None
 
 
-def prepare(item: Interaction, received_at: str) -> NewInteraction:
-    """Scrub every string of an interaction and encode it for the log."""
+def prepare(item: Interaction, received_at: str, at: str = "$") -> NewInteraction:
+    """Scrub every string of an interaction (one prefilter scan for all) and encode it for the log."""
+    ids = [v for v in (item.id, item.scope, item.session) if v is not None]
+    names = [m.name for m in item.messages if m.name]
+    texts = [m.text for m in item.messages]
+    meta = _strings(item.metadata, []) if item.metadata else []
+    scrubbed = scrub_all([*ids, *names, *texts, *meta])
+    _unchanged_identifiers(item, scrubbed[: len(ids)], at)
+    clean_names = iter(scrubbed[len(ids) : len(ids) + len(names)])
+    clean_texts = scrubbed[len(ids) + len(names) : len(ids) + len(names) + len(texts)]
     messages = [
-        Message(role=m.role, text=scrub(m.text), name=scrub(m.name) if m.name else None)
-        for m in item.messages
+        Message(role=m.role, text=text, name=next(clean_names) if m.name else None)
+        for m, text in zip(item.messages, clean_texts, strict=True)
     ]
+    clean_meta = iter(scrubbed[len(ids) + len(names) + len(texts) :])
     return NewInteraction(
-        client_id=scrub(item.id) if item.id else None,
-        scope=scrub(item.scope),
-        session=scrub(item.session) if item.session else None,
+        client_id=item.id,
+        scope=item.scope,
+        session=item.session,
         timestamp=_timestamp(item.timestamp, received_at),
         received_at=received_at,
         tokens=sum(estimate_tokens(m.text) for m in messages),
         messages=_JSON.encode(messages),
-        metadata=_JSON.encode(_scrub_value(item.metadata)) if item.metadata else None,
+        metadata=_JSON.encode(_rebuild(item.metadata, clean_meta, None)) if item.metadata else None,
     )
 
 
 def _prepare_all(items: list[Interaction], received_at: str) -> list[NewInteraction]:
-    return [prepare(item, received_at) for item in items]
+    where = (f"$[{i}]" if len(items) > 1 else "$" for i in range(len(items)))
+    return [prepare(item, received_at, at) for item, at in zip(items, where, strict=True)]
 
 
 class _Pending:

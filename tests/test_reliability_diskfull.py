@@ -22,16 +22,9 @@ from tests.daemons import (
     wait_for_watermark,
     write_config,
 )
+from tests.data import facts_per_seq, integrity, interaction, rows, summaries_per_seq
 from tests.fakellm import FakeLLM
-from tests.reliability import (
-    facts_per_seq,
-    integrity,
-    interaction,
-    query,
-    record,
-    scaled,
-    summaries_per_seq,
-)
+from tests.reliability import record, scaled
 
 MAX_PUSHES = scaled(2000)  # pushes tried before the disk must have filled up
 AFTER = scaled(20)  # interactions pushed once space is back
@@ -84,7 +77,7 @@ async def _recover(
     status = await wait_for_watermark(client, last_seq)
     assert llm.calls == status["observers"][0]["llm_calls"], "a blocked commit kept its batch"
     db = database()
-    stored = {i for (i,) in query(db, "SELECT client_id FROM interactions")}
+    stored = {i for (i,) in rows(db, "SELECT client_id FROM interactions")}
     assert stored == acknowledged
     assert facts_per_seq(db) == dict.fromkeys(range(1, last_seq + 1), 1)
     assert summaries_per_seq(db) == dict.fromkeys(range(1, last_seq + 1), 1)
