@@ -8,8 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import msgspec
 import trio
 
+from forged.models import Message, NewInteraction
 from forged.store import atomic
 
 T = TypeVar("T")
@@ -31,6 +33,13 @@ def interaction(
         ],
         **extra,
     }
+
+
+def new(text: str, client_id: str | None = None, scope: str = "s") -> NewInteraction:
+    """An interaction as `Store.append` takes it, for tests of the store itself."""
+    messages = msgspec.json.encode([Message(role="user", text=text)])
+    stamp = "2026-11-29T17:00:00.000Z"
+    return NewInteraction(client_id, scope, None, stamp, stamp, 3, messages, None)
 
 
 def rows(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:

@@ -15,7 +15,7 @@ from forged.hub import Hub
 from forged.models import BatchOutcome, DeadLetter
 from forged.params import MAX_SEQ, Params
 from forged.store import Store
-from tests.test_store import new
+from tests.data import new
 
 PATH = "/v1/dead-letters"
 

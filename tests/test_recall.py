@@ -32,9 +32,8 @@ from forged.schema import MIGRATIONS
 from forged.store import Store
 from forged.tokens import estimate_tokens
 from tests.daemons import running_daemon, socket_client, write_config
-from tests.data import write_rows
+from tests.data import new, write_rows
 from tests.fakellm import FakeLLM
-from tests.test_store import new
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 ONE_TURN = {"scope": "elsewhere", "messages": [{"role": "user", "text": "Something else."}]}
