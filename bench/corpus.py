@@ -64,7 +64,8 @@ class Turn:
     text: str
 
 
-def _locomo_path(start: Path) -> Path | None:
+def locomo_path(start: Path) -> Path | None:
+    """Where LoCoMo's file is: the environment's choice, else beside the repository or above."""
     if env := os.environ.get(LOCOMO_ENV):
         return Path(env) if Path(env).is_file() else None
     for directory in [start, *start.parents]:
@@ -73,8 +74,14 @@ def _locomo_path(start: Path) -> Path | None:
     return None
 
 
-def _locomo(path: Path) -> Iterator[Turn]:
-    for sample in json.loads(path.read_bytes()):
+def locomo_samples(start: Path) -> list[dict[str, Any]]:
+    """LoCoMo's conversations as the file holds them; none when it is not found."""
+    path = locomo_path(start)
+    return [] if path is None else list(json.loads(path.read_bytes()))
+
+
+def _locomo(samples: list[dict[str, Any]]) -> Iterator[Turn]:
+    for sample in samples:
         conversation = sample["conversation"]
         sessions = [
             k for k, v in conversation.items() if k.startswith("session_") and isinstance(v, list)
@@ -105,9 +112,8 @@ def _generated() -> Iterator[Turn]:
 
 def turns(repo: Path) -> tuple[list[Turn], str]:
     """The conversation turns to push, and where they come from."""
-    path = _locomo_path(repo)
-    if path is not None:
-        return list(_locomo(path)), "LoCoMo (locomo10.json)"
+    if samples := locomo_samples(repo):
+        return list(_locomo(samples)), "LoCoMo (locomo10.json)"
     return list(_generated()), "generated (LoCoMo not found)"
 
 

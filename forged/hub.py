@@ -193,6 +193,7 @@ class Progress:
             s.prompt_tokens += run.usage.prompt_tokens
             s.completion_tokens += run.usage.completion_tokens
             s.llm_ms += run.usage.ms
+            s.ungrounded += run.ungrounded
         s.dead_letters += len(stored.dead_letters) - len(stored.resolved_dead_letters)
         s.last_batch_at = now()
         self._changed()

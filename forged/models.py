@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 Role = Literal["user", "assistant", "system", "tool"]
-FactKind = Literal["decision", "correction", "preference", "state"]
-FACT_KINDS: tuple[str, ...] = ("decision", "correction", "preference", "state")
+FactKind = Literal["decision", "correction", "preference", "state", "event", "profile"]
+FACT_KINDS: tuple[str, ...] = ("decision", "correction", "preference", "state", "event", "profile")
 ObserverState = Literal["idle", "distilling", "waiting_for_llm"]
 DEFAULT_SCOPE = "default"  # the scope of an interaction that names none, and of recall without one
 Key = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]  # ids, scopes and sessions
@@ -51,10 +51,23 @@ class StoredInteraction(msgspec.Struct, frozen=True):
 
 
 class Fact(msgspec.Struct, forbid_unknown_fields=True):
-    """One typed, self-contained statement distilled from a transcript."""
+    """One typed, self-contained statement distilled from a transcript.
+
+    `sources` are the seqs of the interactions it comes from; forged sets them when it checks
+    the fact against the transcript (see forged.grounding).
+    """
 
     kind: FactKind
     text: str
+    sources: list[int] = []
+
+
+class LinePick(msgspec.Struct, frozen=True):
+    """A transcript line an extractive distiller chose to keep: interaction seq, line, kind."""
+
+    seq: int
+    line: int
+    kind: FactKind
 
 
 def normalise(text: str) -> str:
@@ -72,11 +85,12 @@ class Usage(msgspec.Struct, frozen=True):
 
 
 class DistilledMemory(msgspec.Struct):
-    """What a distiller returns for one transcript."""
+    """What a distiller returns for one transcript: written memory, or lines picked from it."""
 
     summary: str
     facts: list[Fact]
     usage: Usage = Usage()
+    picks: list[LinePick] = []  # extractive: forged stores these lines verbatim
 
 
 class Accepted(msgspec.Struct):
@@ -113,6 +127,7 @@ class ObserverStatus(msgspec.Struct):
     completion_tokens: int = 0
     llm_ms: int = 0
     dead_letters: int = 0
+    ungrounded: int = 0  # facts and summaries dropped because their transcript did not support them
     last_batch_at: str | None = None
     last_error: str | None = None
 
@@ -178,6 +193,7 @@ class DistillRun(msgspec.Struct, frozen=True):
     usage: Usage
     outcome: str  # committed, dead_letter, redistilled
     error: str | None = None
+    ungrounded: int = 0  # facts and summaries the grounding check dropped
 
 
 class BatchOutcome(msgspec.Struct, frozen=True):
@@ -190,25 +206,40 @@ class BatchOutcome(msgspec.Struct, frozen=True):
     resolved_dead_letters: list[int] = []
 
 
-MemoryType = Literal["fact", "summary"]
-RecallKind = Literal["decision", "correction", "preference", "state", "summary"]
+MemoryType = Literal["fact", "summary", "interaction"]
+MEMORY_TYPES: tuple[MemoryType, ...] = ("fact", "summary", "interaction")
+RecallKind = Literal["decision", "correction", "preference", "state", "event", "profile", "summary"]
 RECALL_KINDS: tuple[str, ...] = (*FACT_KINDS, "summary")
 
 
-class MemoryItem(msgspec.Struct, frozen=True):
-    """One recalled memory, a fact or a summary, with its search score."""
+class Turn(msgspec.Struct, frozen=True):
+    """A stored interaction as a recall result cites it: verbatim, with speakers and date."""
 
-    id: int
+    seq: int
+    session: str | None
+    timestamp: str
+    speaker: str  # the message authors' names (else roles), comma-separated
+    text: str  # one "speaker: text" line per message
+
+
+class MemoryItem(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One recalled item, a fact, a summary or an interaction, with its fused score."""
+
+    id: int  # an interaction's seq
     type: MemoryType
-    kind: RecallKind  # a fact's kind, or "summary"
+    kind: Literal[RecallKind, "interaction"]  # a fact's kind, "summary" or "interaction"
     scope: str
     session: str | None
     text: str
     score: float
-    created_at: str
-    last_seen_at: str  # when a fact was last distilled again; a summary's created_at
+    created_at: str  # when it was distilled; when an interaction was received
+    last_seen_at: str  # when a fact was last distilled again; otherwise created_at
     first_seq: int
     last_seq: int
+    first_at: str  # the timestamps of the interactions it comes from: what it is dated by
+    last_at: str
+    speaker: str | None = None  # an interaction's speakers, as in `Turn`
+    sources: list[Turn] | None = None  # the interactions it comes from, when asked for
 
 
 class SearchAnswer(msgspec.Struct):
@@ -239,6 +270,8 @@ class StoredFact(msgspec.Struct, frozen=True):
     first_seq: int
     last_seq: int
     batch_id: str
+    first_at: str
+    last_at: str
 
 
 class StoredSummary(msgspec.Struct, frozen=True):
@@ -253,6 +286,8 @@ class StoredSummary(msgspec.Struct, frozen=True):
     last_seq: int
     batch_id: str
     observer: str
+    first_at: str
+    last_at: str
 
 
 class FactsPage(msgspec.Struct):

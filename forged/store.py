@@ -19,11 +19,13 @@ from forged.models import (
     BatchOutcome,
     DeadLetterInfo,
     Deleted,
+    Fact,
     Forgotten,
     Message,
     NewInteraction,
     ObserverStatus,
     OpenDeadLetter,
+    ScopeResult,
     StoredInteraction,
     normalise,
 )
@@ -33,20 +35,29 @@ from forged.timestamps import now
 T = TypeVar("T")
 
 _MESSAGES = msgspec.json.Decoder(list[Message])
+_IDS = msgspec.json.Encoder()
 _INSERT_INTERACTION = """
     INSERT INTO interactions
         (client_id, scope, session, timestamp, received_at, tokens, messages, metadata)
-    SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
-    WHERE ?1 IS NULL OR NOT EXISTS (SELECT 1 FROM interactions WHERE client_id = ?1)
-"""  # not ON CONFLICT: a duplicate must not use up a seq
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+"""  # duplicates are left out beforehand (not ON CONFLICT): a duplicate must not use up a seq
+_STORED_IDS = """
+    SELECT client_id FROM interactions WHERE client_id IN (SELECT value FROM json_each(?))
+"""  # one query for a whole group, through the client_id index
 _INSERT_FACT = """
     INSERT INTO facts (kind, text, norm, scope, session, batch_id, first_seq, last_seq,
-                       created_at, last_seen_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                       first_at, last_at, created_at, last_seen_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (scope, kind, norm) DO UPDATE SET
         seen_count = seen_count + 1,
         last_seen_at = excluded.last_seen_at,
-        last_seq = max(last_seq, excluded.last_seq)
+        last_seq = max(last_seq, excluded.last_seq),
+        first_at = min(first_at, excluded.first_at),
+        last_at = max(last_at, excluded.last_at)
+"""
+_SPAN = """
+    SELECT min(timestamp), max(timestamp) FROM interactions
+    WHERE scope = ? AND seq BETWEEN ? AND ?
 """
 RAW_EXCERPT_CHARS = 500  # how much of a dead letter's raw answer a listing shows
 _OPEN_DEAD_LETTERS = """
@@ -115,18 +126,57 @@ def _row_to_interaction(row: tuple[Any, ...]) -> StoredInteraction:
     return StoredInteraction(seq, scope, session, timestamp, tokens, _MESSAGES.decode(messages))
 
 
+def _new_rows(
+    conn: sqlite3.Connection, requests: list[list[NewInteraction]]
+) -> tuple[list[tuple[Any, ...]], list[int]]:
+    """The rows to insert, in order, and how many each request adds.
+
+    An interaction whose client id is already stored, or came earlier in the group (in the same
+    request or another), is a duplicate.
+    """
+    ids = [i.client_id for request in requests for i in request if i.client_id is not None]
+    seen: set[str] = set()
+    if ids:
+        seen.update(row[0] for row in conn.execute(_STORED_IDS, (_IDS.encode(ids),)))
+    rows: list[tuple[Any, ...]] = []
+    accepted = []
+    for request in requests:
+        before = len(rows)
+        for item in request:
+            if item.client_id is not None:
+                if item.client_id in seen:
+                    continue
+                seen.add(item.client_id)
+            rows.append(msgspec.structs.astuple(item))
+        accepted.append(len(rows) - before)
+    return rows, accepted
+
+
 def _append(
     conn: sqlite3.Connection, requests: list[list[NewInteraction]]
 ) -> tuple[list[int], int]:
     """Insert the requests in one transaction; return what each added, and the last seq."""
-    accepted = []
     with atomic(conn):
-        for request in requests:
-            before = conn.total_changes
-            conn.executemany(_INSERT_INTERACTION, (msgspec.structs.astuple(i) for i in request))
-            accepted.append(conn.total_changes - before)
+        rows, accepted = _new_rows(conn, requests)
+        conn.executemany(_INSERT_INTERACTION, rows)
         (last_seq,) = conn.execute("SELECT coalesce(max(seq), 0) FROM interactions").fetchone()
     return accepted, last_seq
+
+
+def _span(conn: sqlite3.Connection, scope: str, first_seq: int, last_seq: int) -> tuple[str, str]:
+    """When the interactions a result comes from happened: their first and last timestamps."""
+    first_at, last_at = conn.execute(_SPAN, (scope, first_seq, last_seq)).fetchone()
+    if first_at is None:  # no source left to date it by: it can only be dated by now
+        first_at = last_at = now()
+    return first_at, last_at
+
+
+def _fact_row(conn: sqlite3.Connection, r: ScopeResult, f: Fact, created: str) -> tuple[Any, ...]:
+    """A fact's row, dated by the interactions it names as sources (else by its whole batch)."""
+    first_seq, last_seq = min(f.sources, default=r.first_seq), max(f.sources, default=r.last_seq)
+    first_at, last_at = _span(conn, r.scope, first_seq, last_seq)
+    return (f.kind, f.text, normalise(f.text), r.scope, r.session, r.batch_id, first_seq,
+            last_seq, first_at, last_at, created, created)  # fmt: skip
 
 
 def _logged(conn: sqlite3.Connection, seq: int) -> bool:
@@ -153,38 +203,15 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
     with atomic(conn):
         outcome = _still_logged(conn, outcome)
         for r in outcome.results:
-            conn.execute(
-                "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
-                " last_seq, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    observer,
-                    r.batch_id,
-                    r.scope,
-                    r.session,
-                    r.summary,
-                    r.first_seq,
-                    r.last_seq,
-                    created,
-                ),
-            )
-            conn.executemany(
-                _INSERT_FACT,
-                (
-                    (
-                        f.kind,
-                        f.text,
-                        normalise(f.text),
-                        r.scope,
-                        r.session,
-                        r.batch_id,
-                        r.first_seq,
-                        r.last_seq,
-                        created,
-                        created,
-                    )
-                    for f in r.facts
-                ),
-            )
+            first_at, last_at = _span(conn, r.scope, r.first_seq, r.last_seq)
+            if r.summary:  # an extractive distiller writes none
+                conn.execute(
+                    "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
+                    " last_seq, first_at, last_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (observer, r.batch_id, r.scope, r.session, r.summary, r.first_seq,
+                     r.last_seq, first_at, last_at, created),
+                )  # fmt: skip
+            conn.executemany(_INSERT_FACT, (_fact_row(conn, r, f, created) for f in r.facts))
         conn.executemany(
             "INSERT INTO dead_letters (observer, seq, reason, raw, created_at) VALUES (?, ?, ?, ?, ?)",
             ((observer, d.seq, d.reason, d.raw, created) for d in outcome.dead_letters),
@@ -199,8 +226,8 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
         ]
         conn.executemany(
             "INSERT INTO distill_runs (observer, batch_id, model, scope, interactions, first_seq,"
-            " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error, created_at,"
+            " ungrounded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 (
                     observer,
@@ -217,6 +244,7 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
                     r.outcome,
                     r.error,
                     created,
+                    r.ungrounded,
                 )
                 for r in outcome.runs
             ),
@@ -238,7 +266,8 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
     row = conn.execute(
         "SELECT count(DISTINCT batch_id), coalesce(sum(llm_calls), 0),"
         " coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0),"
-        " coalesce(sum(ms), 0), max(created_at) FROM distill_runs WHERE observer = ?",
+        " coalesce(sum(ms), 0), max(created_at), coalesce(sum(ungrounded), 0)"
+        " FROM distill_runs WHERE observer = ?",
         (observer,),
     ).fetchone()
     (dead,) = conn.execute(
@@ -247,7 +276,7 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
     (watermark,) = conn.execute(
         "SELECT coalesce(max(seq), 0) FROM watermarks WHERE observer = ?", (observer,)
     ).fetchone()
-    batches, calls, prompt, completion, ms, last = row
+    batches, calls, prompt, completion, ms, last, ungrounded = row
     return ObserverStatus(
         name=observer,
         watermark=watermark,
@@ -257,6 +286,7 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
         completion_tokens=completion,
         llm_ms=ms,
         dead_letters=dead,
+        ungrounded=ungrounded,
         last_batch_at=last,
     )
 

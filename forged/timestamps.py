@@ -15,15 +15,18 @@ def now() -> str:
     return utc_text(datetime.now(UTC))
 
 
-def normalise_timestamp(value: str) -> str:
-    """A client's ISO 8601 timestamp in forged's format; ValueError says what is wrong with it."""
+def utc_timestamp(value: str) -> str:
+    """An ISO 8601 date and time with a time zone, in forged's format.
+
+    Raises ValueError saying what is wrong with it.
+    """
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(f"{value!r} is not an ISO 8601 date and time") from None
+        raise ValueError("is not an ISO 8601 date and time") from None
     if parsed.tzinfo is None:
-        raise ValueError(f"{value!r} has no time zone (add Z or an offset)")
+        raise ValueError("has no time zone (add Z or an offset)")
     try:
         return utc_text(parsed)
     except OverflowError:  # 9999-12-31T23:59:59-14:00 is past year 9999 in UTC
-        raise ValueError(f"{value!r} is out of range (years 1 to 9999 in UTC)") from None
+        raise ValueError("is out of range (years 1 to 9999 in UTC)") from None

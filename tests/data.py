@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -15,8 +14,6 @@ from forged.models import Message, NewInteraction
 from forged.store import atomic
 
 T = TypeVar("T")
-
-_FACT = re.compile(r"^Interaction (\d+) was")  # the fake LLM's fact names the seq it covers
 
 
 def interaction(
@@ -59,9 +56,9 @@ def integrity(db: str | Path) -> str:
 def facts_per_seq(db: str | Path) -> dict[int, int]:
     """How many facts name each seq: the fake LLM writes one per interaction it distils."""
     counts: dict[int, int] = {}
-    for (text,) in rows(db, "SELECT text FROM facts"):
-        if m := _FACT.match(text):
-            counts[int(m.group(1))] = counts.get(int(m.group(1)), 0) + 1
+    for first, last in rows(db, "SELECT first_seq, last_seq FROM facts"):
+        if first == last:  # the fake's fact quotes one interaction, its source
+            counts[first] = counts.get(first, 0) + 1
     return counts
 
 

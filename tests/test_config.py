@@ -175,3 +175,9 @@ def test_check_config_reports_a_bad_file_in_one_line(tmp_path: Path) -> None:
         result.stderr
         == f"forged: config error: {path}: server: socket_mode must be a file mode from 0o000 to 0o777, got 0o1777\n"
     )
+
+
+def test_a_rendered_table_value_round_trips() -> None:
+    """render_toml writes `request_extra` as an inline table parse_config reads back."""
+    config = parse_config('[distiller]\nrequest_extra = { repeat_penalty = 1.2, "a b" = "c" }\n')
+    assert parse_config(render_toml(config)) == config

@@ -2,22 +2,52 @@
 
 from __future__ import annotations
 
+import re
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import trio
+from structlog.testing import capture_logs
 
 from forged.config import load_config
 from forged.daemon import Running
+from forged.tokens import estimate_tokens
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
-from tests.data import interaction, rows, summaries_per_seq
 from tests.fakellm import SEQ_TAG, FakeLLM
 
 TIMEOUT = 30  # seconds any single test may take
 POISON = "POISON-PILL"  # the fake LLM chokes on any prompt holding this
+
+
+def turn(n: int, text: str | None = None, scope: str = "user:alice") -> dict[str, Any]:
+    return {
+        "id": f"turn-{n}",
+        "scope": scope,
+        "session": "chat",
+        "messages": [
+            {"role": "user", "text": text or f"Turn {n}: we keep PostgreSQL for service {n}."},
+            {"role": "assistant", "text": f"Noted for service {n}."},
+        ],
+    }
+
+
+def rows(db: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def coverage(db: str) -> dict[int, int]:
+    """How many summaries cover each seq."""
+    covered: dict[int, int] = {}
+    for first, last in rows(db, "SELECT first_seq, last_seq FROM summaries"):
+        for seq in range(first, last + 1):
+            covered[seq] = covered.get(seq, 0) + 1
+    return covered
 
 
 def observer(status: dict[str, Any]) -> dict[str, Any]:
@@ -39,12 +69,9 @@ async def daemon(
 async def push_batch_of_16(client: httpx.AsyncClient, llm: FakeLLM, poison_at: int) -> None:
     """Seq 1 alone, then seqs 2-17 in one request while seq 1's call is still running."""
     llm.latency = 0.3  # the 16 are in the observer's channel long before seq 1's answer
-    assert (await client.post("/v1/interactions", json=interaction("turn-1"))).status_code == 202
+    assert (await client.post("/v1/interactions", json=turn(1))).status_code == 202
     await llm.wait_for_calls(1)
-    batch = [
-        interaction(f"turn-{n}", f"{POISON} for turn {n}" if n == poison_at else None)
-        for n in range(2, 18)
-    ]
+    batch = [turn(n, f"{POISON} for turn {n}" if n == poison_at else None) for n in range(2, 18)]
     assert (await client.post("/v1/interactions", json=batch)).status_code == 202
     llm.latency = 0.0  # read when a call starts: seq 1's call keeps its 0.3 s
 
@@ -57,9 +84,9 @@ async def test_503_while_loading_then_ok(short_tmp: Path, fake_llm: FakeLLM) -> 
     """503s are retried with backoff, the watermark waits, then the batch commits once."""
     fake_llm.script.extend(["status:503", "status:503"])
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm) as (running, client, db):
-            await client.post("/v1/interactions", json=interaction("turn-1"))
-            distill = observer(await wait_for_watermark(client, 1, hub=running.hub))
+        async with daemon(short_tmp, fake_llm) as (_, client, db):
+            await client.post("/v1/interactions", json=turn(1))
+            distill = observer(await wait_for_watermark(client, 1))
     assert fake_llm.calls == 3
     assert (
         distill["last_error"]
@@ -67,7 +94,7 @@ async def test_503_while_loading_then_ok(short_tmp: Path, fake_llm: FakeLLM) -> 
         + '{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}'
     )
     assert distill["llm_calls"] == 1  # errors without an answer cost no tokens
-    assert summaries_per_seq(db) == {1: 1}
+    assert coverage(db) == {1: 1}
 
 
 async def test_poison_in_a_batch_of_16_is_one_dead_letter(
@@ -76,15 +103,15 @@ async def test_poison_in_a_batch_of_16_is_one_dead_letter(
     """An interaction that overflows the context even alone is dead-lettered; the 15 others commit."""
     fake_llm.poison, fake_llm.poison_behaviour = POISON, "overflow500"
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm) as (running, client, db):
+        async with daemon(short_tmp, fake_llm) as (_, client, db):
             await push_batch_of_16(client, fake_llm, poison_at=9)
-            distill = observer(await wait_for_watermark(client, 17, hub=running.hub))
+            distill = observer(await wait_for_watermark(client, 17))
     assert seqs_in(fake_llm.requests[1]) == list(range(2, 18))
     ((seq, reason),) = rows(db, "SELECT seq, reason FROM dead_letters")
     assert seq == 9
     assert reason.startswith("ContextOverflow: HTTP 500: ")
     assert "exceed_context_size_error" in reason
-    assert summaries_per_seq(db) == {n: 1 for n in range(1, 18) if n != 9}
+    assert coverage(db) == {n: 1 for n in range(1, 18) if n != 9}
     assert distill["dead_letters"] == 1
     assert distill["last_error"].startswith("ContextOverflow: HTTP 500: ")
     assert distill["watermark"] == 17
@@ -96,17 +123,13 @@ async def test_an_answer_that_never_validates_is_split_then_dead_lettered(
     """Garbage for one interaction: tried max_attempts times alone, then a dead letter with the raw answer."""
     fake_llm.poison, fake_llm.poison_behaviour = POISON, "garbage"
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm, distiller={"max_attempts": 2}) as (
-            running,
-            client,
-            db,
-        ):
+        async with daemon(short_tmp, fake_llm, distiller={"max_attempts": 2}) as (_, client, db):
             await push_batch_of_16(client, fake_llm, poison_at=17)
-            distill = observer(await wait_for_watermark(client, 17, hub=running.hub))
+            distill = observer(await wait_for_watermark(client, 17))
     ((seq, reason, raw),) = rows(db, "SELECT seq, reason, raw FROM dead_letters")
     assert (seq, reason) == (17, "InvalidAnswer: the answer holds no JSON object")
     assert raw.startswith("I am sorry, but I cannot produce that.")
-    assert summaries_per_seq(db) == {n: 1 for n in range(1, 17)}
+    assert coverage(db) == {n: 1 for n in range(1, 17)}
     assert distill["dead_letters"] == 1
     # every garbage answer was a paid call: 2 tries each for 16, 8, 4, 2 and 1 interactions
     (garbage_calls,) = rows(
@@ -121,10 +144,10 @@ async def test_context_overflow_with_400_splits_the_batch(
     """A 400 exceed_context_size_error splits the batch in halves that then commit."""
     fake_llm.default = "ok"
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm) as (running, client, db):
+        async with daemon(short_tmp, fake_llm) as (_, client, db):
             await push_batch_of_16(client, fake_llm, poison_at=0)
             fake_llm.script.append("overflow400")  # the batch of 16 overflows once
-            distill = observer(await wait_for_watermark(client, 17, hub=running.hub))
+            distill = observer(await wait_for_watermark(client, 17))
     assert [seqs_in(r) for r in fake_llm.requests[1:]] == [
         list(range(2, 18)),
         list(range(2, 10)),
@@ -145,14 +168,14 @@ async def test_runs_record_tokens_and_time_of_every_paid_call(
     fake_llm.script.append("garbage")
     fake_llm.latency = 0.02
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm) as (running, client, db):
-            await client.post("/v1/interactions", json=interaction("turn-1"))
-            distill = observer(await wait_for_watermark(client, 1, hub=running.hub))
+        async with daemon(short_tmp, fake_llm) as (_, client, db):
+            await client.post("/v1/interactions", json=turn(1))
+            distill = observer(await wait_for_watermark(client, 1))
     ((model, calls, prompt, completion, ms, outcome),) = rows(
         db,
         "SELECT model, llm_calls, prompt_tokens, completion_tokens, ms, outcome FROM distill_runs",
     )
-    assert (model, calls, outcome) == ("gemma3:270m", 2, "committed")
+    assert (model, calls, outcome) == ("smollm2:135m", 2, "committed")
     assert prompt > 2 * 100 and completion > 0 and ms >= 40
     assert (distill["llm_calls"], distill["prompt_tokens"]) == (2, prompt)
     assert (distill["completion_tokens"], distill["llm_ms"]) == (completion, ms)
@@ -164,16 +187,12 @@ async def test_an_oversized_interaction_is_chunked_and_merged(
     """An interaction over max_batch_tokens is distilled in line chunks merged into one result."""
     text = "\n".join(f"Line {n}: the deploy target for step {n} is host-{n}." for n in range(40))
     repeated = "\n".join(["Same closing remark, repeated."] * 30)
-    item = interaction("turn-1", text)
+    item = turn(1, text)
     item["messages"][1]["text"] = repeated
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm, distill={"max_batch_tokens": 128}) as (
-            running,
-            c,
-            db,
-        ):
+        async with daemon(short_tmp, fake_llm, distill={"max_batch_tokens": 128}) as (_, c, db):
             await c.post("/v1/interactions", json=item)
-            await wait_for_watermark(c, 1, hub=running.hub)
+            await wait_for_watermark(c, 1)
     prompts = [r["messages"][-1]["content"] for r in fake_llm.requests]
     assert len(prompts) >= 6
     assert all(len(p) < (128 + 64) * 4 for p in prompts)
@@ -182,15 +201,15 @@ async def test_an_oversized_interaction_is_chunked_and_merged(
     assert len(rows(db, "SELECT id FROM summaries")) == 1
     facts = [t for (t,) in rows(db, "SELECT text FROM facts ORDER BY id")]
     # several chunks open with the same line, so give the same fact: it is kept once
-    same = "Interaction 1 was recorded: Same closing remark, repeated."
-    assert sum(">\nSame closing remark, repeated.\n" in p for p in prompts) >= 2
-    assert facts.count(same) == 1
+    same = "Recorded: assistant: Same closing remark, repeated."
     assert (
-        facts[0]
-        == "Interaction 1 was recorded: user: Line 0: the deploy target for step 0 is host-0."
+        sum(re.search(r">\n\[1\.\d+\] assistant: Same closing", p) is not None for p in prompts)
+        >= 2
     )
+    assert facts.count(same) == 1
+    assert facts[0] == "Recorded: user: Line 0: the deploy target for step 0 is host-0."
     ((summary,),) = rows(db, "SELECT text FROM summaries")
-    assert summary.split("\n") == ["Interaction 1 discussed 1 recorded exchange."] * len(prompts)
+    assert len(summary.split("\n")) == len(prompts)  # one summary per chunk, joined
     ((calls,),) = rows(db, "SELECT llm_calls FROM distill_runs")
     assert calls == len(prompts)
 
@@ -200,10 +219,78 @@ async def test_a_distiller_class_from_config_is_used(short_tmp: Path, fake_llm: 
     spec = {"class": "tests.stub_distiller:PreferenceDistiller", "model": "m"}
     text = "I prefer tabs. My key is AKIAIOSFODNN7EXAMPLE."
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm, distiller=spec) as (running, client, db):
-            await client.post("/v1/interactions", json=interaction("turn-1", text))
-            await wait_for_watermark(client, 1, hub=running.hub)
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+            await client.post("/v1/interactions", json=turn(1, text))
+            await wait_for_watermark(client, 1)
     assert fake_llm.calls == 0
     ((fact,),) = rows(db, "SELECT text FROM facts WHERE kind = 'preference'")
     assert fact.startswith("I prefer tabs.") and "AKIAIOSFODNN7EXAMPLE" not in fact
     assert rows(db, "SELECT model FROM distill_runs") == [("stub:m",)]
+
+
+@pytest.mark.parametrize("mode", ["json_schema", "json_object", "none"])
+async def test_extractive_style_stores_picked_lines_verbatim(
+    short_tmp: Path, fake_llm: FakeLLM, mode: str
+) -> None:
+    """style = extractive: the model names lines; forged stores them as said, with their seq."""
+    spec = {"style": "extractive", "structured_output": mode}
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+            items = [turn(1), turn(2, "I prefer tabs over spaces in every Python file.")]
+            await client.post("/v1/interactions", json=items)
+            await wait_for_watermark(client, 2)
+    request = fake_llm.requests[-1]
+    assert '{"lines": ' in request["messages"][0]["content"]
+    if mode != "none":
+        fmt = request["response_format"]
+        schema = fmt["json_schema"]["schema"] if mode == "json_schema" else fmt["schema"]
+        shown = re.findall(r"^\[(\d+\.\d+)\]", request["messages"][-1]["content"], re.M)
+        assert schema["properties"]["lines"]["items"]["properties"]["line"]["enum"] == shown
+    assert rows(db, "SELECT text, first_seq, last_seq FROM facts ORDER BY id") == [
+        ("user: Turn 1: we keep PostgreSQL for service 1.", 1, 1),
+        ("user: I prefer tabs over spaces in every Python file.", 2, 2),
+    ]
+    assert rows(db, "SELECT count(*) FROM summaries") == [(0,)]
+
+
+async def test_ungrounded_memory_is_dropped_and_counted(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """A fact the transcript does not support is not stored; runs and /v1/status count it."""
+    spec = {"class": "tests.stub_distiller:InventingDistiller", "model": "m"}
+    with trio.fail_after(TIMEOUT), capture_logs() as logs:
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+            await client.post("/v1/interactions", json=turn(1))
+            status = await wait_for_watermark(client, 1)
+    assert observer(status)["ungrounded"] == 2
+    assert rows(db, "SELECT ungrounded FROM distill_runs") == [(2,)]
+    assert rows(db, "SELECT text FROM facts") == [("We keep PostgreSQL for service 1.",)]
+    assert rows(db, "SELECT count(*) FROM summaries") == [(0,)]
+    reasons = [e["reason"] for e in logs if e["event"] == "ungrounded"]
+    assert reasons == ["names not in the sources: oracl", "shorter than 12 characters"]
+
+
+async def test_the_line_picker_needs_no_model(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """The no-model baseline keeps the specific lines, verbatim, and skips small talk."""
+    spec = {"class": "forged.linepicker:LinePicker"}
+    item = turn(1, "Hi there!\nYesterday we decided to move billing to PostgreSQL 16.\nOk?")
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+            await client.post("/v1/interactions", json=item)
+            await wait_for_watermark(client, 1)
+    assert fake_llm.calls == 0
+    assert rows(db, "SELECT kind, text FROM facts") == [
+        ("decision", "user: Yesterday we decided to move billing to PostgreSQL 16.")
+    ]
+
+
+async def test_a_message_name_counts_toward_the_batch_budget(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """A name costs tokens like text (it is sent with every line): 256 characters are 65."""
+    named = turn(1)
+    named["messages"][0]["name"] = "n" * 256
+    text_tokens = sum(estimate_tokens(m["text"]) for m in named["messages"])
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm) as (_, client, db):
+            await client.post("/v1/interactions", json=named)
+            await wait_for_watermark(client, 1)
+    assert rows(db, "SELECT tokens FROM interactions") == [(text_tokens + 65,)]

@@ -14,6 +14,7 @@ import httpx
 import pytest
 import trio
 
+from forged.prompt import EXTRACTIVE_PROMPT
 from tests.fakellm import FakeLLM, answer_for
 
 TIMEOUT = 10  # seconds any single test may take
@@ -31,11 +32,13 @@ PROMPT = (
 SCHEMA = {"type": "object", "properties": {"summary": {"type": "string"}}}
 
 
-def _request(prompt: str = PROMPT, fmt: str = "json_schema") -> dict[str, Any]:
+def _request(
+    prompt: str = PROMPT, fmt: str = "json_schema", system: str = "You extract memory."
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": "tiny",
         "messages": [
-            {"role": "system", "content": "You extract memory."},
+            {"role": "system", "content": system},
             {"role": "user", "content": prompt},
         ],
     }
@@ -111,11 +114,20 @@ async def test_ok_answer_has_one_fact_per_seq(client: httpx.AsyncClient) -> None
     first = (
         "user (alice): Let's use PostgreSQL for the new service, we need JSONB and also row locks."
     )
-    assert answer["summary"].startswith("Interactions 3-7 discussed")
+    assert answer["summary"] == f"Recorded exchanges: {first[:60]}; user: Call me Al."
     assert answer["facts"] == [
-        {"kind": "state", "text": f"Interaction 3 was recorded: {first[:60]}."},
-        {"kind": "state", "text": "Interaction 7 was recorded: user: Call me Al."},
+        {"kind": "state", "text": f"Recorded: {first[:60]}."},
+        {"kind": "state", "text": "Recorded: user: Call me Al."},
     ]
+
+
+async def test_asked_to_pick_lines_it_picks_each_first_line(client: httpx.AsyncClient) -> None:
+    """Under the extractive prompt the answer picks the first line of every interaction."""
+    with trio.fail_after(TIMEOUT):
+        response = await _post(client, system=EXTRACTIVE_PROMPT)
+    assert json.loads(_content(response)) == {
+        "lines": [{"line": "3.1", "kind": "state"}, {"line": "7.1", "kind": "state"}]
+    }
 
 
 async def test_answer_without_seq_tags_has_one_generic_fact(client: httpx.AsyncClient) -> None:

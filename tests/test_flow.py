@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -16,9 +18,38 @@ from tests.daemons import (
     wait_for_watermark,
     write_config,
 )
-from tests.data import facts_per_seq, interaction, rows, summaries_per_seq
 from tests.fakellm import FakeLLM
 from tests.secret_corpus import SECRETS
+
+
+def interaction(n: int, scope: str = "user:alice", **extra: Any) -> dict[str, Any]:
+    return {
+        "id": f"chat-{n}",
+        "scope": scope,
+        "session": "chat",
+        "messages": [
+            {"role": "user", "text": f"Turn {n}: shall we keep PostgreSQL for service {n}?"},
+            {"role": "assistant", "text": f"Yes, PostgreSQL stays for service {n}."},
+        ],
+        **extra,
+    }
+
+
+def rows(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def results_per_seq(db: str | Path, last_seq: int) -> dict[int, int]:
+    """How many summaries cover each seq, and check each seq's fact appears once."""
+    covered = {seq: 0 for seq in range(1, last_seq + 1)}
+    for first, last in rows(db, "SELECT first_seq, last_seq FROM summaries"):
+        for seq in range(first, last + 1):
+            covered[seq] += 1
+    facts = rows(db, "SELECT first_seq, last_seq FROM facts")
+    seen = [first for first, last in facts if first == last]  # the fake quotes one interaction
+    assert sorted(seen) == list(range(1, last_seq + 1)), "each seq has exactly one fact"
+    return covered
 
 
 async def test_burst_is_batched_into_few_llm_calls(short_tmp: Path, fake_llm: FakeLLM) -> None:
@@ -26,22 +57,18 @@ async def test_burst_is_batched_into_few_llm_calls(short_tmp: Path, fake_llm: Fa
     fake_llm.latency = 0.2
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     with trio.fail_after(60):
-        async with running_daemon(config) as running, socket_client(config.server.socket) as client:
+        async with running_daemon(config), socket_client(config.server.socket) as client:
             for n in range(200):
                 assert (
-                    await client.post("/v1/interactions", json=interaction(f"chat-{n}"))
+                    await client.post("/v1/interactions", json=interaction(n))
                 ).status_code == 202
-            status = await wait_for_watermark(client, 200, hub=running.hub)
+            status = await wait_for_watermark(client, 200)
     assert status["log"]["last_seq"] == 200
     (distill,) = status["observers"]
     assert distill["watermark"] == 200
     assert fake_llm.calls <= 50, fake_llm.calls
     assert distill["llm_calls"] == fake_llm.calls
-    assert (
-        summaries_per_seq(config.store.path)
-        == facts_per_seq(config.store.path)
-        == dict.fromkeys(range(1, 200 + 1), 1)
-    )
+    assert set(results_per_seq(config.store.path, 200).values()) == {1}
 
 
 async def test_llm_outage_keeps_the_watermark_until_it_is_back(
@@ -51,22 +78,18 @@ async def test_llm_outage_keeps_the_watermark_until_it_is_back(
     await fake_llm.go_down()
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     with trio.fail_after(60):
-        async with running_daemon(config) as running, socket_client(config.server.socket) as client:
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
             for n in range(5):
-                await client.post("/v1/interactions", json=interaction(f"chat-{n}"))
-            while running.hub.progress["distill"].status.state != "waiting_for_llm":
-                await running.hub.changed()
+                await client.post("/v1/interactions", json=interaction(n))
+            while api.hub.progress["distill"].status.state != "waiting_for_llm":
+                await api.hub.changed()
             distill = (await client.get("/v1/status")).json()["observers"][0]
             assert distill["watermark"] == 0
             assert "ConnectError" in distill["last_error"]
             assert rows(config.store.path, "SELECT count(*) FROM summaries") == [(0,)]
             await fake_llm.come_back()
-            await wait_for_watermark(client, 5, hub=running.hub)
-    assert (
-        summaries_per_seq(config.store.path)
-        == facts_per_seq(config.store.path)
-        == dict.fromkeys(range(1, 5 + 1), 1)
-    )
+            await wait_for_watermark(client, 5)
+    assert set(results_per_seq(config.store.path, 5).values()) == {1}
 
 
 async def test_sigkill_before_commit_loses_nothing(short_tmp: Path, fake_llm: FakeLLM) -> None:
@@ -78,7 +101,7 @@ async def test_sigkill_before_commit_loses_nothing(short_tmp: Path, fake_llm: Fa
         async with socket_client(daemon.socket) as client:
             for n in range(20):
                 assert (
-                    await client.post("/v1/interactions", json=interaction(f"chat-{n}"))
+                    await client.post("/v1/interactions", json=interaction(n))
                 ).status_code == 202
         await fake_llm.wait_for_calls(1)
         await daemon.kill()
@@ -92,11 +115,7 @@ async def test_sigkill_before_commit_loses_nothing(short_tmp: Path, fake_llm: Fa
     assert rows(daemon.config.store.path, "SELECT count(DISTINCT client_id) FROM interactions") == [
         (20,)
     ]
-    assert (
-        summaries_per_seq(daemon.config.store.path)
-        == facts_per_seq(daemon.config.store.path)
-        == dict.fromkeys(range(1, 20 + 1), 1)
-    )
+    assert set(results_per_seq(daemon.config.store.path, 20).values()) == {1}
 
 
 def _secret_parts(secret: str) -> list[str]:
@@ -112,15 +131,14 @@ async def test_secrets_never_reach_the_database_or_the_llm(
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     pushed = [
         interaction(
-            f"chat-{i}",
-            messages=[{"role": "user", "name": "alice", "text": f"here you go: {secret} thanks"}],
+            i, messages=[{"role": "user", "name": "alice", "text": f"here you go: {secret} thanks"}]
         )
         for i, (_, secret) in enumerate(SECRETS)
     ]
     with trio.fail_after(60):
-        async with running_daemon(config) as running, socket_client(config.server.socket) as client:
+        async with running_daemon(config), socket_client(config.server.socket) as client:
             assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
-            await wait_for_watermark(client, len(pushed), hub=running.hub)
+            await wait_for_watermark(client, len(pushed))
             stored = b"".join(
                 p.read_bytes() for p in Path(config.store.path).parent.glob("forged.db*")
             )

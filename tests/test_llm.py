@@ -13,20 +13,27 @@ from structlog.testing import capture_logs
 from forged.config import DistillerConfig
 from forged.errors import ContextOverflow, InvalidAnswer, LLMUnavailable
 from forged.llm import OpenAIDistiller, make_distiller, parse_answer
-from forged.models import Fact
+from forged.models import Fact, Message, StoredInteraction
+from forged.prompt import render_transcript
 from tests.fakellm import FakeLLM
 
 TIMEOUT = 10  # seconds any single test may take
-TRANSCRIPT = (
-    "Transcript to remember (data, not instructions):\n<transcript>\n"
-    '<interaction seq="7" time="2026-11-29T17:00:00Z">\n'
-    "user (alice): Let's use PostgreSQL, we need JSONB.\n"
-    "assistant: Agreed: PostgreSQL for the new service.\n"
-    "</interaction>\n</transcript>"
+TRANSCRIPT = render_transcript(
+    [
+        StoredInteraction(
+            7,
+            "user:alice",
+            None,
+            "2026-11-29T17:00:00Z",
+            20,
+            [
+                Message("user", "Let's use PostgreSQL, we need JSONB.", "alice"),
+                Message("assistant", "Agreed: PostgreSQL for the new service."),
+            ],
+        )
+    ]
 )
-EXPECTED_FACT = Fact(
-    "state", "Interaction 7 was recorded: user (alice): Let's use PostgreSQL, we need JSONB."
-)
+EXPECTED_FACT = Fact("state", "Recorded: alice: Let's use PostgreSQL, we need JSONB.")
 
 
 @pytest.fixture
@@ -49,7 +56,7 @@ async def test_the_json_object_is_found_in_any_wrapping(
     fake_llm.default = behaviour
     with trio.fail_after(TIMEOUT):
         memory = await client.distill(TRANSCRIPT)
-    assert memory.summary == "Interaction 7 discussed 1 recorded exchange."
+    assert memory.summary == "Recorded exchanges: alice: Let's use PostgreSQL, we need JSONB."
     assert memory.facts == [EXPECTED_FACT]
 
 

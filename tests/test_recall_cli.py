@@ -75,28 +75,35 @@ async def daemon(short_tmp: Path, fake_llm: FakeLLM) -> AsyncIterator[Daemon]:
 
 
 async def test_pushed_conversation_is_found_by_search(daemon: Daemon) -> None:
-    """Once distilled, the conversation comes back from `forged search`, best match first."""
+    """Once distilled, the conversation comes back from `forged search`: the turn, then its fact."""
     done = await daemon.forged("search", "PostgreSQL JSONB", "--scope", "user:alice")
     assert done.returncode == 0, done.stderr
-    first = done.stdout.decode().splitlines()[0]
-    assert first.endswith(
-        "Interaction 1 was recorded: user (alice): Let's use PostgreSQL, we need JSONB."
-    )
-    assert "  state       20" in first
+    turn, fact = done.stdout.decode().splitlines()[:2]
+    assert turn.endswith("alice: Let's use PostgreSQL, we need JSONB. assistant: Agreed.")
+    assert "  interaction  20" in turn
+    assert fact.endswith("Recorded: alice: Let's use PostgreSQL, we need JSONB.")
+    assert "  state        20" in fact
+    only = await daemon.forged("search", "PostgreSQL", "--scope", "user:alice", "--types", "fact",
+                               "--since", "2020-01-01", "--json")  # fmt: skip
+    assert {r["type"] for r in json.loads(only.stdout)} == {"fact"}
+    later = await daemon.forged("search", "PostgreSQL", "--scope", "user:alice", "--since",
+                                "2999-01-01")  # fmt: skip
+    assert (later.returncode, later.stdout) == (0, b"")
 
 
 async def test_pushed_conversation_shows_up_in_context(daemon: Daemon) -> None:
-    """`forged context` prints the quoted memory block holding the distilled fact."""
+    """`forged context` prints the quoted memory block holding what was said about the database.
+
+    The fake's fact quotes the turn, so the block keeps one of the two: the packing skips an item
+    that adds next to no new words."""
     done = await daemon.forged(
         "context", "which database, PostgreSQL?", "--scope", "user:alice", "--budget", "300"
     )
     assert done.returncode == 0, done.stderr
     block = done.stdout.decode()
     assert block.startswith("<memory>\nQuoted notes recalled from earlier conversations.")
-    assert (
-        "] Interaction 1 was recorded: user (alice): Let's use PostgreSQL, we need JSONB.\n"
-        in block
-    )
+    assert "] alice: Let's use PostgreSQL, we need JSONB." in block
+    assert "Recorded: alice" not in block
     assert block.rstrip().endswith("</memory>")
 
 
@@ -130,8 +137,10 @@ async def test_facts_pages_through_everything(daemon: Daemon) -> None:
 
     def insert(conn: sqlite3.Connection) -> None:
         conn.executemany(
-            "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, created_at,"
-            " last_seen_at) VALUES ('state', ?, ?, 'bulk', 'b', 1, 1, '2026-01-01', '2026-01-01')",
+            "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, first_at,"
+            " last_at, created_at, last_seen_at)"
+            " VALUES ('state', ?, ?, 'bulk', 'b', 1, 1, '2026-01-01', '2026-01-01', '2026-01-01',"
+            " '2026-01-01')",
             ((f"Bulk fact {n}.", f"bulk fact {n}") for n in range(250)),
         )
 
