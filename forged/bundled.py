@@ -15,6 +15,7 @@ import httpx
 import structlog
 import trio
 
+from forged.backoff import Backoff
 from forged.config import DistillStyle
 from forged.errors import BundledLLMError
 
@@ -34,8 +35,10 @@ POLL_INTERVAL_S = 0.2
 PROBE_TIMEOUT_S = 2.0
 # Grace between SIGTERM and SIGKILL when we stop the child.
 TERM_GRACE_S = 5.0
-# Seconds before starting a server that died after it was ready.
+# Seconds before starting a server that died after it was ready; doubled while it keeps dying.
 RESTART_DELAY_S = 2.0
+# Longest pause between restarts of a server that keeps dying.
+RESTART_MAX_S = 60.0
 # Lines of child output kept for error messages; older lines are dropped, so a chatty child
 # costs bounded memory however long it runs.
 OUTPUT_TAIL_LINES = 40
@@ -201,15 +204,19 @@ async def serve_bundled_llm(
     base_url = f"http://{host}:{port}/v1"
     log.info("bundled_llm_starting", model=model.name, url=base_url, n_ctx=n_ctx)
     status = task_status
+    backoff = Backoff(RESTART_DELAY_S, RESTART_MAX_S)
     while True:
         ready, reason = await _run_once(
             _command(model, host, port, n_ctx), base_url, start_timeout, status
         )
         if status is task_status and not ready:
             raise BundledLLMError(reason)
-        log.error("bundled_llm_exited", reason=reason, restart_in=RESTART_DELAY_S)
+        if ready:
+            backoff.reset()  # it served: a new death is not part of a crash loop
+        pause = backoff.next()
+        log.error("bundled_llm_exited", reason=reason, restart_in=pause)
         status = trio.TASK_STATUS_IGNORED  # started() was called once, by the first life
-        await trio.sleep(RESTART_DELAY_S)
+        await trio.sleep(pause)
 
 
 async def _run_once(

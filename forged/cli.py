@@ -15,7 +15,7 @@ from forged import __version__
 from forged.backup import restore_backup, take_backup
 from forged.client import JSON, NDJSON, Client, find_socket
 from forged.config import Config, config_file, load_config, render_toml
-from forged.errors import AlreadyRunning, ClientError, ConfigError, ForgedError
+from forged.errors import AlreadyRunning, ClientError, ConfigError, ForgedError, leaves
 from forged.models import FACT_KINDS, RECALL_KINDS, MemoryItem, ObserverStatus, Status
 
 EXIT_CONFIG = 2  # a bad configuration (or usage): systemd should not restart us in a loop
@@ -389,28 +389,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _leaf(exc: BaseException) -> BaseException:
-    """The one error inside nested exception groups (trio wraps what a nursery raises)."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
+def _complain(group: BaseExceptionGroup[ForgedError], prefix: str = "") -> None:
+    for error in leaves(group):
+        print(f"forged: {prefix}{error}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    code = 1
     try:
-        return int(args.handler(args))
-    except (ForgedError, BaseExceptionGroup) as exc:
-        error = _leaf(exc)
-        if isinstance(error, ConfigError):
-            print(f"forged: config error: {error}", file=sys.stderr)
-            return EXIT_CONFIG
-        if isinstance(error, AlreadyRunning):
-            print(f"forged: {error}", file=sys.stderr)
-            return EXIT_CONFIG
-        if isinstance(error, ForgedError):
-            print(f"forged: {error}", file=sys.stderr)
-            return 1
-        raise
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        code = int(args.handler(args))
+    except* ConfigError as group:  # trio wraps what the daemon raises in exception groups
+        _complain(group, "config error: ")
+        code = EXIT_CONFIG
+    except* AlreadyRunning as group:  # not a config problem: another daemon holds the socket
+        _complain(group)
+        code = EXIT_CONFIG
+    except* ForgedError as group:
+        _complain(group)
+        code = 1
+    except* KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    return code

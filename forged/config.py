@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
-from forged.errors import ConfigError
+from forged.errors import ConfigError, located
 
 DEFAULT_CONFIG_PATH = Path("/etc/forged/forged.toml")  # where `forged serve` looks without --config
 DEFAULT_SOCKET = "/run/forged/forged.sock"  # RuntimeDirectory of the systemd unit
@@ -19,6 +18,7 @@ DEFAULT_LLM_URL = "http://127.0.0.1:11434/v1"  # Ollama's OpenAI-compatible endp
 DEFAULT_LLM_MODEL = "smollm2:135m"  # Ollama's name for the bundled model
 MIB = 1024 * 1024
 OCTAL_KEYS = frozenset({"socket_mode"})  # file modes: written as 0o660, the way people read them
+_OCTAL_LINE = re.compile(rf"^({'|'.join(OCTAL_KEYS)}) = (\d+)$", re.MULTILINE)
 T = TypeVar("T")
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
@@ -118,10 +118,7 @@ class Config(_Section, frozen=True):
     log: LogConfig = LogConfig()
 
 
-_UNKNOWN = re.compile(
-    r"^Object contains unknown field `(?P<key>[^`]+)`(?: - at `\$\.?(?P<at>.*)`)?$"
-)
-_AT = re.compile(r"^(?P<problem>.*) - at `\$\.?(?P<at>[^`]*)`$")
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>[^`]+)`$")
 _ENV_OVERRIDES = {  # environment variable -> distiller key it replaces
     "FORGED_DISTILLER_URL": "base_url",
     "FORGED_DISTILLER_MODEL": "model",
@@ -134,16 +131,15 @@ def _explain(error: msgspec.ValidationError | msgspec.DecodeError, table: str = 
 
     `table` is where the decoded value sits in the file (a plugin's `observers.NAME`).
     """
-    text = str(error)
     if not isinstance(error, msgspec.ValidationError):
-        return f"not valid TOML: {text}"
-    if m := _UNKNOWN.match(text):
-        key = ".".join(filter(None, [table, m["at"], m["key"]]))
-        return f"{key}: unknown key"
-    m = _AT.match(text)
-    problem, at = (m["problem"], m["at"]) if m else (text, "")
-    where = ".".join(filter(None, [table, at])) or "(top level)"
-    return f"{where}: {problem[0].lower()}{problem[1:]}"
+        return f"not valid TOML: {error}"
+    problem, at = located(str(error))
+    key = ".".join(filter(None, [table, (at or "").removeprefix("$").removeprefix(".")]))
+    if m := _UNKNOWN.match(problem):
+        return ".".join(filter(None, [key, m["key"]])) + ": unknown key"
+    if at is None and not table:
+        return problem
+    return f"{key or '(top level)'}: {problem[0].lower()}{problem[1:]}"
 
 
 def decode_table(table: Mapping[str, Any], type_: type[T], key: str) -> T:
@@ -202,27 +198,7 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
     return with_overrides(config, env)
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a valid TOML basic string
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):  # an inline table
-        pairs = (f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items())
-        return "{" + ", ".join(pairs) + "}"
-    return repr(value)
-
-
 def render_toml(config: Config) -> str:
-    """The configuration as a TOML file that decodes back to the same value."""
-    lines = []
-    for section, table in msgspec.to_builtins(config).items():
-        lines.append(f"[{section}]")
-        lines.extend(
-            f"{key} = {oct(value) if key in OCTAL_KEYS else _toml_value(value)}"
-            for key, value in table.items()
-        )
-        lines.append("")
-    return "\n".join(lines)
+    """The configuration as a TOML file that decodes back to the same value (tables included)."""
+    text = msgspec.toml.encode(config).decode()
+    return _OCTAL_LINE.sub(lambda m: f"{m[1]} = {int(m[2]):#o}", text)

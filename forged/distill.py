@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import uuid
 from itertools import groupby
 
@@ -10,6 +9,7 @@ import msgspec
 import structlog
 import trio
 
+from forged.backoff import Backoff
 from forged.config import DistillConfig, DistillerConfig
 from forged.errors import ContextOverflow, DistillError, InvalidAnswer, LLMUnavailable
 from forged.grounding import Sources, check
@@ -27,9 +27,9 @@ from forged.models import (
     ScopeResult,
     StoredInteraction,
     Usage,
+    normalise,
 )
 from forged.prompt import message_lines, render_chunks, render_transcript
-from forged.store import normalise
 
 RAW_LIMIT = 16_384  # characters of a failed answer kept with its dead letter
 
@@ -147,7 +147,7 @@ class DistillObserver:
             progress.set_state("idle")
 
     async def distill_batch(
-        self, batch: list[StoredInteraction], progress: Progress | None, *, watermark: bool = True
+        self, batch: list[StoredInteraction], progress: Progress | None
     ) -> BatchOutcome:
         """Distil a batch scope by scope; the outcome carries everything to commit."""
         collected = _Collected(uuid.uuid4().hex[:16])
@@ -157,7 +157,7 @@ class DistillObserver:
             results=collected.results,
             dead_letters=collected.dead_letters,
             runs=collected.runs,
-            watermark=batch[-1].seq if watermark else None,
+            watermark=batch[-1].seq,
         )
 
     async def _distill_group(
@@ -255,7 +255,7 @@ class DistillObserver:
         Without `progress` (a re-run someone waits for) a transient error is raised at once.
         The usage of failed tries is added to the answer's, or to the error that ends the tries.
         """
-        delay = self.policy.backoff_initial
+        backoff = Backoff(self.policy.backoff_initial, self.policy.backoff_max)
         attempts = 0
         spent = Usage()
         while True:
@@ -265,10 +265,9 @@ class DistillObserver:
                 if progress is None:
                     raise
                 progress.set_state("waiting_for_llm", error=str(exc))
-                pause = delay * random.uniform(0.5, 1.0)
+                pause = backoff.next()
                 log.warning("llm_unavailable", observer=self.name, error=str(exc), retry_in=pause)
                 await trio.sleep(pause)
-                delay = min(delay * 2, self.policy.backoff_max)
                 progress.set_state("distilling")
                 continue
             except (InvalidAnswer, ContextOverflow) as exc:

@@ -23,10 +23,13 @@ ForgedError
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from forged.models import Usage
+
+_AT = re.compile(r"^(?P<problem>.*) - at `(?P<at>[^`]*)`$")  # how msgspec says where a value is
 
 
 class ForgedError(Exception):
@@ -122,3 +125,17 @@ class BadRequest(ApiError):
 
 class Unavailable(ApiError):
     """A 5xx answer: backlog full, shutting down, disk full, LLM unreachable; retry later."""
+
+
+def located(message: str) -> tuple[str, str | None]:
+    """A msgspec error message split into the problem and where it is (`$.server`), if it says."""
+    if m := _AT.match(message):
+        return m["problem"], m["at"]
+    return message, None
+
+
+def leaves(error: BaseException) -> list[BaseException]:
+    """The errors inside nested exception groups (trio wraps what a nursery raises), in order."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+    return [error]

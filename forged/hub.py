@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, Protocol, TypeVar
@@ -10,7 +9,8 @@ from typing import Generic, Protocol, TypeVar
 import structlog
 import trio
 
-from forged.errors import ObserverError, StorageFull
+from forged.backoff import Backoff
+from forged.errors import ObserverError, StorageFull, leaves
 from forged.models import (
     BatchInFlight,
     BatchOutcome,
@@ -19,7 +19,8 @@ from forged.models import (
     ObserverStatus,
     StoredInteraction,
 )
-from forged.store import Store, now
+from forged.store import Store
+from forged.timestamps import now
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -182,15 +183,15 @@ class Progress:
 
     async def _until_stored(self, write: Callable[[], Awaitable[T]]) -> T:
         """Retry a commit while the disk is full: the batch in hand is kept, not re-run."""
-        delay = STORAGE_RETRY_INITIAL
+        backoff = Backoff(STORAGE_RETRY_INITIAL, STORAGE_RETRY_MAX)
         while True:
             try:
                 return await write()
             except StorageFull as exc:
                 self.status.last_error = str(exc)
-                log.warning("commit_storage_full", observer=self.name, retry_in=delay)
-                await trio.sleep(delay)
-                delay = min(delay * 2, STORAGE_RETRY_MAX)
+                pause = backoff.next()
+                log.warning("commit_storage_full", observer=self.name, retry_in=pause)
+                await trio.sleep(pause)
 
     async def commit(self, seq: int) -> None:
         """Record that every interaction up to `seq` is done (observers without results)."""
@@ -307,20 +308,19 @@ class Hub:
 
     async def _supervise(self, observer: Observer) -> None:
         progress = self.progress[observer.name]
-        delay = RESTART_INITIAL
+        backoff = Backoff(RESTART_INITIAL, RESTART_MAX)
         while True:
             started = trio.current_time()
             try:
                 await self._run(observer, progress)
-            except Exception as exc:  # an observer must never take the daemon down
-                log.exception("observer_failed", observer=observer.name, restart_in=delay)
-                while isinstance(exc, ExceptionGroup):
-                    exc = exc.exceptions[0]  # the observer's own error, not the nursery's wrapper
-                progress.set_state("idle", error=f"{type(exc).__name__}: {exc}")
-            if trio.current_time() - started > HEALTHY_RUN:
-                delay = RESTART_INITIAL
-            await trio.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, RESTART_MAX)
+            except* Exception as group:  # an observer must never take the daemon down
+                if trio.current_time() - started > HEALTHY_RUN:
+                    backoff.reset()
+                pause = backoff.next()
+                log.exception("observer_failed", observer=observer.name, restart_in=pause)
+                error = leaves(group)[0]  # the observer's own error, not the nurseries' wrappers
+                progress.set_state("idle", error=f"{type(error).__name__}: {error}")
+            await trio.sleep(pause)
 
     async def _run(self, observer: Observer, progress: Progress) -> None:
         """One life of an observer: a fresh channel fed from the stored watermark.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -12,6 +13,7 @@ FACT_KINDS: tuple[str, ...] = ("decision", "correction", "preference", "state", 
 ObserverState = Literal["idle", "distilling", "waiting_for_llm"]
 DEFAULT_SCOPE = "default"  # the scope of an interaction that names none, and of recall without one
 Key = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]  # ids, scopes and sessions
+_NOT_WORD = re.compile(r"[^\w]+")
 
 
 class Message(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -68,6 +70,11 @@ class LinePick(msgspec.Struct, frozen=True):
     kind: FactKind
 
 
+def normalise(text: str) -> str:
+    """Fold a fact's text so trivially different spellings compare equal."""
+    return _NOT_WORD.sub(" ", text.casefold()).strip()
+
+
 class Usage(msgspec.Struct, frozen=True):
     """What one LLM call cost."""
 
@@ -95,6 +102,8 @@ class Accepted(msgspec.Struct):
 
 
 class ErrorBody(msgspec.Struct):
+    """What went wrong: a snake_case `code` for programs, a `message` for people."""
+
     code: str
     message: str
 

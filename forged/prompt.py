@@ -16,7 +16,7 @@ from typing import Any
 
 from forged.config import DistillerConfig
 from forged.models import FACT_KINDS, StoredInteraction
-from forged.tokens import CHARS_PER_TOKEN, estimate_tokens
+from forged.tokens import CHARS_PER_TOKEN
 
 # A bound a grammar-enforcing server (llama.cpp) applies while generating: it keeps a small model
 # from repeating facts until max_tokens. No maxLength: llama.cpp turns it into one nested rule
@@ -231,8 +231,3 @@ def render_chunks(item: StoredInteraction, max_tokens: int) -> list[str]:
         )
         for n, piece in enumerate(pieces, start=1)
     ]
-
-
-def transcript_tokens(items: list[StoredInteraction]) -> int:
-    """The estimated size of the interactions' transcript."""
-    return estimate_tokens(render_transcript(items))

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
 
 from forged.errors import StoreError
+from forged.timestamps import now
 
 # The time span of a fact's or summary's source interactions, for rows stored before it was
 # recorded; a row whose interactions are gone keeps the time it was distilled.
@@ -270,7 +270,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     for version, (name, sql) in enumerate(MIGRATIONS, start=1):
         if version <= len(applied):
             continue
-        applied_at = datetime.now(UTC).isoformat()
+        applied_at = now()
         record = f"INSERT INTO schema_migrations VALUES ({version}, '{name}', '{applied_at}')"
         try:  # one script, one transaction: triggers may hold semicolons of their own
             conn.executescript(f"BEGIN IMMEDIATE;\n{sql};\n{record};\nCOMMIT;")

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import math
-import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,14 +27,15 @@ from forged.models import (
     OpenDeadLetter,
     ScopeResult,
     StoredInteraction,
+    normalise,
 )
 from forged.schema import migrate
+from forged.timestamps import now
 
 T = TypeVar("T")
 
 _MESSAGES = msgspec.json.Decoder(list[Message])
 _IDS = msgspec.json.Encoder()
-_NOT_WORD = re.compile(r"[^\w]+")
 _INSERT_INTERACTION = """
     INSERT INTO interactions
         (client_id, scope, session, timestamp, received_at, tokens, messages, metadata)
@@ -87,34 +86,6 @@ CHECKPOINT_ATTEMPTS = 3  # TRUNCATE checkpoints tried while readers hold old sna
 
 
 log = structlog.get_logger("forged.store")
-
-
-def now() -> str:
-    """The current time as the store writes it: ISO 8601, UTC."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def utc_timestamp(value: str) -> str:
-    """An ISO 8601 date and time with a time zone, written as the store writes times.
-
-    Raises ValueError saying what is wrong with it.
-    """
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError("is not an ISO 8601 date and time") from None
-    if parsed.tzinfo is None:
-        raise ValueError("has no time zone (add Z or an offset)")
-    try:
-        utc = parsed.astimezone(UTC)
-    except OverflowError:  # 9999-12-31T23:59:59-14:00 is past year 9999 in UTC
-        raise ValueError("is out of range (years 1 to 9999 in UTC)") from None
-    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def normalise(text: str) -> str:
-    """Fold a fact's text so trivially different spellings compare equal."""
-    return _NOT_WORD.sub(" ", text.casefold()).strip()
 
 
 def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
@@ -474,22 +445,25 @@ class Store:
         """Keep the mode `endpoint` accepts, for the next start."""
         await self._write(_remember_mode, endpoint, mode)
 
+    async def _open_dead_letter_rows(
+        self, observer: str, first_seq: int, last_seq: int
+    ) -> list[tuple[Any, ...]]:
+        return await self.read(
+            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
+        )
+
     async def open_dead_letters(
         self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1
     ) -> list[OpenDeadLetter]:
         """The observer's unresolved dead letters with seq in the range, with their interactions."""
-        rows = await self.read(
-            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
-        )
+        rows = await self._open_dead_letter_rows(observer, first_seq, last_seq)
         return [OpenDeadLetter(r[0], r[2], _row_to_interaction(r[5:])) for r in rows]
 
     async def list_dead_letters(
         self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1
     ) -> list[DeadLetterInfo]:
         """The observer's unresolved dead letters, for inspection."""
-        rows = await self.read(
-            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
-        )
+        rows = await self._open_dead_letter_rows(observer, first_seq, last_seq)
         return [
             DeadLetterInfo(
                 id=r[0],

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from forged.config import load_config
-from tests.conftest import running_daemon, socket_client, write_config
+from tests.daemons import running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
 
 ONE = {"messages": [{"role": "user", "text": "Let's use PostgreSQL, we need JSONB."}]}

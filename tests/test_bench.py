@@ -6,12 +6,14 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
 from bench.__main__ import DEFAULT_OUT, report_path
 from bench.report import Row, furthest
 from bench.sizes import SIZES
 
+pytestmark = pytest.mark.integration  # the benchmark runs daemons as child processes
 REPO = Path(__file__).resolve().parents[1]
 QUICK_TIMEOUT = 240.0  # seconds for `python -m bench --quick` on a busy two-core machine
 NUMBER = re.compile(r"^[\d,.]+( ?(/s|µs|ms|s|MiB|MB))?$")

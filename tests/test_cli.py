@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from forged.config import Config, load_config
-from tests.conftest import running_daemon, write_config
+from tests.daemons import running_daemon, write_config
 from tests.fakellm import FakeLLM
 
 TURN = {"messages": [{"role": "user", "text": "I prefer dark mode."}]}

@@ -22,7 +22,7 @@ from forged.models import (
     SearchAnswer,
     Status,
 )
-from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,10 +14,10 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
-from forged.api import Api
 from forged.config import load_config
+from forged.daemon import Running
 from forged.tokens import estimate_tokens
-from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import SEQ_TAG, FakeLLM
 
 TIMEOUT = 30  # seconds any single test may take
@@ -59,7 +59,7 @@ def observer(status: dict[str, Any]) -> dict[str, Any]:
 @asynccontextmanager
 async def daemon(
     tmp: Path, llm: FakeLLM, **sections: dict[str, Any]
-) -> AsyncIterator[tuple[Api, httpx.AsyncClient, str]]:
+) -> AsyncIterator[tuple[Running, httpx.AsyncClient, str]]:
     """The daemon in-process with a client of its socket and the database path."""
     config = load_config(write_config(tmp, llm.base_url, **sections), {})
     async with running_daemon(config) as api, socket_client(config.server.socket) as client:

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from forged.models import FACT_KINDS
-from tests.conftest import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo10.json"
 TURNS = 6  # messages pushed: three interactions of two turns, one batch for the model

@@ -11,7 +11,7 @@ import trio
 
 from forged.config import load_config
 from forged.scrub import scrub
-from tests.conftest import (
+from tests.daemons import (
     DaemonProcess,
     running_daemon,
     socket_client,

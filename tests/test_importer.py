@@ -14,7 +14,7 @@ import trio
 
 from forged.config import Config, load_config
 from forged.importer import _Progress, read_records
-from tests.conftest import running_daemon, write_config
+from tests.daemons import running_daemon, write_config
 from tests.fakellm import FakeLLM
 
 FIXTURES = Path(__file__).parent / "fixtures"

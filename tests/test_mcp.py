@@ -13,7 +13,7 @@ import trio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from forged.config import Config, load_config
-from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 
 TIMEOUT = 60.0  # seconds for a whole scenario: the server child imports pydantic and the SDK

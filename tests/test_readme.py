@@ -21,7 +21,7 @@ import trio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from forged.config import DEFAULT_CONFIG_PATH
-from tests.conftest import SYSTEMD_VARIABLES, NotifySocket, socket_client, wait_for_watermark
+from tests.daemons import SYSTEMD_VARIABLES, NotifySocket, socket_client, wait_for_watermark
 from tests.fakellm import FakeLLM
 
 REPO = Path(__file__).resolve().parents[1]

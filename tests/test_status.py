@@ -11,7 +11,7 @@ import trio
 from forged.client import AsyncClient
 from forged.config import load_config
 from forged.models import Interaction, Message
-from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 
 TIMEOUT = 60.0
