@@ -10,11 +10,26 @@ from pathlib import Path
 
 import trio
 
-from bench import quality, report
+from bench import quality, report, smallmodel
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "quality.md"
 KEPT_SECTION = "## Small-model distillation"  # measured by bench.smallmodel, not by this run
+BUNDLED_SECTION = "## The bundled model in `make eval`"  # written by --bundled, kept otherwise
+BUNDLED_NOTE = """\
+`python -m bench.evaluate --bundled {sessions}` (or `make eval EVAL_FLAGS="--bundled {sessions}"`;
+not in the default `make eval`: the model takes minutes a batch on two shared cores): the
+bundled model, SmolLM2-135M-Instruct in the bundled default style (extractive), distils the
+first {sessions} sessions of LoCoMo {conversation} ({turns} turns) through the socket; the
+{questions} questions of categories 1-4 whose evidence lies in those sessions are then asked as
+above, beside the same baselines over the same turns. Measured {date} in {minutes:.1f} minutes.
+
+{table}
+
+| batches | first-try valid | dead letters | facts | facts/batch | dropped ungrounded | s/batch | stored facts grounded (≥ 80 %) |
+|---|---|---|---|---|---|---|---|
+| {batches} | {first_try_valid:.0%} | {dead_letters} | {facts} | {facts_per_batch:.1f} | {ungrounded} | {seconds_per_batch:.1f} | {grounded_share:.0%} |
+"""  # fmt: skip
 NOTES = """\
 - **Data**: LoCoMo (`locomo10.json`), {conversations} conversation(s), {questions} questions of
   categories 1-4 (category 5, adversarial, has no answer to find). Each turn is pushed through
@@ -78,10 +93,36 @@ def _kept(out: Path) -> str:
     return "\n" + old[at:] if at >= 0 else ""
 
 
+def _bundled(sessions: int, work: Path) -> str:
+    """The bundled model's section, measured now; empty without LoCoMo."""
+    started = time.perf_counter()
+    measured = trio.run(smallmodel.recall_quality, REPO, sessions, work)
+    if measured is None:
+        return ""
+    results, figures = measured
+    conv = quality.first_sessions_of(REPO, sessions)
+    assert conv is not None
+    date = report.machine(work)["date"]
+    return f"{BUNDLED_SECTION}\n\n" + BUNDLED_NOTE.format(
+        sessions=sessions, conversation=conv.sample_id, turns=len(conv.interactions),
+        questions=len(results[(quality.BUNDLED, "forged")]), date=date,
+        minutes=(time.perf_counter() - started) / 60, table=quality.table(results), **figures,
+    )  # fmt: skip
+
+
+def _sections(text: str) -> tuple[str, str]:
+    """The kept text without the bundled model's section, and that section."""
+    at = text.find(BUNDLED_SECTION)
+    return (text, "") if at < 0 else (text[:at], text[at:])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.evaluate", description=__doc__)
     parser.add_argument("--conversations", type=int, help="only the first N (default: all)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the markdown report")
+    parser.add_argument("--bundled", type=int, metavar="SESSIONS",
+                        help="also distil the first SESSIONS sessions of conversation 0 with"
+                        " the bundled model (minutes a batch)")  # fmt: skip
     args = parser.parse_args(argv)
     convs = quality.conversations_of(REPO, args.conversations)
     if not convs:
@@ -91,12 +132,17 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="fq") as work:  # short: socket paths fit
         facts = report.machine(Path(work))
         results = trio.run(quality.measure, convs, Path(work))
-    seconds = time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        kept, bundled = _sections(_kept(args.out))
+        if args.bundled:
+            bundled = _bundled(args.bundled, Path(work))
+            print(bundled)
     print(quality.table(results))
     print()
     print(quality.per_conversation(results))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(markdown(results, facts, len(convs), seconds) + _kept(args.out))
+    tail = kept.rstrip("\n") + "\n\n" + bundled if bundled else kept
+    args.out.write_text(markdown(results, facts, len(convs), seconds) + tail)
     print(f"\n{seconds:.0f} s; written to {args.out}")
     return 0
 
