@@ -110,10 +110,15 @@ def _bundled(sessions: int, work: Path) -> str:
     )  # fmt: skip
 
 
-def _sections(text: str) -> tuple[str, str]:
-    """The kept text without the bundled model's section, and that section."""
-    at = text.find(BUNDLED_SECTION)
-    return (text, "") if at < 0 else (text[:at], text[at:])
+def tail(out: Path, bundled: str | None) -> str:
+    """What follows the run's own sections: the kept ones, the bundled model's replaced by
+    `bundled` when it was measured again."""
+    kept = _kept(out)
+    at = kept.find(BUNDLED_SECTION)
+    previous = "" if at < 0 else kept[at:]
+    kept = kept if at < 0 else kept[:at]
+    section = previous if bundled is None else bundled
+    return kept.rstrip("\n") + "\n\n" + section if section else kept
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,16 +138,14 @@ def main(argv: list[str] | None = None) -> int:
         facts = report.machine(Path(work))
         results = trio.run(quality.measure, convs, Path(work))
         seconds = time.perf_counter() - started
-        kept, bundled = _sections(_kept(args.out))
-        if args.bundled:
-            bundled = _bundled(args.bundled, Path(work))
+        bundled = _bundled(args.bundled, Path(work)) if args.bundled else None
+        if bundled:
             print(bundled)
     print(quality.table(results))
     print()
     print(quality.per_conversation(results))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    tail = kept.rstrip("\n") + "\n\n" + bundled if bundled else kept
-    args.out.write_text(markdown(results, facts, len(convs), seconds) + tail)
+    args.out.write_text(markdown(results, facts, len(convs), seconds) + tail(args.out, bundled))
     print(f"\n{seconds:.0f} s; written to {args.out}")
     return 0
 
