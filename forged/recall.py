@@ -315,29 +315,31 @@ class _Packing:
         self.seen: set[str] = set()
         self.heading = estimate_tokens(TURNS_HEADING)  # paid once, by the first turn
 
-    def superseded(self, turn: MemoryItem, words: set[str]) -> list[int]:
-        """The distilled items taken before that this turn, one of their sources, repeats."""
-        return [
-            at
-            for at, (item, known, _) in self.taken.items()
-            if item.type != "interaction"
-            and item.first_seq <= turn.id <= item.last_seq
-            and _repeats(known, words)
-        ]
+    def _covering(self, item: MemoryItem) -> list[int]:
+        """The distilled items taken before that an interaction is one of the sources of."""
+        if item.type != "interaction":
+            return []
+        return [at for at, (known, _, _) in self.taken.items()
+                if known.type != "interaction" and known.first_seq <= item.id <= known.last_seq]  # fmt: skip
 
     def offer(self, at: int, item: MemoryItem) -> None:
-        """Take the item if it brings enough new words and fits, with what it supersedes gone."""
+        """Take the item if it brings enough new words and fits, with what it supersedes gone.
+
+        The cost is checked first, against the most the item could free: most candidates of a
+        full block stop there, before their words are read.
+        """
+        cost = estimate_tokens(_context_line(item))
+        cost += self.heading if item.type == "interaction" else 0
+        covering = self._covering(item)
+        if self.used + cost - sum(self.taken[c][2] for c in covering) > self.budget:
+            return
         words = _words(item.text)
-        gone = self.superseded(item, words) if item.type == "interaction" else []
+        gone = [c for c in covering if _repeats(self.taken[c][1], words)]
         rest = self.seen
         if gone:  # the block's words without the items this one replaces
             rest = set().union(*(w for a, (_, w, _) in self.taken.items() if a not in gone))
-        if _repeats(words, rest):
-            return
-        cost = estimate_tokens(_context_line(item))
-        cost += self.heading if item.type == "interaction" else 0
         freed = sum(self.taken[g][2] for g in gone)
-        if self.used + cost - freed > self.budget:
+        if _repeats(words, rest) or self.used + cost - freed > self.budget:
             return
         for g in gone:
             del self.taken[g]
