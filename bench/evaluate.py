@@ -46,11 +46,13 @@ NOTES = """\
   full-answer hit is a block holding all of them. Figures are means over questions.
 - **Why the weakest categories are weak**: open-domain answers (category 3) are inferences
   ("Likely no; she wants to be a counselor") whose words are seldom said in the conversation or
-  written in an observation, and there are few of them (7 to 14 a conversation), so their ratio
-  swings. Temporal answers are dates relative to a session ("The week before 9 June 2023"): the
-  block dates every line by its session, but LoCoMo's observations carry no dates and neither
-  method finds words such as "week before"; only a distiller that writes absolute dates into
-  its facts can do better there.
+  written in an observation, and there are few of them (7 to 14 a conversation), so one
+  question moves a conversation's ratio by a tenth. Temporal answers are dates relative to a
+  session ("The week before 9 June 2023"): the block dates every line by its session, but
+  LoCoMo's observations carry no dates, month names are never in an ISO date, and a day
+  number is often found by chance in another line's date; only a distiller that writes
+  absolute dates into its facts can do better there. A question that names a date ("on
+  October 13, 2023", "in June") lifts what is dated then in forged's ranking (README, Recall).
 - **Baselines**, in the same run, at the same budget, token estimate, frame and line format
   (forged's own packing, each turn dated by its session): BM25 over the conversation's raw turns
   (SQLite FTS5 with forged's tokenizer and query words, best {depth} turns, greedily packed) and
