@@ -32,7 +32,7 @@ run: $(STAMP)
 
 # Lint, types and every test that starts no daemon, server or child process.
 check: lint
-	$(PY) -m pytest -q -m "not integration and not slow and not model"
+	$(PY) -m pytest -q -m "not integration and not slow and not model" --hypothesis-profile=check
 
 test: $(STAMP)
 	$(PY) -m pytest

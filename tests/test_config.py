@@ -134,6 +134,7 @@ def test_check_config_prints_the_effective_configuration(tmp_path: Path) -> None
     assert effective.distiller.model == "llama3.2"
 
 
+@pytest.mark.integration
 def test_check_config_writes_file_modes_in_octal(tmp_path: Path) -> None:
     """socket_mode is printed as the file says it, `0o660`, not as the integer 432."""
     path = tmp_path / "forged.toml"
@@ -150,6 +151,7 @@ def test_rendered_config_round_trips() -> None:
     assert parse_config(render_toml(parse_config(text))) == parse_config(text)
 
 
+@pytest.mark.integration
 def test_check_config_checks_plugin_settings(tmp_path: Path) -> None:
     """check-config loads each observer plugin and checks its table like forged's own."""
     path = tmp_path / "forged.toml"

@@ -46,6 +46,7 @@ from tests.daemons import (
 )
 from tests.data import new, write_rows
 from tests.fakellm import FakeLLM
+from tests.profiles import examples
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 ONE_TURN = {"scope": "elsewhere", "messages": [{"role": "user", "text": "Something else."}]}
@@ -230,7 +231,9 @@ def test_quoted_and_accented_words_still_match(db: sqlite3.Connection) -> None:
 
 
 @settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(300),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(st.text())
 def test_any_text_is_a_safe_query(db: sqlite3.Connection, q: str) -> None:
