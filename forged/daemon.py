@@ -21,13 +21,14 @@ from forged import systemd
 from forged.api import Api
 from forged.config import Config, DistillStyle, ServerConfig
 from forged.deadletters import Redistiller
-from forged.distill import OBSERVER, BatchDistiller, DistillObserver, RetryPolicy
+from forged.distill import BatchDistiller, DistillObserver, RetryPolicy
 from forged.errors import AlreadyRunning, ConfigError
 from forged.httpserver import HttpServer
 from forged.hub import Hub, Observer
 from forged.ingest import Ingest
 from forged.lifecycle import Lifecycle
 from forged.llm import Distiller, make_distiller
+from forged.models import DISTILL_OBSERVER
 from forged.plugins import load_observers
 from forged.store import Store
 
@@ -240,7 +241,7 @@ async def run_daemon(
                     redistiller = (
                         None
                         if work is None
-                        else Redistiller(store, work.rerunning(), hub.progress[OBSERVER])
+                        else Redistiller(store, work.rerunning(), hub.progress[DISTILL_OBSERVER])
                     )
                     api = Api(config, store, hub, ingest, lifecycle, redistiller)
                     _check_file_limit(config.server)

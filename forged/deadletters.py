@@ -6,11 +6,17 @@ import msgspec
 import structlog
 import trio
 
-from forged.distill import OBSERVER, RERUN, UNWATCHED, BatchDistiller, Distilled, new_batch_id
+from forged.distill import RERUN, UNWATCHED, BatchDistiller, Distilled, new_batch_id
 from forged.errors import InvalidRequest, LLMUnavailable
 from forged.httpserver import Request, Response
 from forged.hub import Progress
-from forged.models import BatchOutcome, DeadLettersAnswer, RedistillReport, RedistillResult
+from forged.models import (
+    DISTILL_OBSERVER,
+    BatchOutcome,
+    DeadLettersAnswer,
+    RedistillReport,
+    RedistillResult,
+)
 from forged.params import MAX_SEQ, Params
 from forged.store import Store
 
@@ -38,7 +44,7 @@ class Redistiller:
         """Re-run the open dead letters in the seq range; results and resolved letters commit
         in one transaction, the watermark stays. Raises `LLMUnavailable`, committing nothing."""
         async with self._running:
-            letters = await self._store.open_dead_letters(OBSERVER, first_seq, last_seq)
+            letters = await self._store.open_dead_letters(DISTILL_OBSERVER, first_seq, last_seq)
             out, batch_id = Distilled(), new_batch_id()
             results: list[RedistillResult] = []
             resolved: list[int] = []
@@ -59,7 +65,7 @@ class Redistiller:
                     BatchOutcome(out.results, [], out.runs, None, resolved)
                 )
         report = RedistillReport(len(resolved), len(results) - len(resolved), results)
-        log.info("redistilled", observer=OBSERVER, redistilled=report.redistilled,
+        log.info("redistilled", observer=DISTILL_OBSERVER, redistilled=report.redistilled,
                  still_failing=report.still_failing)  # fmt: skip
         return report
 
@@ -77,7 +83,7 @@ def _range(params: Params) -> tuple[int, int]:
 async def list_dead_letters(store: Store, _request: Request, params: Params) -> Response:
     """`GET /v1/dead-letters?from=&to=`: the open dead letters, oldest seq first."""
     first, last = _range(params)
-    letters = await store.list_dead_letters(OBSERVER, first, last)
+    letters = await store.list_dead_letters(DISTILL_OBSERVER, first, last)
     return Response(200, _JSON.encode(DeadLettersAnswer(letters)))
 
 

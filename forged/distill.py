@@ -22,6 +22,7 @@ from forged.grounding import Sources, check
 from forged.hub import Batcher, Feed, Progress
 from forged.llm import Distiller
 from forged.models import (
+    DISTILL_OBSERVER,
     BatchOutcome,
     DeadLetter,
     DistilledMemory,
@@ -37,7 +38,6 @@ from forged.models import (
 from forged.prompt import message_lines, render_chunks, render_transcript
 
 RAW_LIMIT = 16_384  # characters of a failed answer kept with its dead letter
-OBSERVER = "distill"  # the observer's name: its watermark, status and dead letters
 
 log = structlog.get_logger("forged.distill")
 
@@ -206,8 +206,8 @@ class BatchDistiller:
             if len(items) == 1:
                 self._give_up(batch_id, items[0], exc, out, outcomes)
                 return
-            log.warning("batch_split", observer=OBSERVER, scope=scope, interactions=len(items),
-                        reason=str(exc))  # fmt: skip
+            log.warning("batch_split", observer=DISTILL_OBSERVER, scope=scope,
+                        interactions=len(items), reason=str(exc))  # fmt: skip
             if exc.usage is not None:  # the failed tries cost something: keep the account
                 out.runs.append(self._run(batch_id, scope, items, exc.usage, "split", exc))
             half = len(items) // 2
@@ -216,7 +216,9 @@ class BatchDistiller:
             return
         summary, facts, ungrounded = ground(memory, items)
         if ungrounded:
-            log.warning("ungrounded_dropped", observer=OBSERVER, scope=scope, dropped=ungrounded)
+            log.warning(
+                "ungrounded_dropped", observer=DISTILL_OBSERVER, scope=scope, dropped=ungrounded
+            )
         sessions = {i.session for i in items}
         session = sessions.pop() if len(sessions) == 1 else None
         out.results.append(
@@ -233,7 +235,9 @@ class BatchDistiller:
         if len(items) > 1 or items[0].tokens <= budget:
             return await self._call(render_transcript(items), status)
         chunks = render_chunks(items[0], budget)
-        log.info("interaction_chunked", observer=OBSERVER, seq=items[0].seq, chunks=len(chunks))
+        log.info(
+            "interaction_chunked", observer=DISTILL_OBSERVER, seq=items[0].seq, chunks=len(chunks)
+        )
         memories: list[DistilledMemory] = []
         for chunk in chunks:
             try:
@@ -254,7 +258,7 @@ class BatchDistiller:
     ) -> None:
         reason = f"{type(exc).__name__}: {exc}"
         raw = None if exc.raw is None else exc.raw[:RAW_LIMIT]
-        log.error("dead_letter", observer=OBSERVER, seq=item.seq, reason=reason)
+        log.error("dead_letter", observer=DISTILL_OBSERVER, seq=item.seq, reason=reason)
         out.failed.append(DeadLetter(seq=item.seq, reason=reason, raw=raw))
         usage = exc.usage or Usage()
         out.runs.append(self._run(batch_id, item.scope, [item], usage, outcomes.failed, exc))
@@ -297,7 +301,9 @@ class BatchDistiller:
                     raise
                 status.set_state("waiting_for_llm", error=str(exc))
                 pause = backoff.next()
-                log.warning("llm_unavailable", observer=OBSERVER, error=str(exc), retry_in=pause)
+                log.warning(
+                    "llm_unavailable", observer=DISTILL_OBSERVER, error=str(exc), retry_in=pause
+                )
                 await trio.sleep(pause)
                 status.set_state("distilling")
                 continue
@@ -306,7 +312,7 @@ class BatchDistiller:
                 status.note_error(f"{type(exc).__name__}: {exc}")
                 overflow = isinstance(exc, ContextOverflow)
                 event = "llm_context_overflow" if overflow else "llm_invalid_answer"
-                log.warning(event, observer=OBSERVER, error=str(exc), attempt=attempt)
+                log.warning(event, observer=DISTILL_OBSERVER, error=str(exc), attempt=attempt)
                 if overflow or attempt >= retry.max_attempts:
                     exc.usage = spent if spent.calls else None
                     raise
@@ -320,7 +326,7 @@ class DistillObserver:
     """The observer loop: takes batches from its feed, distils them, commits each with the
     watermark."""
 
-    name = OBSERVER
+    name = DISTILL_OBSERVER
 
     def __init__(self, work: BatchDistiller, batching: DistillConfig) -> None:
         self.work = work

@@ -15,6 +15,6 @@ def register_profiles() -> None:
 
 
 def examples(full: int) -> int:
-    """`full` examples in the default profile; under `check`, its share (at least `MIN_EXAMPLES`)."""
+    """`full` examples by default; under `check`, its share (at least `MIN_EXAMPLES`)."""
     share = settings.default.max_examples / FULL
     return full if share >= 1 else max(MIN_EXAMPLES, round(full * share))

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from forged.deadletters import OBSERVER, PARAMS, list_dead_letters, redistill
+from forged.deadletters import PARAMS, list_dead_letters, redistill
 from forged.errors import InvalidRequest
 from forged.httpserver import Request
-from forged.models import BatchOutcome, DeadLetter
+from forged.models import DISTILL_OBSERVER, BatchOutcome, DeadLetter
 from forged.params import MAX_SEQ, Params
 from forged.store import Store
 from tests.data import new
@@ -33,7 +33,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 async def _with_letters(store: Store, *seqs: int) -> None:
     await store.append([[new(f"turn {n}", f"id-{n}") for n in range(1, max(seqs) + 1)]])
     letters = [DeadLetter(seq, f"InvalidAnswer: bad {seq}", "x" * 600) for seq in seqs]
-    await store.commit_batch(OBSERVER, BatchOutcome([], letters, [], max(seqs)))
+    await store.commit_batch(DISTILL_OBSERVER, BatchOutcome([], letters, [], max(seqs)))
 
 
 async def test_open_dead_letters_are_listed_in_seq_order_within_the_range(store: Store) -> None:
@@ -72,4 +72,4 @@ async def test_redistill_without_the_distill_observer_is_a_409(store: Store) -> 
     with pytest.raises(InvalidRequest, match=r"^the distill observer is not running$") as refused:
         await redistill(None, *_request())
     assert (refused.value.status, refused.value.code) == (409, "distill_disabled")
-    assert len(await store.list_dead_letters(OBSERVER)) == 1
+    assert len(await store.list_dead_letters(DISTILL_OBSERVER)) == 1

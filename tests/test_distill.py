@@ -300,7 +300,7 @@ async def test_a_message_name_counts_toward_the_batch_budget(
 
 
 class _Scripted:
-    """A distiller that raises the scripted errors in turn, then answers; it records each attempt."""
+    """Raises the scripted errors in turn, then answers; records each attempt it is told."""
 
     model = "scripted"
 
