@@ -45,7 +45,12 @@ log = structlog.get_logger("forged.daemon")
 def _bind(server: ServerConfig) -> trio.SocketListener:
     """Bind the Unix socket (mode from config), replacing a stale file but never a live daemon."""
     path = Path(server.socket)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a regular file in the way, or no permission
+        raise ConfigError(
+            f"server.socket: cannot create the directory {path.parent}: {exc.strerror}"
+        ) from exc
     if path.is_socket():
         with socket.socket(socket.AF_UNIX) as probe:
             probe.setblocking(False)  # a live daemon with a full backlog answers EAGAIN, not a hang
