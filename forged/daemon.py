@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import suppress
 from pathlib import Path
+from typing import cast
 
 import msgspec
 import structlog
@@ -19,6 +20,7 @@ from forged import log as logging
 from forged import systemd
 from forged.api import Api
 from forged.config import Config, ServerConfig
+from forged.consolidate import Asker, ConsolidateObserver
 from forged.distill import DistillObserver
 from forged.errors import ConfigError
 from forged.httpserver import HttpServer
@@ -89,12 +91,21 @@ def _check_file_limit(server: ServerConfig) -> None:
 
 
 def _observers(
-    config: Config, distiller: Distiller | None, plugins: list[Observer]
+    config: Config, distiller: Distiller | None, plugins: list[Observer], store: Store
 ) -> list[Observer]:
-    """The built-in distill observer (unless turned off), then the plugins."""
+    """The built-in distill and consolidate observers (each unless turned off), then the plugins."""
     if distiller is None:
         return plugins
-    return [DistillObserver(distiller, config.distill, config.distiller), *plugins]
+    built_in: list[Observer] = [DistillObserver(distiller, config.distill, config.distiller)]
+    if config.consolidate.enabled:
+        if not callable(getattr(distiller, "ask", None)):
+            raise ConfigError(
+                "consolidate.enabled: the distiller has no async method `ask`, which"
+                " consolidation needs; use the OpenAI-compatible client"
+            )
+        llm = cast(Asker, distiller)
+        built_in.append(ConsolidateObserver(llm, config.consolidate, config.distiller, store))
+    return [*built_in, *plugins]
 
 
 def _status_line(api: Api) -> str:
@@ -187,7 +198,7 @@ async def run_daemon(
                         url = await nursery.start(serve_bundled_llm)
                         config = _with_llm(config, url, REQUEST_EXTRA)
                     distiller = make_distiller(config.distiller) if config.distill.enabled else None
-                    observers = _observers(config, distiller, plugins)
+                    observers = _observers(config, distiller, plugins, store)
                     hub = Hub(store, observers, config.distill.channel_capacity)
                     ingest = Ingest(store, hub.notify_appended)
                     api = Api(config, store, hub, ingest)

@@ -196,6 +196,13 @@ class Progress:
         s.last_batch_at = now()
         self._changed()
 
+    async def commit_with(self, write: Callable[[], Awaitable[T]]) -> T:
+        """Commit an observer's own results (its progress in the same transaction), then take
+        the totals the store counts. Retried while the disk is full, like every commit."""
+        stored = await self._until_stored(write)
+        self.recount(await self.store.observer_totals(self.name))
+        return stored
+
     def recount(self, totals: ObserverStatus) -> None:
         """Take the totals the store counts now (after a forget erased some of the work)."""
         s = self.status

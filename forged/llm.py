@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import httpx
 import msgspec
@@ -42,6 +42,16 @@ class Distiller(Protocol):
     model: str
 
     async def distill(self, transcript: str) -> DistilledMemory: ...
+
+
+class Task(NamedTuple):
+    """What a model is asked to do: its instructions and the JSON shape of its answer."""
+
+    name: str  # the schema's name in json_schema mode
+    system: str
+    schema: dict[str, Any]
+    guided: dict[str, Any]  # the schema with the bounds a grammar-enforcing server applies
+    schema_hint: str  # appended to the instructions where no structured output is asked for
 
 
 class _RawFact(msgspec.Struct):
@@ -103,12 +113,14 @@ def parse_answer(content: str, config: DistillerConfig) -> tuple[str, list[Fact]
     return _clip(answer.summary, config.max_summary_chars), facts[: config.max_facts]
 
 
-def _response_format(mode: str, config: DistillerConfig) -> dict[str, Any] | None:
+def _response_format(
+    mode: str, name: str, schema: dict[str, Any], guided: dict[str, Any]
+) -> dict[str, Any] | None:
     if mode == "json_schema":
-        schema = {"name": "memory", "strict": True, "schema": ANSWER_SCHEMA}
-        return {"type": "json_schema", "json_schema": schema}
+        strict = {"name": name, "strict": True, "schema": schema}
+        return {"type": "json_schema", "json_schema": strict}
     if mode == "json_object":  # llama-server style: the schema becomes a grammar, bounds included
-        return {"type": "json_object", "schema": guided_schema(config)}
+        return {"type": "json_object", "schema": guided}
     return None
 
 
@@ -139,6 +151,30 @@ class OpenAIDistiller:
     async def aclose(self) -> None:
         await self._client.aclose()
 
+    async def ask(
+        self, task: Task, user: str, temperature: float | None = None
+    ) -> tuple[str, Usage]:
+        """One answer to another task than distilling (consolidation): its content and cost.
+
+        The same endpoint, modes and fallback as `distill`; the caller parses the answer.
+        """
+        temperature = self.config.temperature if temperature is None else temperature
+        while True:
+            try:
+                body = self._body(task, user, self._modes[0], temperature)
+                content, finish, usage = await self._chat(body, self._modes[0])
+            except UnsupportedMode as exc:
+                if len(self._modes) == 1:
+                    raise InvalidAnswer(str(exc)) from exc
+                log.warning("llm_mode_unsupported", mode=self._modes[0], next=self._modes[1])
+                self._modes = self._modes[1:]
+                continue
+            if finish == "length":
+                raise InvalidAnswer(
+                    "the answer was cut off at max_tokens", raw=content, usage=usage
+                )
+            return content, usage
+
     async def distill(self, transcript: str) -> DistilledMemory:
         """Ask the model; fall back to the next structured-output mode when one is rejected.
 
@@ -160,25 +196,39 @@ class OpenAIDistiller:
                 log.warning("llm_mode_unsupported", mode=self._modes[0], next=self._modes[1])
                 self._modes = self._modes[1:]  # remembered for this endpoint
 
-    def _request(self, transcript: str, mode: str, temperature: float) -> dict[str, Any]:
-        system = SYSTEM_PROMPT if mode != "none" else f"{SYSTEM_PROMPT}\n{SCHEMA_HINT}"
+    def _body(self, task: Task, user: str, mode: str, temperature: float) -> dict[str, Any]:
+        system = task.system if mode != "none" else f"{task.system}\n{task.schema_hint}"
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": [
                 {"role": "system", "content": system},
-                {"role": "user", "content": transcript},
+                {"role": "user", "content": user},
             ],
             "temperature": temperature,
             "max_tokens": self.config.max_tokens,
             "stream": False,
             **self.config.request_extra,
         }
-        if (response_format := _response_format(mode, self.config)) is not None:
+        response_format = _response_format(mode, task.name, task.schema, task.guided)
+        if response_format is not None:
             body["response_format"] = response_format
         return body
 
     async def _complete(self, transcript: str, mode: str, temperature: float) -> DistilledMemory:
-        body = self._request(transcript, mode, temperature)
+        task = Task("memory", SYSTEM_PROMPT, ANSWER_SCHEMA, guided_schema(self.config), SCHEMA_HINT)
+        body = self._body(task, transcript, mode, temperature)
+        content, finish, usage = await self._chat(body, mode)
+        try:
+            if finish == "length":
+                raise InvalidAnswer("the answer was cut off at max_tokens", raw=content)
+            summary, facts = parse_answer(content, self.config)
+        except InvalidAnswer as exc:
+            exc.usage = usage  # the model did the work: account for it
+            raise
+        return DistilledMemory(summary=summary, facts=facts, usage=usage)
+
+    async def _chat(self, body: dict[str, Any], mode: str) -> tuple[str, str | None, Usage]:
+        """Post one request: the answer's content, its finish reason and what it cost."""
         started = time.perf_counter()
         try:
             response = await self._client.post("chat/completions", json=body)
@@ -194,14 +244,7 @@ class OpenAIDistiller:
             raise InvalidAnswer(f"not a chat completion: {exc}", raw=response.text) from exc
         usage = Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens, ms, 1)
         self._check_truncation(body, usage)
-        try:
-            if choice.finish_reason == "length":
-                raise InvalidAnswer("the answer was cut off at max_tokens", raw=content)
-            summary, facts = parse_answer(content, self.config)
-        except InvalidAnswer as exc:
-            exc.usage = usage  # the model did the work: account for it
-            raise
-        return DistilledMemory(summary=summary, facts=facts, usage=usage)
+        return content, choice.finish_reason, usage
 
     def _raise_for_status(self, response: httpx.Response, mode: str) -> None:
         status, text = response.status_code, response.text

@@ -25,11 +25,11 @@ from forged.models import (
     StoredInteraction,
     SummariesPage,
 )
-from forged.recall import Recall, SearchQuery
+from forged.recall import Page, Recall, SearchQuery
 from forged.store import Store
 
 C = TypeVar("C")
-BUILT_IN = frozenset({"distill"})  # observer names forged itself uses
+BUILT_IN = frozenset({"distill", "consolidate"})  # observer names forged itself uses
 
 
 def load_object(spec: str, key: str) -> Any:
@@ -86,13 +86,13 @@ class StoreView:
         self, scope: str | None = None, kind: str | None = None, after: int = 0, limit: int = 100
     ) -> FactsPage:
         """A page of stored facts, oldest first, as `GET /v1/facts` pages them."""
-        return await self._recall.facts(scope, kind, after, limit)
+        return await self._recall.facts(Page(scope=scope, kind=kind, after=after, limit=limit))
 
     async def summaries(
         self, scope: str | None = None, after: int = 0, limit: int = 100
     ) -> SummariesPage:
         """A page of stored summaries, oldest first."""
-        return await self._recall.summaries(scope, after, limit)
+        return await self._recall.summaries(Page(scope=scope, after=after, limit=limit))
 
 
 class ObserverContext(Generic[C]):

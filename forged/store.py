@@ -19,6 +19,8 @@ from forged.backup import DatabaseLock
 from forged.errors import StorageFull, StoreError
 from forged.models import (
     BatchOutcome,
+    ConsolidationChange,
+    ConsolidationRun,
     DeadLetterInfo,
     Deleted,
     Forgotten,
@@ -48,9 +50,27 @@ _INSERT_FACT = """
         seen_count = seen_count + 1,
         last_seen_at = excluded.last_seen_at,
         last_seq = max(last_seq, excluded.last_seq),
-        first_at = min(first_at, excluded.first_at),
-        last_at = max(last_at, excluded.last_at)
-"""
+        first_at = CASE WHEN {revived} THEN excluded.first_at
+                        ELSE min(first_at, excluded.first_at) END,
+        last_at = max(last_at, excluded.last_at),
+        invalid_at = CASE WHEN {revived} THEN NULL ELSE invalid_at END,
+        superseded_by = CASE WHEN {revived} THEN NULL ELSE superseded_by END,
+        superseded_reason = CASE WHEN {revived} THEN NULL ELSE superseded_reason END
+""".format(revived="excluded.first_at > invalid_at")  # said again after it stopped being true
+_SUPERSEDE = """
+    UPDATE facts SET superseded_by = :into, superseded_reason = :reason,
+        invalid_at = CASE WHEN :action = 'supersede'
+                          THEN max(first_at, (SELECT first_at FROM facts WHERE id = :into)) END
+    WHERE id = :fact AND scope = :scope AND superseded_by IS NULL
+      AND EXISTS (SELECT 1 FROM facts WHERE id = :into AND scope = :scope
+                  AND superseded_by IS NULL)
+"""  # a fact changed or forgotten since the run read it is left alone
+_ABSORB = """
+    UPDATE facts SET (first_at, last_at, seen_count) =
+        (SELECT min(k.first_at, d.first_at), max(k.last_at, d.last_at), k.seen_count + d.seen_count
+         FROM facts AS k, facts AS d WHERE k.id = :into AND d.id = :fact)
+    WHERE id = :into
+"""  # the kept fact of a merge takes the duplicate's dates and count
 _SPAN = """
     SELECT min(timestamp), max(timestamp) FROM interactions
     WHERE scope = ? AND seq BETWEEN ? AND ?
@@ -77,6 +97,9 @@ _SCOPE_ROWS = {
     "interactions": "scope = :scope",
     "summaries": "scope = :scope",
     "facts": "scope = :scope",
+    "consolidation_changes": "scope = :scope",
+    "consolidation_runs": "scope = :scope",
+    "consolidation_progress": "scope = :scope",
 }
 CHECKPOINT_ATTEMPTS = 3  # TRUNCATE checkpoints tried while readers hold old snapshots
 
@@ -261,8 +284,11 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
     row = conn.execute(
         "SELECT count(DISTINCT batch_id), coalesce(sum(llm_calls), 0),"
         " coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0),"
-        " coalesce(sum(ms), 0), max(created_at) FROM distill_runs WHERE observer = ?",
-        (observer,),
+        " coalesce(sum(ms), 0), max(created_at) FROM (SELECT batch_id, llm_calls, prompt_tokens,"
+        " completion_tokens, ms, created_at FROM distill_runs WHERE observer = :o UNION ALL"
+        " SELECT run_id, llm_calls, prompt_tokens, completion_tokens, ms, created_at"
+        " FROM consolidation_runs WHERE observer = :o)",
+        {"o": observer},
     ).fetchone()
     (dead,) = conn.execute(
         "SELECT count(*) FROM dead_letters WHERE observer = ? AND resolved_at IS NULL", (observer,)
@@ -321,6 +347,49 @@ def _forget(conn: sqlite3.Connection, scope: str, observers: list[str]) -> Forgo
         log.warning("forget_checkpoint_busy", scope=scope)
     deleted = Deleted(erased["interactions"], erased["summaries"], erased["facts"])
     return Forgotten(deleted, through, totals)
+
+
+def _commit_consolidation(
+    conn: sqlite3.Connection, observer: str, run: ConsolidationRun
+) -> list[ConsolidationChange]:
+    """Apply a run's changes, record them, the run and the scope's progress, all or nothing.
+
+    Returns the changes applied; nothing is written for a scope forgotten meanwhile.
+    """
+    created = now()
+    with atomic(conn):
+        sql = "SELECT 1 FROM facts WHERE scope = ? LIMIT 1"
+        if conn.execute(sql, (run.scope,)).fetchone() is None:
+            return []
+        applied = []
+        for c in run.changes:
+            change = {"action": c.action, "fact": c.fact_id, "into": c.into_id,
+                      "reason": c.reason, "scope": run.scope}  # fmt: skip
+            if not conn.execute(_SUPERSEDE, change).rowcount:
+                continue
+            if c.action == "merge":
+                conn.execute(_ABSORB, change)
+            conn.execute(
+                "INSERT INTO consolidation_changes (observer, run_id, scope, action, fact_id,"
+                " into_id, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (observer, run.run_id, run.scope, c.action, c.fact_id, c.into_id, c.reason,
+                 created),
+            )  # fmt: skip
+            applied.append(c)
+        u = run.usage
+        conn.execute(
+            "INSERT INTO consolidation_runs (observer, run_id, model, scope, facts, changes,"
+            " llm_calls, prompt_tokens, completion_tokens, ms, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (observer, run.run_id, run.model, run.scope, run.facts, len(applied), u.calls,
+             u.prompt_tokens, u.completion_tokens, u.ms, created),
+        )  # fmt: skip
+        conn.execute(
+            "INSERT INTO consolidation_progress VALUES (?, ?, ?, ?) ON CONFLICT (observer, scope)"
+            " DO UPDATE SET fact_id = max(fact_id, excluded.fact_id), run_at = excluded.run_at",
+            (observer, run.scope, run.through_fact_id, created),
+        )
+    return applied
 
 
 def _commit_watermark(conn: sqlite3.Connection, observer: str, seq: int) -> None:
@@ -401,6 +470,13 @@ class Store:
         written.
         """
         return await self._write(_commit_batch, observer, outcome)
+
+    async def commit_consolidation(
+        self, observer: str, run: ConsolidationRun
+    ) -> list[ConsolidationChange]:
+        """Apply a consolidation run with the scope's progress in one transaction; return the
+        changes that applied (one whose facts changed or went meanwhile does not)."""
+        return await self._write(_commit_consolidation, observer, run)
 
     async def set_watermark(self, observer: str, seq: int) -> None:
         await self._write(_commit_watermark, observer, seq)

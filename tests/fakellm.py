@@ -57,6 +57,11 @@ ANSWER_SCHEMA: dict[str, Any] = {
     "required": ["summary", "facts"],
 }
 
+# Consolidation requests list facts as "[id N] (kind, date) text" between <facts> tags.
+FACT_LINE = re.compile(r"^\[id (\d+)\] \((\w+), ([^)]*)\) (.*)$", re.M)
+FACTS_OPEN = "<facts>"
+SUBJECT_WORDS = 3  # facts whose first words agree are about the same thing
+
 _encoder = msgspec.json.Encoder()
 _WORD = re.compile(r"\w+")
 
@@ -131,6 +136,43 @@ def answer_for(body: dict[str, Any]) -> dict[str, Any]:
     return {"summary": f"{span} discussed {exchanges}.", "facts": facts}
 
 
+def consolidation_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """The deterministic consolidation of the listed facts: facts whose first SUBJECT_WORDS
+    words agree are about the same thing. Among them, one whose words are all in another's is
+    merged into the one with more words (ties: the lower id); then the latest (by date, then
+    id) supersedes the rest."""
+    subjects: dict[str, list[tuple[str, int, set[str]]]] = {}
+    for m in FACT_LINE.finditer(_prompt_text(body).split(FACTS_OPEN, 1)[-1]):
+        words = gold_key(m.group(4)).split()
+        subject = " ".join(words[:SUBJECT_WORDS])
+        subjects.setdefault(subject, []).append((m.group(3), int(m.group(1)), set(words)))
+    changes = []
+    for facts in subjects.values():
+        kept: list[tuple[str, int, set[str]]] = []
+        for fact in sorted(facts, key=lambda f: (-len(f[2]), f[1])):
+            twin = next((k for k in kept if fact[2] <= k[2]), None)
+            if twin is None:
+                kept.append(fact)
+                continue
+            changes.append({"action": "merge", "fact": fact[1], "into": twin[1],
+                            "reason": f"says the same as fact {twin[1]}"})  # fmt: skip
+        kept.sort(key=lambda f: (f[0], f[1]))
+        latest_at, latest, _ = kept[-1]
+        reason = f"replaced on {latest_at} by fact {latest}"
+        changes += [
+            {"action": "supersede", "fact": old, "into": latest, "reason": reason}
+            for _, old, _ in kept[:-1]
+        ]
+    return {"changes": changes}
+
+
+def _valid(behaviour: str, body: dict[str, Any], gold: dict[str, Any]) -> dict[str, Any]:
+    """The valid answer the behaviours start from: consolidation, gold facts or the default."""
+    if FACTS_OPEN in _prompt_text(body):
+        return consolidation_answer(body)
+    return gold_answer(body, gold) if behaviour == "gold" else answer_for(body)
+
+
 def _echoed_schema(body: dict[str, Any]) -> Any:
     """The JSON schema a request carried (OpenAI or llama-server form), else the daemon's."""
     fmt = body.get("response_format")
@@ -147,8 +189,8 @@ def _content(
     behaviour: str, body: dict[str, Any], gold: dict[str, list[dict[str, str]]]
 ) -> tuple[str, str]:
     """Message content and finish_reason for a behaviour that answers 200."""
-    valid = gold_answer(body, gold) if behaviour == "gold" else answer_for(body)
-    facts = valid["facts"]
+    valid = _valid(behaviour, body, gold)
+    facts = valid.get("facts", [])
     answer = _encoder.encode(valid).decode()
     cut = answer.find('"text":"') + len('"text":"') + TRUNCATE_INTO_STRING  # inside a string
     contents = {
