@@ -1,0 +1,271 @@
+"""Consolidation: a conversation in which states change, distilled and consolidated with the fake
+LLM; the block shows only what is true now, history and the audit trail show the rest, and a
+SIGKILL in the middle of a run applies nothing twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from forged.config import load_config
+from forged.consolidate import CurrentFact, checked, chunks, render_facts
+from tests.conftest import (
+    DaemonProcess,
+    running_daemon,
+    socket_client,
+    wait_for_watermark,
+    write_config,
+)
+from tests.fakellm import FACTS_OPEN, FakeLLM, consolidation_answer
+from tests.reliability import integrity, query
+
+SCOPE = "user:ana"
+# (day, what the user says, the fact the model distils from it)
+CONVERSATION: list[tuple[str, str, str, str]] = [
+    ("2026-03-01", "I live in Lisbon.", "state", "The user lives in Lisbon."),
+    ("2026-03-01", "Our service uses MySQL.", "state", "The service uses MySQL."),
+    ("2026-03-01", "My name is Jon.", "state", "The user's name is Jon."),
+    ("2026-03-02", "I prefer tea in the morning.", "preference", "The user prefers tea."),
+    ("2026-03-02", "The service keeps its data in MySQL.", "state",
+     "The service uses MySQL for storage."),
+    ("2026-03-03", "We switched the service to Postgres.", "state", "The service uses Postgres."),
+    ("2026-03-03", "I moved to Berlin.", "state", "The user lives in Berlin."),
+    ("2026-03-04", "Correction: my name is John, not Jon.", "correction",
+     "The user's name is John."),
+    ("2026-03-05", "Actually I prefer coffee now.", "preference", "The user prefers coffee."),
+]  # fmt: skip
+CURRENT = {
+    "The user lives in Berlin.",
+    "The service uses Postgres.",
+    "The user's name is John.",
+    "The user prefers coffee.",
+}
+# retired fact -> (action, the fact standing in for it, invalid_at day or None for a merge)
+RETIRED = {
+    "The user lives in Lisbon.": ("supersede", "The user lives in Berlin.", "2026-03-03"),
+    "The service uses MySQL.": ("merge", "The service uses MySQL for storage.", None),
+    "The service uses MySQL for storage.": (
+        "supersede",
+        "The service uses Postgres.",
+        "2026-03-03",
+    ),
+    "The user's name is Jon.": ("supersede", "The user's name is John.", "2026-03-04"),
+    "The user prefers tea.": ("supersede", "The user prefers coffee.", "2026-03-05"),
+}
+QUESTIONS = "where does the user live, which database does the service use, name, prefers"
+
+
+def _gold() -> dict[str, list[dict[str, str]]]:
+    from tests.fakellm import gold_key
+
+    return {gold_key(said): [{"kind": kind, "text": fact}] for _, said, kind, fact in CONVERSATION}
+
+
+def _interactions(scope: str = SCOPE) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"{scope}-{n}",
+            "scope": scope,
+            "timestamp": f"{day}T10:{n:02d}:00Z",
+            "messages": [{"role": "user", "text": said}],
+        }
+        for n, (day, said, _, _) in enumerate(CONVERSATION)
+    ]
+
+
+def _config(tmp: Path, llm: FakeLLM, **consolidate: Any) -> Path:
+    llm.default, llm.gold = "gold", _gold()
+    settings = {"enabled": True, "min_new_facts": 1000, "check_interval": 0.05, **consolidate}
+    return write_config(tmp, llm.base_url, distill={"max_batch_interactions": 1},
+                        consolidate=settings)  # fmt: skip
+
+
+async def _distilled(client: httpx.AsyncClient, scope: str = SCOPE) -> None:
+    response = await client.post("/v1/interactions", json=_interactions(scope))
+    assert response.status_code == 202, response.text
+    await wait_for_watermark(client, response.json()["last_seq"])
+
+
+async def _facts(client: httpx.AsyncClient, history: bool = False) -> dict[str, dict[str, Any]]:
+    params = {"scope": SCOPE, **({"history": "true"} if history else {})}
+    return {f["text"]: f for f in (await client.get("/v1/facts", params=params)).json()["facts"]}
+
+
+async def test_consolidation_keeps_the_current_state_and_the_history(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    config = load_config(_config(short_tmp, fake_llm), {})
+    async with running_daemon(config) as api, socket_client(api.config.server.socket) as client:
+        await _distilled(client)
+        assert len(await _facts(client)) == len(CONVERSATION)  # all current until consolidated
+
+        response = await client.post("/v1/consolidate", params={"scope": SCOPE})
+        assert response.status_code == 200, response.text
+        (run,) = response.json()["runs"]
+        assert (run["facts"], len(run["changes"]), run["usage"]["calls"]) == (9, 5, 1)
+
+        block = (await client.get("/v1/context", params={"q": QUESTIONS, "scope": SCOPE,
+                                                         "types": "fact"})).json()  # fmt: skip
+        assert {i["text"] for i in block["items"]} == CURRENT
+        for gone in ("Lisbon", "MySQL", "Jon.", "tea"):
+            assert gone not in block["text"]
+        assert set(await _facts(client)) == CURRENT
+
+        history = await _facts(client, history=True)
+        assert set(history) == CURRENT | set(RETIRED)
+        for text, (action, into, invalid_day) in RETIRED.items():
+            fact = history[text]
+            assert fact["superseded_by"] == history[into]["id"], text
+            assert (fact["invalid_at"] or "")[:10] == (invalid_day or ""), text
+            assert fact["valid_from"] == fact["first_at"]
+            audit = (await client.get(f"/v1/facts/{fact['id']}")).json()
+            change = audit["replaced_by"]
+            assert (change["action"], change["fact"]["text"]) == (action, into)
+            assert change["reason"] and change["run_id"] == run["run_id"]
+        berlin = (
+            await client.get(f"/v1/facts/{history['The user lives in Berlin.']['id']}")
+        ).json()
+        assert [c["fact"]["text"] for c in berlin["replaced"]] == ["The user lives in Lisbon."]
+        assert berlin["replaced_by"] is None
+        kept = history["The service uses MySQL for storage."]
+        assert kept["seen_count"] == 2  # the merged duplicate's mention counts
+        assert kept["first_at"][:10] == "2026-03-01"  # and its dates: said since day one
+
+        searched = await client.get("/v1/search", params={"q": "Lisbon Berlin", "scope": SCOPE,
+                                                          "history": "true"})  # fmt: skip
+        dated = {r["text"]: r for r in searched.json()["results"] if r["type"] == "fact"}
+        assert dated["The user lives in Lisbon."]["invalid_at"].startswith("2026-03-03")
+        assert "superseded_by" not in dated["The user lives in Berlin."]
+        block = await client.get("/v1/context", params={"q": "Lisbon", "scope": SCOPE,
+                                                        "history": "true"})  # fmt: skip
+        berlin_id = history["The user lives in Berlin."]["id"]
+        assert (
+            f"superseded 2026-03-03 by #{berlin_id}] The user lives in Lisbon."
+            in (block.json()["text"])
+        )
+
+        status = (await client.get("/v1/status")).json()
+        mine = next(o for o in status["observers"] if o["name"] == "consolidate")
+        assert (mine["batches"], mine["llm_calls"]) == (1, 1)
+        assert mine["prompt_tokens"] > 0
+
+        again = (await client.post("/v1/consolidate", params={"scope": SCOPE})).json()
+        assert again["runs"][0]["changes"] == []  # what is current now holds
+
+
+async def test_a_scope_that_gains_facts_is_consolidated_on_its_own(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    config = load_config(_config(short_tmp, fake_llm, min_new_facts=len(CONVERSATION)), {})
+    async with running_daemon(config) as api, socket_client(api.config.server.socket) as client:
+        await _distilled(client)
+        with trio.fail_after(10):
+            while set(await _facts(client)) != CURRENT:
+                await api.hub.changed()
+        assert (await client.post("/v1/consolidate")).json() == {"runs": []}  # none is due
+
+
+async def test_facts_a_run_cannot_check_are_not_changed() -> None:
+    """Grounding: unknown ids, self-replacement, older-for-newer, unrelated merges are refused."""
+    facts = [
+        CurrentFact(1, "state", "The user lives in Lisbon.", "2026-03-01T10:00:00.000Z"),
+        CurrentFact(2, "state", "The user lives in Berlin.", "2026-03-03T10:00:00.000Z"),
+        CurrentFact(3, "preference", "The user prefers tea.", "2026-03-02T10:00:00.000Z"),
+    ]
+    from forged.consolidate import _RawChange
+
+    proposed = [
+        _RawChange("supersede", 2, 1, "older for newer"),
+        _RawChange("supersede", 1, 9, "unknown id"),
+        _RawChange("merge", 3, 3, "itself"),
+        _RawChange("merge", 3, 2, "unrelated"),
+        _RawChange("supersede", 1, 2, "moved"),
+        _RawChange("merge", 1, 2, "already retired"),
+    ]
+    kept = checked(proposed, facts, set(), 300)
+    assert [(c.action, c.fact_id, c.into_id) for c in kept] == [("supersede", 1, 2)]
+
+
+def test_chunks_fit_the_call_size_and_the_token_budget() -> None:
+    facts = [CurrentFact(n, "state", f"Fact number {n} " * 8, "2026") for n in range(10)]
+    assert [len(c) for c in chunks(facts, 4, 10_000)] == [4, 4, 2]
+    assert all(len(c) == 1 for c in chunks(facts, 4, 10))  # one long fact alone still goes
+
+
+def test_the_fake_consolidates_what_is_listed() -> None:
+    facts = [CurrentFact(n, "state", text, day) for n, (day, _, _, text) in
+             enumerate(CONVERSATION, start=1)]  # fmt: skip
+    body = {"messages": [{"role": "user", "content": render_facts(facts)}]}
+    assert FACTS_OPEN in render_facts(facts)
+    changes = consolidation_answer(body)["changes"]
+    assert {(c["action"], c["fact"], c["into"]) for c in changes} == {
+        ("supersede", 1, 7), ("merge", 2, 5), ("supersede", 5, 6), ("supersede", 3, 8),
+        ("supersede", 4, 9),
+    }  # fmt: skip
+
+
+async def test_consolidate_needs_the_observer(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
+    async with running_daemon(config) as api, socket_client(api.config.server.socket) as client:
+        response = await client.post("/v1/consolidate")
+        assert response.status_code == 409
+        assert response.json()["error"]["message"] == (
+            "the consolidate observer is not running; set [consolidate] enabled = true"
+        )
+        missing = await client.get("/v1/facts/12345")
+        assert missing.status_code == 404
+        assert missing.json()["error"]["message"] == "no fact with id '12345'"
+        bad = await client.get("/v1/facts/x1")
+        assert bad.json()["error"]["message"] == "no fact with id 'x1'"
+
+
+@pytest.mark.slow
+async def test_sigkill_in_the_middle_of_a_run_applies_nothing_twice(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """Two calls per run: the daemon dies while the second is answered, after the first was."""
+    config = _config(short_tmp, fake_llm, facts_per_call=5)
+    async with DaemonProcess(config, short_tmp) as daemon:
+        await daemon.start()
+        async with socket_client(daemon.socket) as client:
+            await _distilled(client)
+        calls = fake_llm.calls
+        first, fake_llm.gate = trio.Event(), trio.Event()
+        second, fake_llm.gate = fake_llm.gate, first
+        async with trio.open_nursery() as nursery:
+
+            async def consolidate() -> None:
+                async with socket_client(daemon.socket) as client:
+                    with pytest.raises(httpx.TransportError):  # the daemon dies under it
+                        await client.post("/v1/consolidate", params={"scope": SCOPE})
+
+            nursery.start_soon(consolidate)
+            await fake_llm.wait_until(lambda llm: llm.in_flight == 1 and llm.calls == calls + 1)
+            fake_llm.gate = second
+            first.set()  # the first chunk is answered; the second waits
+            await fake_llm.wait_until(lambda llm: llm.in_flight == 1 and llm.calls == calls + 2)
+            assert all(FACTS_OPEN in str(r["messages"]) for r in fake_llm.requests[calls:])
+            await daemon.kill()
+        db = daemon.config.store.path
+        assert query(db, "SELECT count(*) FROM consolidation_changes") == [(0,)]
+        assert query(db, "SELECT count(*) FROM facts WHERE superseded_by IS NOT NULL") == [(0,)]
+        fake_llm.gate = None
+        await daemon.start()
+        async with socket_client(daemon.socket) as client:
+            response = await client.post("/v1/consolidate", params={"scope": SCOPE})
+            assert response.status_code == 200, response.text
+            assert set(await _facts(client)) == CURRENT
+            status = (await client.get("/v1/status")).json()
+        assert await daemon.stop() == 0
+    changes = query(db, "SELECT fact_id, count(*) FROM consolidation_changes GROUP BY fact_id")
+    assert sorted(n for _, n in changes) == [1] * len(RETIRED)
+    assert query(db, "SELECT seen_count FROM facts WHERE text = ?",
+                 "The service uses MySQL for storage.") == [(2,)]  # fmt: skip
+    assert query(db, "SELECT count(*) FROM consolidation_runs") == [(1,)]
+    mine = next(o for o in status["observers"] if o["name"] == "consolidate")
+    assert mine["llm_calls"] == 2  # the killed run's calls were never committed
+    assert integrity(db) == "ok"
