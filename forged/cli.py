@@ -181,7 +181,12 @@ def _format_result(item: dict[str, Any]) -> str:
 def _filters(args: argparse.Namespace) -> dict[str, Any]:
     """The query options search and context share."""
     return _query(q=args.query, scope=args.scope, kind=args.kind, session=args.session,
-                  types=args.types, since=args.since, until=args.until)  # fmt: skip
+                  types=args.types, since=args.since, until=args.until,
+                  history=_history(args))  # fmt: skip
+
+
+def _history(args: argparse.Namespace) -> str | None:
+    return "true" if args.history else None
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -219,14 +224,37 @@ def _pages(client: Client, path: str, key: str, **params: Any) -> Iterator[dict[
             return
 
 
+def _retired(fact: dict[str, Any]) -> str:
+    """How a superseded fact's line ends: since when, by what, and why."""
+    if fact["superseded_by"] is None:
+        return ""
+    how = f"superseded {fact['invalid_at'][:10]}" if fact["invalid_at"] else "merged"
+    return f"  [{how} by #{fact['superseded_by']}: {fact['superseded_reason']}]"
+
+
 def cmd_facts(args: argparse.Namespace) -> int:
-    for fact in _pages(_client(args), "/v1/facts", "facts", scope=args.scope, kind=args.kind):
+    client = _client(args)
+    params = {"scope": args.scope, "kind": args.kind, "history": _history(args)}
+    for fact in _pages(client, "/v1/facts", "facts", **params):
         if args.json:
             print(json.dumps(fact, ensure_ascii=False))
         else:
             seen = f"  (seen {fact['seen_count']}x)" if fact["seen_count"] > 1 else ""
             print(f"{fact['id']:>6}  {fact['scope']}  {fact['kind']:<10}"
-                  f"  {fact['last_at'][:10]}  {fact['text']}{seen}")  # fmt: skip
+                  f"  {fact['last_at'][:10]}  {fact['text']}{seen}{_retired(fact)}")  # fmt: skip
+    return 0
+
+
+def cmd_fact(args: argparse.Namespace) -> int:
+    _print_json(_client(args).request("GET", f"/v1/facts/{args.id}"))
+    return 0
+
+
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    # No client timeout: a slow local model may take minutes per chunk of facts.
+    params = _query(scope=args.scope)
+    answer = _client(args).request("POST", "/v1/consolidate", params=params, timeout=None)
+    _print_json(answer)
     return 0
 
 
@@ -253,10 +281,10 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 def _export(client: Client, scope: str | None, out: TextIO) -> tuple[int, int]:
     counts = []
-    for path, key, kind in (("/v1/summaries", "summaries", "summary"),
-                            ("/v1/facts", "facts", "fact")):  # fmt: skip
+    for path, key, kind, extra in (("/v1/summaries", "summaries", "summary", {}),
+                                   ("/v1/facts", "facts", "fact", {"history": "true"})):  # fmt: skip
         n = 0
-        for row in _pages(client, path, key, scope=scope):
+        for row in _pages(client, path, key, scope=scope, **extra):
             out.write(json.dumps({"type": kind, **row}, ensure_ascii=False) + "\n")
             n += 1
         counts.append(n)
@@ -290,6 +318,7 @@ def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
         p.add_argument("--types", help="comma-separated: fact, summary, interaction (default: all)")
         p.add_argument("--since", help="only what happened on or after this date (2023-05-07)")
         p.add_argument("--until", help="only what happened on or before this date")
+        p.add_argument("--history", action="store_true", help="superseded facts too, marked")
         p.add_argument("--json", action="store_true", help="print the raw JSON answer")
         return p
 
@@ -300,7 +329,12 @@ def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     facts = add("facts", cmd_facts, "list stored facts, oldest first")
     facts.add_argument("--scope", help="only this scope (default: every scope)")
     facts.add_argument("--kind", choices=FACT_KINDS, help="only facts of this kind")
+    facts.add_argument("--history", action="store_true", help="superseded facts too, marked")
     facts.add_argument("--json", action="store_true", help="one JSON object per line")
+    fact = add("fact", cmd_fact, "show a fact with what it replaced and what replaced it")
+    fact.add_argument("id", type=int, help="the fact's id")
+    consolidate = add("consolidate", cmd_consolidate, "consolidate facts now (scopes due, or one)")
+    consolidate.add_argument("--scope", help="only this scope, due or not")
     forget = add("forget", cmd_forget, "erase everything of a scope, for good")
     forget.add_argument("scope", help="the scope to erase")
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")

@@ -4,6 +4,7 @@ SIGKILL in the middle of a run applies nothing twice."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from tests.conftest import (
 )
 from tests.fakellm import FACTS_OPEN, FakeLLM, consolidation_answer
 from tests.reliability import integrity, query
+from tests.test_recall_cli import Daemon
 
 SCOPE = "user:ana"
 # (day, what the user says, the fact the model distils from it)
@@ -269,3 +271,27 @@ async def test_sigkill_in_the_middle_of_a_run_applies_nothing_twice(
     mine = next(o for o in status["observers"] if o["name"] == "consolidate")
     assert mine["llm_calls"] == 2  # the killed run's calls were never committed
     assert integrity(db) == "ok"
+
+
+async def test_the_command_line_consolidates_and_shows_history(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    config = load_config(_config(short_tmp, fake_llm), {})
+    async with running_daemon(config) as api, socket_client(api.config.server.socket) as client:
+        await _distilled(client)
+        cli = Daemon(config, api, client)
+        done = await cli.forged("consolidate", "--scope", SCOPE)
+        assert done.returncode == 0, done.stderr
+        assert len(json.loads(done.stdout)["runs"][0]["changes"]) == len(RETIRED)
+        current = (await cli.forged("facts", "--scope", SCOPE)).stdout.decode()
+        assert "Lisbon" not in current and "Berlin" in current
+        history = (await cli.forged("facts", "--scope", SCOPE, "--history")).stdout.decode()
+        berlin = (await _facts(client))["The user lives in Berlin."]["id"]
+        (lisbon,) = [line for line in history.splitlines() if "Lisbon" in line]
+        assert lisbon.endswith(f"The user lives in Lisbon.  [superseded 2026-03-03 by #{berlin}:"
+                               f" replaced on 2026-03-03 by fact {berlin}]")  # fmt: skip
+        audit = json.loads((await cli.forged("fact", str(berlin))).stdout)
+        assert audit["replaced"][0]["fact"]["text"] == "The user lives in Lisbon."
+        missing = await cli.forged("fact", "999")
+        assert missing.returncode != 0
+        assert missing.stderr.decode().strip().endswith("404 not_found: no fact with id '999'")
