@@ -5,15 +5,30 @@ SIGKILL in the middle of a run applies nothing twice."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import trio
 
 from forged.config import load_config
-from forged.consolidate import CurrentFact, checked, chunks, render_facts
+from forged.consolidate import NAME, CurrentFact, checked, chunks, render_facts
+from forged.models import (
+    BatchOutcome,
+    ConsolidationChange,
+    ConsolidationRun,
+    Fact,
+    Message,
+    NewInteraction,
+    ScopeResult,
+    Usage,
+)
+from forged.recall import Page, list_facts
+from forged.schema import MIGRATIONS
+from forged.store import Store
 from tests.conftest import (
     DaemonProcess,
     running_daemon,
@@ -295,3 +310,77 @@ async def test_the_command_line_consolidates_and_shows_history(
         missing = await cli.forged("fact", "999")
         assert missing.returncode != 0
         assert missing.stderr.decode().strip().endswith("404 not_found: no fact with id '999'")
+
+
+def _said(text: str, at: str) -> NewInteraction:
+    messages = msgspec.json.encode([Message(role="user", text=text)])
+    return NewInteraction(None, "s", None, at, at, 3, messages, None)
+
+
+async def _distil(store: Store, seq: int, kind: str, text: str) -> None:
+    fact = Fact(kind=kind, text=text)  # type: ignore[arg-type]
+    result = ScopeResult(f"b{seq}", "s", None, text, [fact], seq, seq)
+    await store.commit_batch("distill", BatchOutcome([result], [], [], seq))
+
+
+async def test_a_superseded_fact_said_again_later_is_current_again(tmp_path: Path) -> None:
+    """Back to Lisbon: the fact stated after it stopped being true holds again, from then on."""
+    store = Store(str(tmp_path / "f.db"))
+    days = ("2026-03-01T10:00:00.000Z", "2026-03-03T10:00:00.000Z", "2026-03-09T10:00:00.000Z")
+    await store.append(
+        [[_said(t, at) for t, at in zip(("Lisbon", "Berlin", "Lisbon"), days, strict=True)]]
+    )
+    await _distil(store, 1, "state", "The user lives in Lisbon.")
+    await _distil(store, 2, "state", "The user lives in Berlin.")
+    change = ConsolidationChange("supersede", 1, 2, "moved")
+    run = ConsolidationRun("r1", "m", "s", 2, 2, [change], Usage())
+    assert await store.commit_consolidation(NAME, run) == [change]
+    assert await store.commit_consolidation(NAME, run) == []  # applied once only
+    await _distil(store, 3, "state", "The user lives in Lisbon.")
+    rows = store._reader.execute(
+        "SELECT id, first_at, invalid_at, superseded_by FROM facts ORDER BY id"
+    ).fetchall()
+    store.close()
+    assert rows == [(1, days[2], None, None), (2, days[1], None, None)]
+
+
+async def test_a_forgotten_scope_takes_its_consolidation_rows_along(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    config = load_config(_config(short_tmp, fake_llm), {})
+    async with running_daemon(config) as api, socket_client(api.config.server.socket) as client:
+        await _distilled(client)
+        await client.post("/v1/consolidate", params={"scope": SCOPE})
+        await client.delete(f"/v1/scopes/{SCOPE}")
+        status = (await client.get("/v1/status")).json()
+    db = config.store.path
+    for table in ("consolidation_changes", "consolidation_runs", "consolidation_progress"):
+        assert query(db, f"SELECT count(*) FROM {table}") == [(0,)], table
+    mine = next(o for o in status["observers"] if o["name"] == "consolidate")
+    assert (mine["batches"], mine["llm_calls"]) == (0, 0)
+
+
+def test_migration_keeps_every_fact_current_and_valid_from_its_first_source(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v4.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                 " applied_at TEXT NOT NULL)")  # fmt: skip
+    for version, (name, sql) in enumerate(MIGRATIONS[:4], start=1):
+        conn.executescript(sql)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'x')", (version, name))
+    conn.execute("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
+                 " first_at, last_at, created_at, last_seen_at) VALUES ('state', 'Old.', 'old',"
+                 " 's', 'b', 1, 1, '2023-05-07T10:00:00.000Z', '2023-05-08T10:00:00.000Z', 'c',"
+                 " 'c')")  # fmt: skip
+    conn.close()
+    store = Store(str(path))
+    try:
+        page = list_facts(store._reader, Page(scope="s"))
+    finally:
+        store.close()
+    (fact,) = page.facts
+    assert (fact.valid_from, fact.invalid_at, fact.superseded_by) == (
+        "2023-05-07T10:00:00.000Z", None, None
+    )  # fmt: skip
