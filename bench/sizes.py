@@ -21,6 +21,7 @@ class Size:
     backlog_bytes: int  # approximate size of that store on disk
     starts: int  # daemon starts per store; the median is reported
     quality_conversations: int  # LoCoMo conversations the quality step distils and questions
+    consolidate_facts: int = 1_000  # facts in the scope the consolidation step consolidates
 
 
 SIZES = {
