@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,13 @@ import pytest
 import trio
 
 from forged.config import load_config
-from forged.consolidate import NAME, CurrentFact, checked, chunks, render_facts
+from forged.consolidate import (
+    NAME,
+    CurrentFact,
+    checked,
+    chunks,
+    render_facts,
+)
 from forged.models import (
     BatchOutcome,
     ConsolidationChange,
@@ -384,3 +391,17 @@ def test_migration_keeps_every_fact_current_and_valid_from_its_first_source(
     assert (fact.valid_from, fact.invalid_at, fact.superseded_by) == (
         "2023-05-07T10:00:00.000Z", None, None
     )  # fmt: skip
+
+
+async def test_consolidation_needs_a_distiller_that_can_ask(short_tmp: Path) -> None:
+    config = write_config(short_tmp, "http://127.0.0.1:9/v1",
+                          distiller={"class": "tests.stub_distiller:PreferenceDistiller"},
+                          consolidate={"enabled": True})  # fmt: skip
+    command = [sys.executable, "-m", "forged", "serve", "--config", str(config)]
+    with trio.fail_after(60):
+        done = await trio.run_process(command, capture_stderr=True, check=False)
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines()[-1] == (
+        "forged: config error: consolidate.enabled: the distiller has no async method `ask`,"
+        " which consolidation needs; use the OpenAI-compatible client"
+    )
