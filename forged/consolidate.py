@@ -11,6 +11,7 @@ a run cut short by a crash is done again from the start and nothing is applied t
 
 from __future__ import annotations
 
+import copy
 import random
 import re
 import sqlite3
@@ -82,7 +83,8 @@ ANSWER_SCHEMA: dict[str, Any] = {
 
 
 def _guided() -> dict[str, Any]:
-    schema: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(ANSWER_SCHEMA))
+    """The answer schema with the bounds a grammar-enforcing server applies while generating."""
+    schema: dict[str, Any] = copy.deepcopy(ANSWER_SCHEMA)
     schema["properties"]["changes"]["maxItems"] = GUIDED_MAX_CHANGES
     schema["properties"]["changes"]["items"]["properties"]["reason"]["maxLength"] = (
         GUIDED_REASON_CHARS
@@ -349,8 +351,8 @@ class ConsolidateObserver:
         An unreachable LLM is waited for (patient) or raised; an invalid answer is asked again
         up to `max_attempts` times, then the chunk is left as it is (its cost still counted).
         """
-        delay, spent = self.policy.backoff_initial, Usage()
-        for attempt in range(1, self.policy.max_attempts + 1):
+        delay, spent, attempts = self.policy.backoff_initial, Usage(), 0
+        while attempts < self.policy.max_attempts:  # an outage is waited out, not counted
             await self._budget(patient)
             try:
                 content, usage = await self.llm.ask(TASK, render_facts(chunk))
@@ -363,10 +365,11 @@ class ConsolidateObserver:
                 delay = min(delay * 2, self.policy.backoff_max)
                 progress.set_state("distilling")
             except (InvalidAnswer, ContextOverflow) as exc:
+                attempts += 1
                 spent = add_usage(spent, exc.usage)
                 progress.status.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("consolidation_invalid_answer", observer=self.name,
-                            error=str(exc), attempt=attempt)  # fmt: skip
+                            error=str(exc), attempt=attempts)  # fmt: skip
         return [], spent
 
 

@@ -405,3 +405,38 @@ async def test_consolidation_needs_a_distiller_that_can_ask(short_tmp: Path) -> 
         "forged: config error: consolidate.enabled: the distiller has no async method `ask`,"
         " which consolidation needs; use the OpenAI-compatible client"
     )
+
+
+def _consolidation_calls(llm: FakeLLM) -> int:
+    return sum(FACTS_OPEN in str(r["messages"]) for r in llm.requests)
+
+
+async def test_an_outage_is_waited_out_without_using_up_the_attempts(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    config = load_config(_config(short_tmp, fake_llm, min_new_facts=len(CONVERSATION)), {})
+    fake_llm.poison, fake_llm.poison_behaviour = FACTS_OPEN, "status:503"
+    async with running_daemon(config) as api, socket_client(api.config.server.socket) as client:
+        await _distilled(client)
+        with trio.fail_after(20):
+            await fake_llm.wait_until(lambda llm: _consolidation_calls(llm) > 4)  # > max_attempts
+            fake_llm.poison = None
+            while set(await _facts(client)) != CURRENT:
+                await api.hub.changed()
+
+
+async def test_an_answer_that_never_validates_leaves_the_facts_as_they_are(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    config = load_config(_config(short_tmp, fake_llm), {})
+    fake_llm.poison, fake_llm.poison_behaviour = FACTS_OPEN, "garbage"
+    async with running_daemon(config) as api, socket_client(api.config.server.socket) as client:
+        await _distilled(client)
+        response = await client.post("/v1/consolidate", params={"scope": SCOPE})
+        (run,) = response.json()["runs"]
+        assert (run["changes"], run["usage"]["calls"]) == ([], 3)  # [distiller] max_attempts
+        assert len(await _facts(client)) == len(CONVERSATION)
+        status = (await client.get("/v1/status")).json()
+    mine = next(o for o in status["observers"] if o["name"] == "consolidate")
+    assert mine["llm_calls"] == 3
+    assert mine["last_error"].startswith("InvalidAnswer: the answer holds no JSON object")
