@@ -120,9 +120,9 @@ def _notes(size: Size, source: str) -> str:
         queries=size.recall_queries,
         warm=recall.WARM_UP,
         starts=size.starts,
+        scrub=size.scrub,
         quality=size.quality_conversations,
         consolidate=size.consolidate_facts,
-        scrub=size.scrub,
     )
 
 

@@ -86,13 +86,13 @@ class StoreView:
         self, scope: str | None = None, kind: str | None = None, after: int = 0, limit: int = 100
     ) -> FactsPage:
         """A page of stored facts, oldest first, as `GET /v1/facts` pages them."""
-        return await self._recall.facts(Page(scope=scope, kind=kind, after=after, limit=limit))
+        return await self._recall.facts(Page(scope, kind, after, limit))
 
     async def summaries(
         self, scope: str | None = None, after: int = 0, limit: int = 100
     ) -> SummariesPage:
         """A page of stored summaries, oldest first."""
-        return await self._recall.summaries(Page(scope=scope, after=after, limit=limit))
+        return await self._recall.summaries(Page(scope, None, after, limit))
 
 
 class ObserverContext(Generic[C]):
