@@ -12,7 +12,6 @@ a run cut short by a crash is done again from the start and nothing is applied t
 from __future__ import annotations
 
 import copy
-import random
 import re
 import sqlite3
 import time
@@ -25,6 +24,7 @@ import msgspec
 import structlog
 import trio
 
+from forged.backoff import Backoff
 from forged.config import ConsolidateConfig, DistillerConfig
 from forged.distill import add_usage
 from forged.errors import ContextOverflow, InvalidAnswer, InvalidRequest, LLMUnavailable
@@ -92,13 +92,7 @@ def _guided() -> dict[str, Any]:
     return schema
 
 
-TASK = Task(
-    "consolidation",
-    SYSTEM_PROMPT,
-    ANSWER_SCHEMA,
-    _guided(),
-    "The answer must follow this JSON schema:\n" + msgspec.json.encode(ANSWER_SCHEMA).decode(),
-)
+TASK = Task("consolidation", SYSTEM_PROMPT, ANSWER_SCHEMA, _guided())
 _CURRENT = """
     SELECT id, kind, text, first_at FROM facts
     WHERE scope = ? AND superseded_by IS NULL ORDER BY norm, id
@@ -351,7 +345,8 @@ class ConsolidateObserver:
         An unreachable LLM is waited for (patient) or raised; an invalid answer is asked again
         up to `max_attempts` times, then the chunk is left as it is (its cost still counted).
         """
-        delay, spent, attempts = self.policy.backoff_initial, Usage(), 0
+        backoff = Backoff(self.policy.backoff_initial, self.policy.backoff_max)
+        spent, attempts = Usage(), 0
         while attempts < self.policy.max_attempts:  # an outage is waited out, not counted
             await self._budget(patient)
             try:
@@ -361,8 +356,7 @@ class ConsolidateObserver:
                 if not patient:
                     raise
                 progress.set_state("waiting_for_llm", error=str(exc))
-                await trio.sleep(delay * random.uniform(0.5, 1.0))
-                delay = min(delay * 2, self.policy.backoff_max)
+                await trio.sleep(backoff.next())
                 progress.set_state("distilling")
             except (InvalidAnswer, ContextOverflow) as exc:
                 attempts += 1

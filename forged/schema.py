@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
 
 from forged.errors import StoreError
+from forged.timestamps import now
 
 # The time span of a fact's or summary's source interactions, for rows stored before it was
 # recorded; a row whose interactions are gone keeps the time it was distilled.
@@ -233,6 +233,20 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         """,
     ),
     (
+        "distill runs count what the grounding check dropped",
+        "ALTER TABLE distill_runs ADD COLUMN ungrounded INTEGER NOT NULL DEFAULT 0;",
+    ),
+    (
+        "the structured-output mode each LLM endpoint accepted",
+        """
+        CREATE TABLE llm_modes (
+            endpoint TEXT PRIMARY KEY,              -- the server's base URL
+            mode TEXT NOT NULL,                     -- json_schema, json_object or none
+            learned_at TEXT NOT NULL
+        );
+        """,
+    ),
+    (
         "validity of facts: superseded facts kept as history; the consolidation audit trail",
         """
         -- A fact is valid from its first_at; a superseded one until invalid_at (a merged
@@ -266,6 +280,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             prompt_tokens INTEGER NOT NULL,
             completion_tokens INTEGER NOT NULL,
             ms INTEGER NOT NULL,
+            ungrounded INTEGER NOT NULL,            -- texts the grounding check dropped
             created_at TEXT NOT NULL
         );
         CREATE INDEX consolidation_runs_by_observer ON consolidation_runs (observer);
@@ -302,7 +317,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     for version, (name, sql) in enumerate(MIGRATIONS, start=1):
         if version <= len(applied):
             continue
-        applied_at = datetime.now(UTC).isoformat()
+        applied_at = now()
         record = f"INSERT INTO schema_migrations VALUES ({version}, '{name}', '{applied_at}')"
         try:  # one script, one transaction: triggers may hold semicolons of their own
             conn.executescript(f"BEGIN IMMEDIATE;\n{sql};\n{record};\nCOMMIT;")

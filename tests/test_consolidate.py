@@ -36,7 +36,7 @@ from forged.models import (
 from forged.recall import Page, list_facts
 from forged.schema import MIGRATIONS
 from forged.store import Store
-from tests.conftest import (
+from tests.daemons import (
     DaemonProcess,
     running_daemon,
     socket_client,
@@ -44,7 +44,7 @@ from tests.conftest import (
     write_config,
 )
 from tests.fakellm import FACTS_OPEN, FakeLLM, consolidation_answer
-from tests.reliability import integrity, query
+from tests.data import integrity, rows
 from tests.test_recall_cli import Daemon
 
 SCOPE = "user:ana"
@@ -54,7 +54,7 @@ CONVERSATION: list[tuple[str, str, str, str]] = [
     ("2026-03-01", "Our service uses MySQL.", "state", "The service uses MySQL."),
     ("2026-03-01", "My name is Jon.", "state", "The user's name is Jon."),
     ("2026-03-02", "I prefer tea in the morning.", "preference", "The user prefers tea."),
-    ("2026-03-02", "The service keeps its data in MySQL.", "state",
+    ("2026-03-02", "The service uses MySQL for storage of its data.", "state",
      "The service uses MySQL for storage."),
     ("2026-03-03", "We switched the service to Postgres.", "state", "The service uses Postgres."),
     ("2026-03-03", "I moved to Berlin.", "state", "The user lives in Berlin."),
@@ -123,7 +123,7 @@ async def test_consolidation_keeps_the_current_state_and_the_history(
     short_tmp: Path, fake_llm: FakeLLM
 ) -> None:
     config = load_config(_config(short_tmp, fake_llm), {})
-    async with running_daemon(config) as api, socket_client(api.config.server.socket) as client:
+    async with running_daemon(config) as api, socket_client(config.server.socket) as client:
         await _distilled(client)
         assert len(await _facts(client)) == len(CONVERSATION)  # all current until consolidated
 
@@ -185,7 +185,7 @@ async def test_a_scope_that_gains_facts_is_consolidated_on_its_own(
     short_tmp: Path, fake_llm: FakeLLM
 ) -> None:
     config = load_config(_config(short_tmp, fake_llm, min_new_facts=len(CONVERSATION)), {})
-    async with running_daemon(config) as api, socket_client(api.config.server.socket) as client:
+    async with running_daemon(config) as api, socket_client(config.server.socket) as client:
         await _distilled(client)
         with trio.fail_after(10):
             while set(await _facts(client)) != CURRENT:
@@ -234,7 +234,7 @@ def test_the_fake_consolidates_what_is_listed() -> None:
 
 async def test_consolidate_needs_the_observer(short_tmp: Path, fake_llm: FakeLLM) -> None:
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
-    async with running_daemon(config) as api, socket_client(api.config.server.socket) as client:
+    async with running_daemon(config) as api, socket_client(config.server.socket) as client:
         response = await client.post("/v1/consolidate")
         assert response.status_code == 409
         assert response.json()["error"]["message"] == (
@@ -275,8 +275,8 @@ async def test_sigkill_in_the_middle_of_a_run_applies_nothing_twice(
             assert all(FACTS_OPEN in str(r["messages"]) for r in fake_llm.requests[calls:])
             await daemon.kill()
         db = daemon.config.store.path
-        assert query(db, "SELECT count(*) FROM consolidation_changes") == [(0,)]
-        assert query(db, "SELECT count(*) FROM facts WHERE superseded_by IS NOT NULL") == [(0,)]
+        assert rows(db, "SELECT count(*) FROM consolidation_changes") == [(0,)]
+        assert rows(db, "SELECT count(*) FROM facts WHERE superseded_by IS NOT NULL") == [(0,)]
         fake_llm.gate = None
         await daemon.start()
         async with socket_client(daemon.socket) as client:
@@ -285,11 +285,11 @@ async def test_sigkill_in_the_middle_of_a_run_applies_nothing_twice(
             assert set(await _facts(client)) == CURRENT
             status = (await client.get("/v1/status")).json()
         assert await daemon.stop() == 0
-    changes = query(db, "SELECT fact_id, count(*) FROM consolidation_changes GROUP BY fact_id")
+    changes = rows(db, "SELECT fact_id, count(*) FROM consolidation_changes GROUP BY fact_id")
     assert sorted(n for _, n in changes) == [1] * len(RETIRED)
-    assert query(db, "SELECT seen_count FROM facts WHERE text = ?",
+    assert rows(db, "SELECT seen_count FROM facts WHERE text = ?",
                  "The service uses MySQL for storage.") == [(2,)]  # fmt: skip
-    assert query(db, "SELECT count(*) FROM consolidation_runs") == [(1,)]
+    assert rows(db, "SELECT count(*) FROM consolidation_runs") == [(1,)]
     mine = next(o for o in status["observers"] if o["name"] == "consolidate")
     assert mine["llm_calls"] == 2  # the killed run's calls were never committed
     assert integrity(db) == "ok"
@@ -299,7 +299,7 @@ async def test_the_command_line_consolidates_and_shows_history(
     short_tmp: Path, fake_llm: FakeLLM
 ) -> None:
     config = load_config(_config(short_tmp, fake_llm), {})
-    async with running_daemon(config) as api, socket_client(api.config.server.socket) as client:
+    async with running_daemon(config) as api, socket_client(config.server.socket) as client:
         await _distilled(client)
         cli = Daemon(config, api, client)
         done = await cli.forged("consolidate", "--scope", SCOPE)
@@ -355,14 +355,14 @@ async def test_a_forgotten_scope_takes_its_consolidation_rows_along(
     short_tmp: Path, fake_llm: FakeLLM
 ) -> None:
     config = load_config(_config(short_tmp, fake_llm), {})
-    async with running_daemon(config) as api, socket_client(api.config.server.socket) as client:
+    async with running_daemon(config) as api, socket_client(config.server.socket) as client:
         await _distilled(client)
         await client.post("/v1/consolidate", params={"scope": SCOPE})
         await client.delete(f"/v1/scopes/{SCOPE}")
         status = (await client.get("/v1/status")).json()
     db = config.store.path
     for table in ("consolidation_changes", "consolidation_runs", "consolidation_progress"):
-        assert query(db, f"SELECT count(*) FROM {table}") == [(0,)], table
+        assert rows(db, f"SELECT count(*) FROM {table}") == [(0,)], table
     mine = next(o for o in status["observers"] if o["name"] == "consolidate")
     assert (mine["batches"], mine["llm_calls"]) == (0, 0)
 
@@ -416,7 +416,7 @@ async def test_an_outage_is_waited_out_without_using_up_the_attempts(
 ) -> None:
     config = load_config(_config(short_tmp, fake_llm, min_new_facts=len(CONVERSATION)), {})
     fake_llm.poison, fake_llm.poison_behaviour = FACTS_OPEN, "status:503"
-    async with running_daemon(config) as api, socket_client(api.config.server.socket) as client:
+    async with running_daemon(config) as api, socket_client(config.server.socket) as client:
         await _distilled(client)
         with trio.fail_after(20):
             await fake_llm.wait_until(lambda llm: _consolidation_calls(llm) > 4)  # > max_attempts
@@ -430,7 +430,7 @@ async def test_an_answer_that_never_validates_leaves_the_facts_as_they_are(
 ) -> None:
     config = load_config(_config(short_tmp, fake_llm), {})
     fake_llm.poison, fake_llm.poison_behaviour = FACTS_OPEN, "garbage"
-    async with running_daemon(config) as api, socket_client(api.config.server.socket) as client:
+    async with running_daemon(config) as api, socket_client(config.server.socket) as client:
         await _distilled(client)
         response = await client.post("/v1/consolidate", params={"scope": SCOPE})
         (run,) = response.json()["runs"]
