@@ -261,7 +261,9 @@ class OpenAIDistiller:
                 continue
             await self._remember_mode()
             if finish == "length":
-                raise InvalidAnswer("the answer was cut off at max_tokens", raw=content, usage=usage)
+                raise InvalidAnswer(
+                    "the answer was cut off at max_tokens", raw=content, usage=usage
+                )
             return content, usage
 
     async def _recall_mode(self) -> None:

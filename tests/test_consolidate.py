@@ -43,8 +43,8 @@ from tests.daemons import (
     wait_for_watermark,
     write_config,
 )
-from tests.fakellm import FACTS_OPEN, FakeLLM, consolidation_answer
 from tests.data import integrity, rows
+from tests.fakellm import FACTS_OPEN, FakeLLM, consolidation_answer
 from tests.test_recall_cli import Daemon
 
 SCOPE = "user:ana"
@@ -123,7 +123,7 @@ async def test_consolidation_keeps_the_current_state_and_the_history(
     short_tmp: Path, fake_llm: FakeLLM
 ) -> None:
     config = load_config(_config(short_tmp, fake_llm), {})
-    async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+    async with running_daemon(config), socket_client(config.server.socket) as client:
         await _distilled(client)
         assert len(await _facts(client)) == len(CONVERSATION)  # all current until consolidated
 
@@ -234,7 +234,7 @@ def test_the_fake_consolidates_what_is_listed() -> None:
 
 async def test_consolidate_needs_the_observer(short_tmp: Path, fake_llm: FakeLLM) -> None:
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
-    async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+    async with running_daemon(config), socket_client(config.server.socket) as client:
         response = await client.post("/v1/consolidate")
         assert response.status_code == 409
         assert response.json()["error"]["message"] == (
@@ -355,7 +355,7 @@ async def test_a_forgotten_scope_takes_its_consolidation_rows_along(
     short_tmp: Path, fake_llm: FakeLLM
 ) -> None:
     config = load_config(_config(short_tmp, fake_llm), {})
-    async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+    async with running_daemon(config), socket_client(config.server.socket) as client:
         await _distilled(client)
         await client.post("/v1/consolidate", params={"scope": SCOPE})
         await client.delete(f"/v1/scopes/{SCOPE}")
@@ -430,7 +430,7 @@ async def test_an_answer_that_never_validates_leaves_the_facts_as_they_are(
 ) -> None:
     config = load_config(_config(short_tmp, fake_llm), {})
     fake_llm.poison, fake_llm.poison_behaviour = FACTS_OPEN, "garbage"
-    async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+    async with running_daemon(config), socket_client(config.server.socket) as client:
         await _distilled(client)
         response = await client.post("/v1/consolidate", params={"scope": SCOPE})
         (run,) = response.json()["runs"]
