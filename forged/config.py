@@ -96,7 +96,8 @@ class DistillConfig(_Section, frozen=True):
 
 
 class ConsolidateConfig(_Section, frozen=True):
-    """`[consolidate]`: the retrospective consolidation observer, off unless turned on."""
+    """`[consolidate]`: the consolidation observer and supersession at distillation, both off
+    unless turned on."""
 
     enabled: bool = False  # the bundled model is too small to judge which facts still hold
     min_new_facts: Positive = 20  # a scope with this many facts new since its last run is due
@@ -106,6 +107,9 @@ class ConsolidateConfig(_Section, frozen=True):
     max_prompt_tokens: Annotated[int, msgspec.Meta(ge=64)] = 3000  # and the tokens they may take
     max_calls_per_hour: Positive = 60  # LLM calls at most, over any hour
     max_reason_chars: Positive = 300  # a change's reason is cut to this length
+    # the scope's current facts shown to the distiller beside a transcript, so a new state,
+    # preference or correction can name what it replaces (0: none)
+    related_facts_tokens: Annotated[int, msgspec.Meta(ge=0)] = 400
 
 
 class RecallConfig(_Section, frozen=True):

@@ -21,7 +21,7 @@ from forged import systemd
 from forged.api import Api
 from forged.config import Config, DistillStyle, ServerConfig
 from forged.consolidate import Asker, ConsolidateObserver
-from forged.distill import DistillObserver
+from forged.distill import DistillObserver, Related
 from forged.errors import AlreadyRunning, ConfigError
 from forged.httpserver import HttpServer
 from forged.hub import Hub, Observer
@@ -29,6 +29,7 @@ from forged.ingest import Ingest
 from forged.lifecycle import Lifecycle
 from forged.llm import Distiller, make_distiller
 from forged.plugins import load_observers
+from forged.recall import Recall
 from forged.store import Store
 
 LISTEN_BACKLOG = 1024  # connections the kernel queues while we are at the connection cap
@@ -93,13 +94,25 @@ def _check_file_limit(server: ServerConfig) -> None:
                     hint="raise LimitNOFILE= (ulimit -n) or lower server.max_connections")  # fmt: skip
 
 
+def _related(config: Config, store: Store) -> Related | None:
+    """What the distiller is shown of a scope's current facts: with consolidation on, what
+    recall finds for the transcript within `related_facts_tokens`."""
+    budget = config.consolidate.related_facts_tokens
+    if not (config.consolidate.enabled and budget):
+        return None
+    recall = Recall(store, config.recall)
+    return lambda scope, text: recall.related(scope, text, budget)
+
+
 def _observers(
     config: Config, distiller: Distiller | None, plugins: list[Observer], store: Store
 ) -> list[Observer]:
     """The built-in distill and consolidate observers (each unless turned off), then the plugins."""
     if distiller is None:
         return plugins
-    built_in: list[Observer] = [DistillObserver(distiller, config.distill, config.distiller)]
+    built_in: list[Observer] = [
+        DistillObserver(distiller, config.distill, config.distiller, _related(config, store))
+    ]
     if config.consolidate.enabled:
         if not callable(getattr(distiller, "ask", None)):
             raise ConfigError(

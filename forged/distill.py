@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from itertools import groupby
 
 import msgspec
@@ -16,12 +17,14 @@ from forged.grounding import Sources, check
 from forged.hub import Batcher, Feed, Progress
 from forged.llm import Distiller
 from forged.models import (
+    SUPERSEDING_KINDS,
     BatchOutcome,
     DeadLetter,
     DistilledMemory,
     DistillRun,
     Fact,
     LinePick,
+    MemoryItem,
     RedistillReport,
     RedistillResult,
     ScopeResult,
@@ -29,9 +32,11 @@ from forged.models import (
     Usage,
     normalise,
 )
-from forged.prompt import message_lines, render_chunks, render_transcript
+from forged.prompt import message_lines, render_chunks, render_known, render_transcript
 
 RAW_LIMIT = 16_384  # characters of a failed answer kept with its dead letter
+# The scope's current facts recall finds for a text: shown beside the transcript (supersession).
+Related = Callable[[str, str], Awaitable[list[MemoryItem]]]
 
 log = structlog.get_logger("forged.distill")
 
@@ -66,7 +71,12 @@ def _picked(picks: list[LinePick], items: list[StoredInteraction]) -> tuple[list
     """The picked lines as facts, verbatim with their speaker; and how many named no line."""
     lines = {(i.seq, n): line for i in items for n, line in enumerate(message_lines(i), start=1)}
     facts = [
-        Fact(p.kind, f"{lines[p.seq, p.line][0]}: {lines[p.seq, p.line][1].strip()}", [p.seq])
+        Fact(
+            p.kind,
+            f"{lines[p.seq, p.line][0]}: {lines[p.seq, p.line][1].strip()}",
+            [p.seq],
+            list(p.replaces),
+        )
         for p in picks
         if (p.seq, p.line) in lines
     ]
@@ -85,7 +95,7 @@ def ground(memory: DistilledMemory, items: list[StoredInteraction]) -> tuple[str
     for fact in [*memory.facts, *picked]:
         verdict = check(fact.text, sources)
         if verdict.grounded:
-            facts.append(Fact(fact.kind, fact.text, fact.sources or verdict.sources))
+            facts.append(Fact(fact.kind, fact.text, fact.sources or verdict.sources, fact.replaces))
         else:
             dropped += 1
             log.info("ungrounded", kind=fact.kind, text=fact.text[:200], reason=verdict.reason)
@@ -95,6 +105,28 @@ def ground(memory: DistilledMemory, items: list[StoredInteraction]) -> tuple[str
         log.info("ungrounded", kind="summary", text=summary[:200], reason=verdict.reason)
         summary = ""
     return summary, facts, dropped
+
+
+def replacing(facts: list[Fact], known: list[MemoryItem]) -> list[Fact]:
+    """The facts with only the replacements forged stands behind: a state, preference or
+    correction replacing facts it was shown, other than itself."""
+    shown = {f.id: f.text for f in known}
+    out = []
+    for fact in facts:
+        ids = [i for i in fact.replaces if i in shown and shown[i] != fact.text]
+        ids = ids if fact.kind in SUPERSEDING_KINDS else []
+        out.append(msgspec.structs.replace(fact, replaces=ids))
+    return out
+
+
+async def _known(
+    related: Related | None, scope: str, items: list[StoredInteraction]
+) -> list[MemoryItem]:
+    """The scope's current facts related to what the items say (none without `related`)."""
+    if related is None:
+        return []
+    said = "\n".join(text for i in items for _, text in message_lines(i))
+    return await related(scope, said)
 
 
 class _Collected:
@@ -113,11 +145,16 @@ class DistillObserver:
     name = "distill"
 
     def __init__(
-        self, distiller: Distiller, batching: DistillConfig, policy: DistillerConfig
+        self,
+        distiller: Distiller,
+        batching: DistillConfig,
+        policy: DistillerConfig,
+        related: Related | None = None,
     ) -> None:
         self.distiller = distiller
         self.batching = batching
         self.policy = policy
+        self.related = related  # known facts a new one may replace (supersession)
         self._redistilling = trio.Lock()  # one re-run at a time: never two results for a seq
 
     async def run(self, interactions: Feed, progress: Progress) -> None:
@@ -164,8 +201,9 @@ class DistillObserver:
         self, scope: str, items: list[StoredInteraction], out: _Collected, progress: Progress | None
     ) -> None:
         """Distil one scope's interactions; split in halves what the model cannot handle."""
+        known = await _known(self.related, scope, items)
         try:
-            memory = await self._distill_items(items, progress)
+            memory = await self._distill_items(items, progress, render_known(known))
         except (ContextOverflow, InvalidAnswer) as exc:
             if len(items) > 1:
                 log.warning(
@@ -184,6 +222,7 @@ class DistillObserver:
             self._dead_letter(items[0], exc, out)
             return
         summary, facts, ungrounded = ground(memory, items)
+        facts = replacing(facts, known)
         if ungrounded:
             log.warning("ungrounded_dropped", observer=self.name, scope=scope, dropped=ungrounded)
         sessions = {i.session for i in items}
@@ -202,13 +241,14 @@ class DistillObserver:
         out.runs.append(msgspec.structs.replace(run, ungrounded=ungrounded))
 
     async def _distill_items(
-        self, items: list[StoredInteraction], progress: Progress | None
+        self, items: list[StoredInteraction], progress: Progress | None, known: str = ""
     ) -> DistilledMemory:
-        """One call for the items, or one per chunk of a single interaction over the budget."""
+        """One call for the items, or one per chunk of a single interaction over the budget;
+        the `known` facts go before each transcript."""
         budget = self.batching.max_batch_tokens
         if len(items) > 1 or items[0].tokens <= budget:
-            return await self._call(render_transcript(items), progress)
-        chunks = render_chunks(items[0], budget)
+            return await self._call(known + render_transcript(items), progress)
+        chunks = [known + chunk for chunk in render_chunks(items[0], budget)]
         log.info("interaction_chunked", observer=self.name, seq=items[0].seq, chunks=len(chunks))
         memories: list[DistilledMemory] = []
         for chunk in chunks:

@@ -24,10 +24,13 @@ from forged.plugins import load_object, require_async
 from forged.prompt import (
     ANSWER_SCHEMA,
     EXTRACTIVE_PROMPT,
+    REPLACES_RULE,
     SYSTEM_PROMPT,
     guided_schema,
+    known_ids,
     picks_schema,
     schema_hint,
+    with_replaces,
 )
 from forged.tokens import estimate_tokens
 
@@ -73,6 +76,7 @@ class Task(NamedTuple):
 class _RawFact(msgspec.Struct):
     kind: str
     text: str
+    replaces: list[Any] = []
 
 
 class _Answer(msgspec.Struct):
@@ -83,6 +87,7 @@ class _Answer(msgspec.Struct):
 class _RawPick(msgspec.Struct):
     line: str
     kind: str
+    replaces: list[Any] = []
 
 
 class _Picks(msgspec.Struct):
@@ -131,13 +136,28 @@ def _decode(content: str, shape: type[T]) -> T:
         raise InvalidAnswer(f"the answer is not valid memory: {exc}", raw=content) from exc
 
 
+def _ids(values: list[Any]) -> list[int]:
+    """The fact ids in a `replaces` list: integers, or digits a model quoted."""
+    ids = (v if isinstance(v, int) else int(v) for v in values if _is_id(v))
+    return list(dict.fromkeys(ids))
+
+
+def _is_id(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (
+        isinstance(value, str) and value.isdigit() and len(value) < 19
+    )
+
+
 def parse_picks(content: str, config: DistillerConfig) -> list[LinePick]:
     """Validate an extractive answer: picks of an unknown kind or a malformed id are dropped."""
     picks: dict[tuple[int, int], LinePick] = {}
     for pick in _decode(content, _Picks).lines:
         if (m := _LINE.match(pick.line.strip())) and pick.kind in FACT_KINDS:
             seq, line = int(m.group(1)), int(m.group(2))
-            picks.setdefault((seq, line), LinePick(seq, line, pick.kind))  # type: ignore[arg-type]
+            replaces = tuple(_ids(pick.replaces))
+            picks.setdefault((seq, line), LinePick(seq, line, pick.kind, replaces))  # type: ignore[arg-type]
     return list(picks.values())[: config.max_facts]
 
 
@@ -145,7 +165,7 @@ def parse_answer(content: str, config: DistillerConfig) -> tuple[str, list[Fact]
     """Validate an answer and cap it: facts with no text or an unknown kind are dropped."""
     answer = _decode(content, _Answer)
     facts = [
-        Fact(kind=f.kind, text=_clip(f.text, config.max_fact_chars))  # type: ignore[arg-type]
+        Fact(kind=f.kind, text=_clip(f.text, config.max_fact_chars), replaces=_ids(f.replaces))  # type: ignore[arg-type]
         for f in answer.facts
         if f.text.strip() and f.kind in FACT_KINDS
     ]
@@ -162,12 +182,13 @@ def _schema(config: DistillerConfig, transcript: str, *, bounded: bool) -> dict[
 def _task(config: DistillerConfig, transcript: str) -> Task:
     """Distilling as a task: the style's prompt and schemas for this transcript."""
     system = EXTRACTIVE_PROMPT if config.style == "extractive" else SYSTEM_PROMPT
-    return Task(
-        "memory",
-        system,
-        _schema(config, transcript, bounded=False),
-        _schema(config, transcript, bounded=True),
-    )
+    schema = _schema(config, transcript, bounded=False)
+    guided = _schema(config, transcript, bounded=True)
+    if ids := known_ids(transcript):  # known facts listed: a new fact may say what it replaces
+        system += "\n" + REPLACES_RULE
+        schema = with_replaces(schema, ids, bounded=False)
+        guided = with_replaces(guided, ids, bounded=True)
+    return Task("memory", system, schema, guided)
 
 
 def _response_format(mode: str, task: Task) -> dict[str, Any] | None:

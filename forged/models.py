@@ -60,6 +60,7 @@ class Fact(msgspec.Struct, forbid_unknown_fields=True):
     kind: FactKind
     text: str
     sources: list[int] = []
+    replaces: list[int] = []  # ids of known facts of the scope it updates or contradicts
 
 
 class LinePick(msgspec.Struct, frozen=True):
@@ -68,6 +69,10 @@ class LinePick(msgspec.Struct, frozen=True):
     seq: int
     line: int
     kind: FactKind
+    replaces: tuple[int, ...] = ()  # ids of known facts of the scope it updates or contradicts
+
+
+SUPERSEDING_KINDS = frozenset({"state", "preference", "correction"})  # what a new fact replaces
 
 
 def normalise(text: str) -> str:

@@ -419,6 +419,12 @@ class Recall:
         candidates = msgspec.structs.replace(query, limit=self.config.max_limit)
         return pack(await self.search(candidates), budget_tokens)
 
+    async def related(self, scope: str, text: str, budget_tokens: int) -> list[MemoryItem]:
+        """The scope's current facts that recall finds for `text`, best first, packed into
+        `budget_tokens`: what a distiller is shown beside a transcript."""
+        query = SearchQuery(q=text, scope=scope, limit=self.config.max_limit, types=("fact",))
+        return (await self.context(query, budget_tokens)).items
+
     async def facts(self, page: Page) -> FactsPage:
         return await self.store.read(list_facts, page)
 

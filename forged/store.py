@@ -65,10 +65,11 @@ _SUPERSEDE = """
     UPDATE facts SET superseded_by = :into, superseded_reason = :reason,
         invalid_at = CASE WHEN :action = 'supersede'
                           THEN max(first_at, (SELECT first_at FROM facts WHERE id = :into)) END
-    WHERE id = :fact AND scope = :scope AND superseded_by IS NULL
-      AND EXISTS (SELECT 1 FROM facts WHERE id = :into AND scope = :scope
-                  AND superseded_by IS NULL)
-"""  # a fact changed or forgotten since the run read it is left alone
+    WHERE id = :fact AND id != :into AND scope = :scope AND superseded_by IS NULL
+      AND EXISTS (SELECT 1 FROM facts AS n WHERE n.id = :into AND n.scope = :scope
+                  AND n.superseded_by IS NULL
+                  AND (:action = 'merge' OR n.first_at >= facts.first_at))
+"""  # a fact changed or forgotten since it was read is left alone; none is replaced by an older
 _ABSORB = """
     UPDATE facts SET (first_at, last_at, seen_count) =
         (SELECT min(k.first_at, d.first_at), max(k.last_at, d.last_at), k.seen_count + d.seen_count
@@ -235,6 +236,7 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
                      r.last_seq, first_at, last_at, created),
                 )  # fmt: skip
             conn.executemany(_INSERT_FACT, (_fact_row(conn, r, f, created) for f in r.facts))
+            _supersede_replaced(conn, observer, r, created)
         conn.executemany(
             "INSERT INTO dead_letters (observer, seq, reason, raw, created_at) VALUES (?, ?, ?, ?, ?)",
             ((observer, d.seq, d.reason, d.raw, created) for d in outcome.dead_letters),
@@ -356,6 +358,46 @@ def _forget(conn: sqlite3.Connection, scope: str, observers: list[str]) -> Forgo
     return Forgotten(deleted, through, totals)
 
 
+def _apply(
+    conn: sqlite3.Connection,
+    observer: str,
+    run_id: str,
+    scope: str,
+    c: ConsolidationChange,
+    created: str,
+) -> bool:
+    """Retire a fact into another and record why; False when the change no longer applies."""
+    change = {"action": c.action, "fact": c.fact_id, "into": c.into_id, "reason": c.reason,
+              "scope": scope}  # fmt: skip
+    if not conn.execute(_SUPERSEDE, change).rowcount:
+        return False
+    if c.action == "merge":
+        conn.execute(_ABSORB, change)
+    conn.execute(
+        "INSERT INTO consolidation_changes (observer, run_id, scope, action, fact_id, into_id,"
+        " reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (observer, run_id, scope, c.action, c.fact_id, c.into_id, c.reason, created),
+    )
+    return True
+
+
+def _supersede_replaced(
+    conn: sqlite3.Connection, observer: str, r: ScopeResult, created: str
+) -> None:
+    """Retire the known facts a batch's new facts replace, in the batch's transaction."""
+    for f in r.facts:
+        if not f.replaces:
+            continue
+        (into,) = conn.execute(
+            "SELECT id FROM facts WHERE scope = ? AND kind = ? AND norm = ?",
+            (r.scope, f.kind, normalise(f.text)),
+        ).fetchone()
+        reason = f"replaced by a newer {f.kind} when the batch was distilled"
+        for old in f.replaces:
+            _apply(conn, observer, r.batch_id, r.scope,
+                   ConsolidationChange("supersede", old, into, reason), created)  # fmt: skip
+
+
 def _commit_consolidation(
     conn: sqlite3.Connection, observer: str, run: ConsolidationRun
 ) -> list[ConsolidationChange]:
@@ -368,21 +410,9 @@ def _commit_consolidation(
         sql = "SELECT 1 FROM facts WHERE scope = ? LIMIT 1"
         if conn.execute(sql, (run.scope,)).fetchone() is None:
             return []
-        applied = []
-        for c in run.changes:
-            change = {"action": c.action, "fact": c.fact_id, "into": c.into_id,
-                      "reason": c.reason, "scope": run.scope}  # fmt: skip
-            if not conn.execute(_SUPERSEDE, change).rowcount:
-                continue
-            if c.action == "merge":
-                conn.execute(_ABSORB, change)
-            conn.execute(
-                "INSERT INTO consolidation_changes (observer, run_id, scope, action, fact_id,"
-                " into_id, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (observer, run.run_id, run.scope, c.action, c.fact_id, c.into_id, c.reason,
-                 created),
-            )  # fmt: skip
-            applied.append(c)
+        applied = [
+            c for c in run.changes if _apply(conn, observer, run.run_id, run.scope, c, created)
+        ]
         u = run.usage
         conn.execute(
             "INSERT INTO consolidation_runs (observer, run_id, model, scope, facts, changes,"

@@ -72,6 +72,11 @@ ANSWER_SCHEMA: dict[str, Any] = {
 FACT_LINE = re.compile(r"^\[id (\d+)\] \((\w+), ([^)]*)\) (.*)$", re.M)
 FACTS_OPEN = "<facts>"
 SUBJECT_WORDS = 3  # facts whose first words agree are about the same thing
+# Distillation requests may list known facts as "[fact N] (kind, date) text" between these tags.
+KNOWN_FACT = re.compile(r"^\[fact (\d+)\] \((\w+), ([^)]*)\) (.*)$", re.M)
+KNOWN_OPEN = "<known_facts>"
+SUPERSEDING = frozenset({"state", "preference", "correction"})  # kinds that replace known facts
+SPEAKER = re.compile(r"^(?:[^:]{1,40}: )+")  # speakers and labels before what was said
 
 _encoder = msgspec.json.Encoder()
 _WORD = re.compile(r"\w+")
@@ -184,11 +189,46 @@ def consolidation_answer(body: dict[str, Any]) -> dict[str, Any]:
     return {"changes": changes}
 
 
+def _words(text: str) -> list[str]:
+    """What a fact or line says, folded, without a speaker in front."""
+    return gold_key(SPEAKER.sub("", text)).split()
+
+
+def replaced(kind: str, text: str, known: dict[int, str]) -> list[int]:
+    """The known facts a new one replaces, deterministically: a state, preference or correction
+    replaces those about the same subject (first SUBJECT_WORDS words) unless one's words are all
+    in the other's (a near-duplicate, left for consolidation to merge)."""
+    if kind not in SUPERSEDING:
+        return []
+    new = _words(text)
+    ids = []
+    for id_, old_text in known.items():
+        old = _words(old_text)
+        same = old[:SUBJECT_WORDS] == new[:SUBJECT_WORDS]
+        if same and not (set(old) <= set(new) or set(new) <= set(old)):
+            ids.append(id_)
+    return ids
+
+
+def _with_replaces(answer: dict[str, Any], message: str) -> dict[str, Any]:
+    """The answer with each fact's or picked line's `replaces`, when known facts are listed."""
+    known = {int(m.group(1)): m.group(4) for m in KNOWN_FACT.finditer(message)}
+    lines = {f"{seq}.{n}": line for seq, ls in _blocks(message) for n, line in enumerate(ls, 1)}
+    key = "facts" if "facts" in answer else "lines"
+    items = [
+        {**i, "replaces": replaced(i["kind"], i.get("text") or lines.get(i["line"], ""), known)}
+        for i in answer[key]
+    ]
+    return {**answer, key: items}
+
+
 def _valid(behaviour: str, body: dict[str, Any], gold: dict[str, Any]) -> dict[str, Any]:
     """The valid answer the behaviours start from: consolidation, gold facts or the default."""
-    if FACTS_OPEN in _last_message(body):
+    message = _last_message(body)
+    if FACTS_OPEN in message:
         return consolidation_answer(body)
-    return gold_answer(body, gold) if behaviour == "gold" else answer_for(body)
+    answer = gold_answer(body, gold) if behaviour == "gold" else answer_for(body)
+    return _with_replaces(answer, message) if KNOWN_OPEN in message else answer
 
 
 def _echoed_schema(body: dict[str, Any]) -> Any:

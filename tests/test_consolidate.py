@@ -103,7 +103,8 @@ def _interactions(scope: str = SCOPE) -> list[dict[str, Any]]:
 
 def _config(tmp: Path, llm: FakeLLM, **consolidate: Any) -> Path:
     llm.default, llm.gold = "gold", _gold()
-    settings = {"enabled": True, "min_new_facts": 1000, "check_interval": 0.05, **consolidate}
+    settings = {"enabled": True, "min_new_facts": 1000, "check_interval": 0.05,
+                "related_facts_tokens": 0, **consolidate}  # fmt: skip
     return write_config(tmp, llm.base_url, distill={"max_batch_interactions": 1},
                         consolidate=settings)  # fmt: skip
 
@@ -179,6 +180,48 @@ async def test_consolidation_keeps_the_current_state_and_the_history(
 
         again = (await client.post("/v1/consolidate", params={"scope": SCOPE})).json()
         assert again["runs"][0]["changes"] == []  # what is current now holds
+
+
+# With supersession at distillation: what a newer fact replaced as it was distilled (its
+# words found the old one), then what consolidation retired (the move shares no word).
+AT_DISTILLATION = {
+    "The service uses MySQL.": "The service uses Postgres.",
+    "The service uses MySQL for storage.": "The service uses Postgres.",
+    "The user's name is Jon.": "The user's name is John.",
+    "The user prefers tea.": "The user prefers coffee.",
+}
+
+
+async def test_a_new_state_replaces_what_it_contradicts_as_it_is_distilled(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """Then consolidation retires the rest: only the current state is in the block, history
+    has every fact dated, and each retired fact's audit trail says what replaced it and why."""
+    config = load_config(_config(short_tmp, fake_llm, related_facts_tokens=400), {})
+    async with running_daemon(config), socket_client(config.server.socket) as client:
+        await _distilled(client)
+        assert set(await _facts(client)) == CURRENT | {"The user lives in Lisbon."}
+        known = [r for r in fake_llm.requests if "<known_facts>" in str(r["messages"])]
+        assert known  # the distiller was shown the scope's facts beside the transcript
+        history = await _facts(client, history=True)
+        for old, new in AT_DISTILLATION.items():
+            audit = (await client.get(f"/v1/facts/{history[old]['id']}")).json()
+            change = audit["replaced_by"]
+            assert (change["action"], change["fact"]["text"]) == ("supersede", new)
+            assert change["reason"].startswith("replaced by a newer ")
+            assert audit["fact"]["invalid_at"][:10] == history[new]["first_at"][:10]
+
+        response = await client.post("/v1/consolidate", params={"scope": SCOPE})
+        (run,) = response.json()["runs"]
+        assert [(c["fact_id"], c["into_id"]) for c in run["changes"]] == [
+            (history["The user lives in Lisbon."]["id"], history["The user lives in Berlin."]["id"])
+        ]
+        block = (await client.get("/v1/context", params={"q": QUESTIONS, "scope": SCOPE,
+                                                         "types": "fact"})).json()  # fmt: skip
+        assert {i["text"] for i in block["items"]} == CURRENT
+        history = await _facts(client, history=True)
+        assert set(history) == CURRENT | set(RETIRED)
+        assert all(history[t]["invalid_at"] for t in RETIRED)  # each dated when it stopped
 
 
 async def test_a_scope_that_gains_facts_is_consolidated_on_its_own(
