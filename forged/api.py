@@ -77,7 +77,7 @@ class Api:
             "/v1/search": {"GET": Route(self.search, (*_SEARCH, "limit", "sources"))},
             "/v1/context": {"GET": Route(self.context, (*_SEARCH, "budget_tokens"))},
             "/v1/facts": {"GET": Route(self.facts, ("scope", "kind", "history", *_PAGE))},
-            "/v1/summaries": {"GET": Route(self.summaries, ("scope", *_PAGE))},
+            "/v1/summaries": {"GET": Route(self.summaries, ("scope", "history", *_PAGE))},
             "/v1/dead-letters": {
                 "GET": Route(partial(deadletters.list_dead_letters, hub), deadletters.PARAMS)
             },

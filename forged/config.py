@@ -107,6 +107,7 @@ class ConsolidateConfig(_Section, frozen=True):
     max_prompt_tokens: Annotated[int, msgspec.Meta(ge=64)] = 3000  # and the tokens they may take
     max_calls_per_hour: Positive = 60  # LLM calls at most, over any hour
     max_reason_chars: Positive = 300  # a change's reason is cut to this length
+    keep_summaries: Positive = 20  # a scope's newest summaries left as they are; older condensed
     # the scope's current facts shown to the distiller beside a transcript, so a new state,
     # preference or correction can name what it replaces (0: none)
     related_facts_tokens: Annotated[int, msgspec.Meta(ge=0)] = 400

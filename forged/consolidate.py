@@ -17,13 +17,14 @@ import sqlite3
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 import msgspec
 import structlog
 import trio
 
+from forged import condense
 from forged.backoff import Backoff
 from forged.config import ConsolidateConfig, DistillerConfig
 from forged.distill import add_usage
@@ -31,7 +32,13 @@ from forged.errors import ContextOverflow, InvalidAnswer, InvalidRequest, LLMUna
 from forged.httpserver import Request, Response
 from forged.hub import Feed, Progress
 from forged.llm import Task, extract_json
-from forged.models import ConsolidateAnswer, ConsolidationChange, ConsolidationRun, Usage
+from forged.models import (
+    Condensed,
+    ConsolidateAnswer,
+    ConsolidationChange,
+    ConsolidationRun,
+    Usage,
+)
 from forged.params import Params
 from forged.tokens import estimate_tokens
 
@@ -108,6 +115,8 @@ _DUE = """
 """
 _OUR_TAGS = re.compile(r"</?facts\b", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
+
+T = TypeVar("T")
 
 log = structlog.get_logger("forged.consolidate")
 
@@ -309,9 +318,11 @@ class ConsolidateObserver:
             chunk = [f for f in chunk if f.id not in retired]
             if len(chunk) < 2:
                 continue
-            proposed, spent = await self._ask(chunk, progress, patient)
+            proposed, spent = await self._ask(TASK, render_facts(chunk), parse_changes, progress,
+                                              patient)  # fmt: skip
             usage = add_usage(usage, spent)
-            changes += checked(proposed, chunk, retired, self.config.max_reason_chars)
+            changes += checked(proposed or [], chunk, retired, self.config.max_reason_chars)
+        condensed, spent, ungrounded = await self._condense(scope, progress, patient)
         return ConsolidationRun(
             run_id=uuid.uuid4().hex[:16],
             model=self.llm.model,
@@ -319,8 +330,28 @@ class ConsolidateObserver:
             facts=len(facts),
             through_fact_id=max((f.id for f in facts), default=0),
             changes=changes,
-            usage=usage,
+            usage=add_usage(usage, spent),
+            ungrounded=ungrounded,
+            condensed=condensed,
         )
+
+    async def _condense(
+        self, scope: str, progress: Progress, patient: bool
+    ) -> tuple[Condensed | None, Usage, int]:
+        """The scope's oldest summaries past `keep_summaries` as one (None when fewer than two
+        or the answer is not grounded in them), its cost, and 1 if the grounding check dropped it."""
+        old = await self.store.read(condense.old_summaries, scope, self.config.keep_summaries)
+        old = condense.fitting(old, self.config.max_prompt_tokens)
+        if len(old) < 2:
+            return None, Usage(), 0
+        text, spent = await self._ask(condense.TASK, condense.render_summaries(old),
+                                      condense.parse_summary, progress, patient)  # fmt: skip
+        if not text:
+            return None, spent, 0
+        if not (verdict := condense.grounded(text, old)).grounded:
+            log.info("ungrounded", kind="condensed_summary", text=text[:200], reason=verdict.reason)
+            return None, spent, 1
+        return Condensed([s.id for s in old], text[: self.policy.max_summary_chars]), spent, 0
 
     async def _budget(self, patient: bool) -> None:
         """Wait (or, impatient, raise) until a call fits `max_calls_per_hour`; then count it."""
@@ -338,20 +369,25 @@ class ConsolidateObserver:
             await trio.sleep(wait)
 
     async def _ask(
-        self, chunk: list[CurrentFact], progress: Progress, patient: bool
-    ) -> tuple[list[_RawChange], Usage]:
-        """The changes proposed for one chunk, with retries as for distilling.
+        self,
+        task: Task,
+        user: str,
+        parse: Callable[[str, Usage], T],
+        progress: Progress,
+        patient: bool,
+    ) -> tuple[T | None, Usage]:
+        """The parsed answer to one request, with retries as for distilling, and its cost.
 
         An unreachable LLM is waited for (patient) or raised; an invalid answer is asked again
-        up to `max_attempts` times, then the chunk is left as it is (its cost still counted).
+        up to `max_attempts` times, then None: what was asked about is left as it is.
         """
         backoff = Backoff(self.policy.backoff_initial, self.policy.backoff_max)
         spent, attempts = Usage(), 0
         while attempts < self.policy.max_attempts:  # an outage is waited out, not counted
             await self._budget(patient)
             try:
-                content, usage = await self.llm.ask(TASK, render_facts(chunk))
-                return parse_changes(content, usage), add_usage(spent, usage)
+                content, usage = await self.llm.ask(task, user)
+                return parse(content, usage), add_usage(spent, usage)
             except LLMUnavailable as exc:
                 if not patient:
                     raise
@@ -364,7 +400,7 @@ class ConsolidateObserver:
                 progress.status.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("consolidation_invalid_answer", observer=self.name,
                             error=str(exc), attempt=attempts)  # fmt: skip
-        return [], spent
+        return None, spent
 
 
 async def run_now(hub: Hub, _request: Request, params: Params) -> Response:

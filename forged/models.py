@@ -315,6 +315,7 @@ class StoredSummary(msgspec.Struct, frozen=True):
     observer: str
     first_at: str
     last_at: str
+    condensed_into: int | None = None  # the summary that condenses this one (history)
 
 
 class FactsPage(msgspec.Struct):
@@ -396,16 +397,23 @@ class RedistillReport(msgspec.Struct, frozen=True):
     results: list[RedistillResult]
 
 
-ChangeAction = Literal["merge", "supersede"]
+ChangeAction = Literal["merge", "supersede", "condense"]
 
 
 class ConsolidationChange(msgspec.Struct, frozen=True):
     """One change a consolidation run makes: `fact_id` retired, `into_id` stands in for it."""
 
-    action: ChangeAction  # merge: a duplicate; supersede: no longer true
-    fact_id: int
+    action: ChangeAction  # merge: a duplicate; supersede: no longer true; condense: summaries
+    fact_id: int  # (for condense, both ids are summaries')
     into_id: int
     reason: str
+
+
+class Condensed(msgspec.Struct, frozen=True):
+    """Older summaries of a scope and the one summary that stands in for them."""
+
+    summary_ids: list[int]
+    text: str
 
 
 class ConsolidationRun(msgspec.Struct, frozen=True):
@@ -419,6 +427,7 @@ class ConsolidationRun(msgspec.Struct, frozen=True):
     changes: list[ConsolidationChange]
     usage: Usage
     ungrounded: int = 0  # texts the grounding check dropped
+    condensed: Condensed | None = None  # older summaries condensed into one
 
 
 class FactChange(msgspec.Struct, frozen=True):

@@ -67,7 +67,7 @@ _SEARCH = {  # CROSS JOIN: the index drives, never one full-text query per row o
     "summary": f"""
         SELECT s.id, 'summary', s.scope, s.session, s.text, s.created_at, s.created_at,
                s.first_seq, s.last_seq, s.first_at, s.last_at,
-               -bm25(summaries_fts) * {_DECAY.format(at="s.last_at")}, NULL, NULL
+               -bm25(summaries_fts) * {_DECAY.format(at="s.last_at")}, s.condensed_into, NULL
         FROM summaries_fts CROSS JOIN summaries AS s ON s.id = summaries_fts.rowid
         WHERE summaries_fts MATCH :match AND s.scope = :scope {{filters}}
         ORDER BY 12 DESC, s.id DESC LIMIT :limit
@@ -102,13 +102,14 @@ _FACT_COLUMNS = (
     " batch_id, first_at, last_at, first_at, invalid_at, superseded_by, superseded_reason"
 )
 _CURRENT = "superseded_by IS NULL"  # a fact no consolidation has retired
+_UNCONDENSED = "condensed_into IS NULL"  # a summary no condensed one stands in for
 _TRAIL = """
     SELECT action, run_id, reason, created_at, {other} FROM consolidation_changes
-    WHERE {this} = ? ORDER BY id
+    WHERE {this} = ? AND action != 'condense' ORDER BY id
 """  # a fact's changes, each with the fact on its other side
 _SUMMARY_COLUMNS = (
     "id, scope, session, text, created_at, first_seq, last_seq, batch_id, observer, first_at,"
-    " last_at"
+    " last_at, condensed_into"
 )
 _MESSAGES = msgspec.json.Decoder(list[Message])
 
@@ -180,6 +181,8 @@ def _filters(table: MemoryType, query: SearchQuery, params: dict[str, Any]) -> s
     filters = ""
     if table == "fact" and not query.history:
         filters += f" AND {alias}.{_CURRENT}"
+    if table == "summary" and not query.history:
+        filters += f" AND {alias}.{_UNCONDENSED}"
     if query.kind is not None and table == "fact":
         filters += f" AND {alias}.kind = :kind"
         params["kind"] = query.kind
@@ -346,8 +349,8 @@ class Page(msgspec.Struct, frozen=True):
     history: bool = False  # facts: superseded ones too
 
 
-def _page_where(page: Page, current: bool = False) -> tuple[str, list[Any]]:
-    clauses: list[str] = ["id > ?"] + ([_CURRENT] if current else [])
+def _page_where(page: Page, current: str | None = None) -> tuple[str, list[Any]]:
+    clauses: list[str] = ["id > ?"] + ([current] if current and not page.history else [])
     params: list[Any] = [page.after]  # a keyset page: later inserts cannot shift it
     for clause, value in (("scope = ?", page.scope), ("kind = ?", page.kind),
                           ("last_at >= ?", page.since), ("first_at <= ?", page.until)):  # fmt: skip
@@ -359,7 +362,7 @@ def _page_where(page: Page, current: bool = False) -> tuple[str, list[Any]]:
 
 def list_facts(conn: sqlite3.Connection, page: Page) -> FactsPage:
     """Facts with id greater than `after`, in id order: a keyset page that new facts never shift."""
-    where, params = _page_where(page, current=not page.history)
+    where, params = _page_where(page, _CURRENT)
     rows = conn.execute(
         f"SELECT {_FACT_COLUMNS} FROM facts WHERE {where} ORDER BY id LIMIT ?",
         (*params, page.limit + 1),
@@ -370,7 +373,7 @@ def list_facts(conn: sqlite3.Connection, page: Page) -> FactsPage:
 
 def list_summaries(conn: sqlite3.Connection, page: Page) -> SummariesPage:
     """Summaries with id greater than `after`, in id order."""
-    where, params = _page_where(msgspec.structs.replace(page, kind=None))
+    where, params = _page_where(msgspec.structs.replace(page, kind=None), _UNCONDENSED)
     rows = conn.execute(
         f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE {where} ORDER BY id LIMIT ?",
         (*params, page.limit + 1),

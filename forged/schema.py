@@ -255,14 +255,16 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE facts ADD COLUMN superseded_by INTEGER;
         ALTER TABLE facts ADD COLUMN superseded_reason TEXT;
         CREATE INDEX facts_current ON facts (scope, id) WHERE superseded_by IS NULL;
+        ALTER TABLE summaries ADD COLUMN condensed_into INTEGER;  -- the summary standing in for it
+        CREATE INDEX summaries_current ON summaries (scope, id) WHERE condensed_into IS NULL;
         CREATE TABLE consolidation_changes (
             id INTEGER PRIMARY KEY,
             observer TEXT NOT NULL,
             run_id TEXT NOT NULL,
             scope TEXT NOT NULL,
-            action TEXT NOT NULL CHECK (action IN ('merge', 'supersede')),
-            fact_id INTEGER NOT NULL,               -- retired by the change
-            into_id INTEGER NOT NULL,               -- what replaces it
+            action TEXT NOT NULL CHECK (action IN ('merge', 'supersede', 'condense')),
+            fact_id INTEGER NOT NULL,               -- retired by the change (condense: a summary)
+            into_id INTEGER NOT NULL,               -- what replaces it (condense: a summary)
             reason TEXT NOT NULL,
             created_at TEXT NOT NULL
         );

@@ -398,6 +398,40 @@ def _supersede_replaced(
                    ConsolidationChange("supersede", old, into, reason), created)  # fmt: skip
 
 
+def _condense(
+    conn: sqlite3.Connection, observer: str, run: ConsolidationRun, created: str
+) -> list[ConsolidationChange]:
+    """Write the condensed summary and point the ones it stands in for at it; nothing when
+    any of them changed or went meanwhile."""
+    if run.condensed is None:
+        return []
+    ids = run.condensed.summary_ids
+    marks = ", ".join("?" * len(ids))
+    (first_seq, last_seq, first_at, last_at, current) = conn.execute(
+        f"SELECT min(first_seq), max(last_seq), min(first_at), max(last_at), count(*)"
+        f" FROM summaries WHERE scope = ? AND condensed_into IS NULL AND id IN ({marks})",
+        (run.scope, *ids),
+    ).fetchone()
+    if current != len(ids):
+        return []
+    into = conn.execute(
+        "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq, last_seq,"
+        " first_at, last_at, created_at) VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)",
+        (observer, run.run_id, run.scope, run.condensed.text, first_seq, last_seq, first_at,
+         last_at, created),
+    ).lastrowid  # fmt: skip
+    assert into is not None
+    conn.execute(f"UPDATE summaries SET condensed_into = ? WHERE id IN ({marks})", (into, *ids))
+    reason = f"condensed with {len(ids) - 1} other older summaries"
+    changes = [ConsolidationChange("condense", old, into, reason) for old in ids]
+    conn.executemany(
+        "INSERT INTO consolidation_changes (observer, run_id, scope, action, fact_id, into_id,"
+        " reason, created_at) VALUES (?, ?, ?, 'condense', ?, ?, ?, ?)",
+        [(observer, run.run_id, run.scope, c.fact_id, c.into_id, reason, created) for c in changes],
+    )
+    return changes
+
+
 def _commit_consolidation(
     conn: sqlite3.Connection, observer: str, run: ConsolidationRun
 ) -> list[ConsolidationChange]:
@@ -413,6 +447,7 @@ def _commit_consolidation(
         applied = [
             c for c in run.changes if _apply(conn, observer, run.run_id, run.scope, c, created)
         ]
+        applied += _condense(conn, observer, run, created)
         u = run.usage
         conn.execute(
             "INSERT INTO consolidation_runs (observer, run_id, model, scope, facts, changes,"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import html
 import re
 import sys
 import time
@@ -75,6 +76,9 @@ SUBJECT_WORDS = 3  # facts whose first words agree are about the same thing
 # Distillation requests may list known facts as "[fact N] (kind, date) text" between these tags.
 KNOWN_FACT = re.compile(r"^\[fact (\d+)\] \((\w+), ([^)]*)\) (.*)$", re.M)
 KNOWN_OPEN = "<known_facts>"
+# Condensation requests list summaries as "[dates] text" between these tags.
+SUMMARIES_OPEN = "<summaries>"
+SUMMARY_LINE = re.compile(r"^\[[^\]]*\] (.*)$", re.M)
 SUPERSEDING = frozenset({"state", "preference", "correction"})  # kinds that replace known facts
 SPEAKER = re.compile(r"^(?:[^:]{1,40}: )+")  # speakers and labels before what was said
 
@@ -227,6 +231,10 @@ def _valid(behaviour: str, body: dict[str, Any], gold: dict[str, Any]) -> dict[s
     message = _last_message(body)
     if FACTS_OPEN in message:
         return consolidation_answer(body)
+    if SUMMARIES_OPEN in message:  # condensed: the summaries' texts, oldest first, in one
+        listed = message.split(SUMMARIES_OPEN, 1)[1]
+        said = " ".join(html.unescape(m.group(1)) for m in SUMMARY_LINE.finditer(listed))
+        return {"summary": said}
     answer = gold_answer(body, gold) if behaviour == "gold" else answer_for(body)
     return _with_replaces(answer, message) if KNOWN_OPEN in message else answer
 
@@ -248,7 +256,7 @@ def _content(
 ) -> tuple[str, str]:
     """Message content and finish_reason for a behaviour that answers 200."""
     valid = _valid(behaviour, body, gold)
-    facts = valid.get("facts", valid.get("lines", valid.get("changes", [])))
+    facts = valid.get("facts", valid.get("lines", valid.get("changes", [])))  # none: a summary
     answer = _encoder.encode(valid).decode()
     key = '"text":"' if '"text":"' in answer else '"line":"'
     at = answer.find(key)  # an answer with nothing to remember has neither: cut it in half

@@ -15,6 +15,7 @@ import msgspec
 import pytest
 import trio
 
+from forged.condense import OldSummary, grounded
 from forged.config import load_config
 from forged.consolidate import (
     NAME,
@@ -89,7 +90,7 @@ def _gold() -> dict[str, list[dict[str, str]]]:
     return {gold_key(said): [{"kind": kind, "text": fact}] for _, said, kind, fact in CONVERSATION}
 
 
-def _interactions(scope: str = SCOPE) -> list[dict[str, Any]]:
+def state_changes(scope: str = SCOPE) -> list[dict[str, Any]]:
     return [
         {
             "id": f"{scope}-{n}",
@@ -110,7 +111,7 @@ def _config(tmp: Path, llm: FakeLLM, **consolidate: Any) -> Path:
 
 
 async def _distilled(client: httpx.AsyncClient, scope: str = SCOPE) -> None:
-    response = await client.post("/v1/interactions", json=_interactions(scope))
+    response = await client.post("/v1/interactions", json=state_changes(scope))
     assert response.status_code == 202, response.text
     await wait_for_watermark(client, response.json()["last_seq"])
 
@@ -222,6 +223,50 @@ async def test_a_new_state_replaces_what_it_contradicts_as_it_is_distilled(
         history = await _facts(client, history=True)
         assert set(history) == CURRENT | set(RETIRED)
         assert all(history[t]["invalid_at"] for t in RETIRED)  # each dated when it stopped
+
+
+async def test_old_summaries_are_condensed_into_one(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """All but the newest `keep_summaries` become one summary, dated by them all, audited."""
+    config = load_config(_config(short_tmp, fake_llm, keep_summaries=2), {})
+    async with running_daemon(config), socket_client(config.server.socket) as client:
+        await _distilled(client)
+        before = (await client.get("/v1/summaries", params={"scope": SCOPE})).json()["summaries"]
+        assert len(before) == len(CONVERSATION)
+        (run,) = (await client.post("/v1/consolidate", params={"scope": SCOPE})).json()["runs"]
+        condensed = [c for c in run["changes"] if c["action"] == "condense"]
+        assert [c["fact_id"] for c in condensed] == [s["id"] for s in before[:-2]]
+        assert run["usage"]["calls"] == 2  # one for the facts, one for the summaries
+        now = (await client.get("/v1/summaries", params={"scope": SCOPE})).json()["summaries"]
+        assert [s["id"] for s in now[:2]] == [s["id"] for s in before[-2:]]
+        new = now[2]
+        assert {c["into_id"] for c in condensed} == {new["id"]}
+        assert new["text"] == " ".join(s["text"] for s in before[:-2])  # the fake's condensation
+        assert (new["first_at"], new["last_at"]) == (before[0]["first_at"], before[-3]["last_at"])
+        assert (new["first_seq"], new["last_seq"]) == (
+            before[0]["first_seq"],
+            before[-3]["last_seq"],
+        )
+        params = {"scope": SCOPE, "history": "true"}
+        every = (await client.get("/v1/summaries", params=params)).json()["summaries"]
+        assert [s["condensed_into"] for s in every[:-3]] == [new["id"]] * (len(before) - 2)
+        block = await client.get("/v1/context", params={"q": "Lisbon", "scope": SCOPE,
+                                                        "types": "summary"})  # fmt: skip
+        assert [i["id"] for i in block.json()["items"]] == [new["id"]]
+        again = (await client.post("/v1/consolidate", params={"scope": SCOPE})).json()["runs"]
+        assert not [c for c in again[0]["changes"] if c["action"] == "condense"]  # 3 left: kept
+    db = config.store.path
+    assert rows(db, "SELECT count(*) FROM consolidation_changes WHERE action = 'condense'"
+                    " AND run_id = ?", run["run_id"]) == [(len(before) - 2,)]  # fmt: skip
+
+
+def test_a_condensation_must_say_only_what_its_summaries_say() -> None:
+    old = [
+        OldSummary(1, "Ana moved to Berlin on 3 March 2026.", "2026-03-03T10:00:00Z", "x"),
+        OldSummary(2, "The service uses Postgres since March.", "2026-03-04T10:00:00Z", "x"),
+    ]
+    assert grounded("Ana moved to Berlin; the service uses Postgres.", old).grounded
+    invented = grounded("Ana adopted a cat named Zorro in 2019.", old)
+    assert invented.reason == "names not in the sources: zorro"
 
 
 async def test_a_scope_that_gains_facts_is_consolidated_on_its_own(
