@@ -63,7 +63,9 @@ class _Answer(msgspec.Struct):
 
 
 def _line(s: OldSummary) -> str:
-    return f"[{s.first_at[:10]}..{s.last_at[:10]}] " + html.escape(" ".join(s.text.split()), quote=False)
+    return f"[{s.first_at[:10]}..{s.last_at[:10]}] " + html.escape(
+        " ".join(s.text.split()), quote=False
+    )
 
 
 def old_summaries(conn: sqlite3.Connection, scope: str, keep: int) -> list[OldSummary]:
