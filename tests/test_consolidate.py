@@ -15,6 +15,9 @@ import msgspec
 import pytest
 import trio
 
+from bench import currentstate
+from bench.currentstate import CONVERSATION, SCOPE, gold
+from bench.currentstate import interactions as state_changes
 from forged.condense import OldSummary, grounded
 from forged.config import load_config
 from forged.consolidate import (
@@ -48,21 +51,6 @@ from tests.data import integrity, rows
 from tests.fakellm import FACTS_OPEN, FakeLLM, consolidation_answer
 from tests.test_recall_cli import Daemon
 
-SCOPE = "user:ana"
-# (day, what the user says, the fact the model distils from it)
-CONVERSATION: list[tuple[str, str, str, str]] = [
-    ("2026-03-01", "I live in Lisbon.", "state", "The user lives in Lisbon."),
-    ("2026-03-01", "Our service uses MySQL.", "state", "The service uses MySQL."),
-    ("2026-03-01", "My name is Jon.", "state", "The user's name is Jon."),
-    ("2026-03-02", "I prefer tea in the morning.", "preference", "The user prefers tea."),
-    ("2026-03-02", "The service uses MySQL for storage of its data.", "state",
-     "The service uses MySQL for storage."),
-    ("2026-03-03", "We switched the service to Postgres.", "state", "The service uses Postgres."),
-    ("2026-03-03", "I moved to Berlin.", "state", "The user lives in Berlin."),
-    ("2026-03-04", "Correction: my name is John, not Jon.", "correction",
-     "The user's name is John."),
-    ("2026-03-05", "Actually I prefer coffee now.", "preference", "The user prefers coffee."),
-]  # fmt: skip
 CURRENT = {
     "The user lives in Berlin.",
     "The service uses Postgres.",
@@ -84,26 +72,8 @@ RETIRED = {
 QUESTIONS = "where does the user live, which database does the service use, name, prefers"
 
 
-def _gold() -> dict[str, list[dict[str, str]]]:
-    from tests.fakellm import gold_key
-
-    return {gold_key(said): [{"kind": kind, "text": fact}] for _, said, kind, fact in CONVERSATION}
-
-
-def state_changes(scope: str = SCOPE) -> list[dict[str, Any]]:
-    return [
-        {
-            "id": f"{scope}-{n}",
-            "scope": scope,
-            "timestamp": f"{day}T10:{n:02d}:00Z",
-            "messages": [{"role": "user", "text": said}],
-        }
-        for n, (day, said, _, _) in enumerate(CONVERSATION)
-    ]
-
-
 def _config(tmp: Path, llm: FakeLLM, **consolidate: Any) -> Path:
-    llm.default, llm.gold = "gold", _gold()
+    llm.default, llm.gold = "gold", gold()
     settings = {"enabled": True, "min_new_facts": 1000, "check_interval": 0.05,
                 "related_facts_tokens": 0, **consolidate}  # fmt: skip
     return write_config(tmp, llm.base_url, distill={"max_batch_interactions": 1},
@@ -528,3 +498,11 @@ async def test_an_answer_that_never_validates_leaves_the_facts_as_they_are(
     mine = next(o for o in status["observers"] if o["name"] == "consolidate")
     assert mine["llm_calls"] == 3
     assert mine["last_error"].startswith("InvalidAnswer: the answer holds no JSON object")
+
+
+@pytest.mark.slow
+async def test_the_eval_scenario_ends_with_only_current_answers(short_tmp: Path) -> None:
+    """`make eval`'s current-state scenario with the fake: every answer current after a run."""
+    off, at_distillation, after = await currentstate.measure(short_tmp, bundled=False)
+    assert after == (len(currentstate.QUESTIONS), 0)
+    assert at_distillation[0] >= off[0]

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 import trio
 
+from bench.currentstate import SCOPE
+from bench.currentstate import interactions as state_changes
 from forged.models import FACT_KINDS
 from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
-from tests.test_consolidate import SCOPE, state_changes
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo10.json"
 TURNS = 6  # messages pushed: three interactions of two turns, one batch for the model
@@ -119,7 +120,9 @@ async def test_changing_states_with_the_bundled_model_lose_nothing(short_tmp: Pa
                     await wait_for_watermark(client, last)
                 db = daemon.config.store.path
                 before = _rows(db, "SELECT count(*) FROM facts")
-                response = await client.post("/v1/consolidate", params={"scope": SCOPE})
+                response = await client.post(
+                    "/v1/consolidate", params={"scope": SCOPE}, timeout=DISTILL_TIMEOUT
+                )
                 assert response.status_code == 200, response.text
         finally:
             assert await daemon.stop() == 0
