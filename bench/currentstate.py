@@ -142,7 +142,7 @@ def verdict(results: dict[str, list[tuple[int, int]]]) -> str:
     out = []
     for name, scores in results.items():
         (off, _), (_, _), (after, _) = scores
-        change = "raises" if after > off else "lowers" if after < off else "leaves unchanged"
+        change = "raises" if after > off else "lowers" if after < off else "does not change"
         out.append(f"- `{name}`: consolidation {change} the current-only answers ({off} → {after}"
                    f" of {len(QUESTIONS)}).")  # fmt: skip
     return "\n".join(out)
