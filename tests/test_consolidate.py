@@ -309,8 +309,9 @@ async def test_consolidate_needs_the_observer(short_tmp: Path, fake_llm: FakeLLM
 async def test_sigkill_in_the_middle_of_a_run_applies_nothing_twice(
     short_tmp: Path, fake_llm: FakeLLM
 ) -> None:
-    """Two calls per run: the daemon dies while the second is answered, after the first was."""
-    config = _config(short_tmp, fake_llm, facts_per_call=5)
+    """Three calls per run (two chunks of facts, the summaries): the daemon dies while the
+    second is answered, after the first was; the run done again applies everything once."""
+    config = _config(short_tmp, fake_llm, facts_per_call=5, keep_summaries=2)
     async with DaemonProcess(config, short_tmp) as daemon:
         await daemon.start()
         async with socket_client(daemon.socket) as client:
@@ -343,13 +344,19 @@ async def test_sigkill_in_the_middle_of_a_run_applies_nothing_twice(
             assert set(await _facts(client)) == CURRENT
             status = (await client.get("/v1/status")).json()
         assert await daemon.stop() == 0
-    changes = rows(db, "SELECT fact_id, count(*) FROM consolidation_changes GROUP BY fact_id")
+    changes = rows(
+        db,
+        "SELECT fact_id, count(*) FROM consolidation_changes WHERE action != 'condense' GROUP BY fact_id",
+    )
     assert sorted(n for _, n in changes) == [1] * len(RETIRED)
     assert rows(db, "SELECT seen_count FROM facts WHERE text = ?",
                  "The service uses MySQL for storage.") == [(2,)]  # fmt: skip
     assert rows(db, "SELECT count(*) FROM consolidation_runs") == [(1,)]
     mine = next(o for o in status["observers"] if o["name"] == "consolidate")
-    assert mine["llm_calls"] == 2  # the killed run's calls were never committed
+    assert mine["llm_calls"] == 3  # two for the facts, one for the summaries; none killed
+    condensed = rows(db, "SELECT count(*) FROM consolidation_changes WHERE action = 'condense'")
+    assert condensed == [(len(CONVERSATION) - 2,)]
+    assert rows(db, "SELECT count(*) FROM summaries WHERE observer = ?", NAME) == [(1,)]
     assert integrity(db) == "ok"
 
 
