@@ -344,10 +344,8 @@ async def test_sigkill_in_the_middle_of_a_run_applies_nothing_twice(
             assert set(await _facts(client)) == CURRENT
             status = (await client.get("/v1/status")).json()
         assert await daemon.stop() == 0
-    changes = rows(
-        db,
-        "SELECT fact_id, count(*) FROM consolidation_changes WHERE action != 'condense' GROUP BY fact_id",
-    )
+    changes = rows(db, "SELECT fact_id, count(*) FROM consolidation_changes"
+                       " WHERE action != 'condense' GROUP BY fact_id")  # fmt: skip
     assert sorted(n for _, n in changes) == [1] * len(RETIRED)
     assert rows(db, "SELECT seen_count FROM facts WHERE text = ?",
                  "The service uses MySQL for storage.") == [(2,)]  # fmt: skip
