@@ -50,7 +50,7 @@ class Route(NamedTuple):
 
 
 def _history(params: Params) -> bool:
-    """`history=true`: superseded facts too, marked and dated."""
+    """`history=true`: superseded facts (and condensed summaries) too, marked and dated."""
     return params.choice("history", ("true", "false")) == "true"
 
 

@@ -346,7 +346,7 @@ class Page(msgspec.Struct, frozen=True):
     limit: int = PAGE_DEFAULT
     since: str | None = None  # rows whose time span reaches this moment or later
     until: str | None = None  # rows whose time span starts at this moment or earlier
-    history: bool = False  # facts: superseded ones too
+    history: bool = False  # superseded facts and condensed summaries too
 
 
 def _page_where(page: Page, current: str | None = None) -> tuple[str, list[Any]]:
