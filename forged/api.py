@@ -11,6 +11,7 @@ import structlog
 
 from forged import __version__, consolidate, deadletters
 from forged.config import Config
+from forged.deadletters import Redistiller
 from forged.errors import InvalidRequest, StorageFull, StoreError
 from forged.httpserver import Request, Response, error_response
 from forged.hub import Hub
@@ -62,7 +63,13 @@ class Api:
     """Request handlers, and the table that maps paths and methods onto them."""
 
     def __init__(
-        self, config: Config, store: Store, hub: Hub, ingest: Ingest, lifecycle: Lifecycle
+        self,
+        config: Config,
+        store: Store,
+        hub: Hub,
+        ingest: Ingest,
+        lifecycle: Lifecycle,
+        redistiller: Redistiller | None,
     ) -> None:
         self.config = config
         self.store = store
@@ -79,10 +86,10 @@ class Api:
             "/v1/facts": {"GET": Route(self.facts, ("scope", "kind", "history", *_PAGE))},
             "/v1/summaries": {"GET": Route(self.summaries, ("scope", "history", *_PAGE))},
             "/v1/dead-letters": {
-                "GET": Route(partial(deadletters.list_dead_letters, hub), deadletters.PARAMS)
+                "GET": Route(partial(deadletters.list_dead_letters, store), deadletters.PARAMS)
             },
             "/v1/dead-letters/redistill": {
-                "POST": Route(partial(deadletters.redistill, hub), deadletters.PARAMS)
+                "POST": Route(partial(deadletters.redistill, redistiller), deadletters.PARAMS)
             },
             "/v1/consolidate": {"POST": Route(partial(consolidate.run_now, hub), ("scope",))},
         }

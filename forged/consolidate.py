@@ -27,8 +27,8 @@ import trio
 
 from forged import condense
 from forged.backoff import Backoff
-from forged.config import ConsolidateConfig, DistillerConfig
-from forged.distill import add_usage
+from forged.config import ConsolidateConfig
+from forged.distill import RetryPolicy, add_usage
 from forged.errors import ContextOverflow, InvalidAnswer, InvalidRequest, LLMUnavailable
 from forged.httpserver import Request, Response
 from forged.hub import Feed, Progress
@@ -251,11 +251,19 @@ class ConsolidateObserver:
     name = NAME
 
     def __init__(
-        self, llm: Asker, config: ConsolidateConfig, policy: DistillerConfig, store: Store
+        self,
+        llm: Asker,
+        config: ConsolidateConfig,
+        retry: RetryPolicy,
+        max_summary_chars: int,
+        store: Store,
     ) -> None:
         self.llm = llm
         self.config = config
-        self.policy = policy  # retries and backoff, as for distilling
+        self.retry = retry  # bad answers and backoff, as for distilling
+        self.max_summary_chars = (
+            max_summary_chars  # a condensed summary's cap, as a distilled one's
+        )
         self.store = store
         self._calls: deque[float] = deque()  # when the calls of the last hour were made
         self._running = trio.Lock()  # one run at a time: a scope is never consolidated twice
@@ -352,7 +360,7 @@ class ConsolidateObserver:
         if not (verdict := condense.grounded(text, old)).grounded:
             log.info("ungrounded", kind="condensed_summary", text=text[:200], reason=verdict.reason)
             return None, spent, 1
-        return Condensed([s.id for s in old], text[: self.policy.max_summary_chars]), spent, 0
+        return Condensed([s.id for s in old], text[: self.max_summary_chars]), spent, 0
 
     async def _budget(self, patient: bool) -> None:
         """Wait (or, impatient, raise) until a call fits `max_calls_per_hour`; then count it."""
@@ -382,9 +390,9 @@ class ConsolidateObserver:
         An unreachable LLM is waited for (patient) or raised; an invalid answer is asked again
         up to `max_attempts` times, then None: what was asked about is left as it is.
         """
-        backoff = Backoff(self.policy.backoff_initial, self.policy.backoff_max)
+        backoff = Backoff(self.retry.backoff_initial, self.retry.backoff_max)
         spent, attempts = Usage(), 0
-        while attempts < self.policy.max_attempts:  # an outage is waited out, not counted
+        while attempts < self.retry.max_attempts:  # an outage is waited out, not counted
             await self._budget(patient)
             try:
                 content, usage = await self.llm.ask(task, user)

@@ -497,7 +497,7 @@ async def test_an_answer_that_never_validates_leaves_the_facts_as_they_are(
         await _distilled(client)
         response = await client.post("/v1/consolidate", params={"scope": SCOPE})
         (run,) = response.json()["runs"]
-        assert (run["changes"], run["usage"]["calls"]) == ([], 3)  # [distiller] max_attempts
+        assert (run["changes"], run["usage"]["calls"]) == ([], 3)  # [distill] max_attempts
         assert len(await _facts(client)) == len(CONVERSATION)
         status = (await client.get("/v1/status")).json()
     mine = next(o for o in status["observers"] if o["name"] == "consolidate")
