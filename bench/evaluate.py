@@ -10,19 +10,28 @@ from pathlib import Path
 
 import trio
 
-from bench import quality, report, smallmodel
+from bench import currentstate, quality, report, smallmodel
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "quality.md"
 KEPT_SECTION = "## Small-model distillation"  # measured by bench.smallmodel, not by this run
+CURRENT_STATE_SECTION = "## Current state after changes"
+CURRENT_STATE_NOTES = """\
+`bench.currentstate`: nine things said over five days, in which a city, a database, a name and a
+preference change; distilled in two halves, then asked where the user lives, which database,
+what name, which drink, each as a 200-token block of facts. A cell counts the questions whose
+block holds only the current answer, and (in brackets) those holding the stale one. Stages:
+consolidation off; on, before any run (supersession at distillation); after one run. The fake
+answers deterministically; `--bundled` adds the bundled model (minutes a call on a busy box)."""
 BUNDLED_SECTION = "## The bundled model in `make eval`"  # written by --bundled, kept otherwise
 BUNDLED_NOTE = """\
-`python -m bench.evaluate --bundled {sessions}` (or `make eval EVAL_FLAGS="--bundled {sessions}"`;
-not in the default `make eval`: the model takes minutes a batch on two shared cores): the
-bundled model, SmolLM2-135M-Instruct in the bundled default style (extractive), distils the
-first {sessions} sessions of LoCoMo {conversation} ({turns} turns) through the socket; the
-{questions} questions of categories 1-4 whose evidence lies in those sessions are then asked as
-above, beside the same baselines over the same turns. Measured {date} in {minutes:.1f} minutes.
+`python -m bench.evaluate --bundled --bundled-sessions {sessions}` (or `make eval
+EVAL_FLAGS=--bundled`; not in the default `make eval`: the model takes minutes a batch on two
+shared cores): the bundled model, SmolLM2-135M-Instruct in the bundled default style
+(extractive), distils the first {sessions} sessions of LoCoMo {conversation} ({turns} turns)
+through the socket; the {questions} questions of categories 1-4 whose evidence lies in those
+sessions are then asked as above, beside the same baselines over the same turns. Measured
+{date} in {minutes:.1f} minutes.
 
 {table}
 
@@ -123,14 +132,25 @@ def tail(out: Path, bundled: str | None) -> str:
     return kept.rstrip("\n") + "\n\n" + section if section else kept
 
 
+def _current_state(bundled: bool) -> str:
+    """The current-state scenario's section: printed, and returned for the report."""
+    results = currentstate.run(bundled)
+    section = f"{currentstate.table(results)}\n\n{currentstate.verdict(results)}"
+    print(section + "\n")
+    return f"\n\n{CURRENT_STATE_SECTION}\n\n{CURRENT_STATE_NOTES}\n\n{section}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.evaluate", description=__doc__)
     parser.add_argument("--conversations", type=int, help="only the first N (default: all)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the markdown report")
-    parser.add_argument("--bundled", type=int, metavar="SESSIONS",
-                        help="also distil the first SESSIONS sessions of conversation 0 with"
-                        " the bundled model (minutes a batch)")  # fmt: skip
+    parser.add_argument("--bundled", action="store_true",
+                        help="also run the bundled model (slow): the current-state scenario, and"
+                        " LoCoMo conversation 0's first --bundled-sessions sessions")  # fmt: skip
+    parser.add_argument("--bundled-sessions", type=int, default=2, metavar="N",
+                        help="sessions the bundled model distils (default: 2)")  # fmt: skip
     args = parser.parse_args(argv)
+    current = _current_state(args.bundled)
     convs = quality.conversations_of(REPO, args.conversations)
     if not convs:
         print("eval: LoCoMo (shared/datasets/locomo10.json) not found; skipped", file=sys.stderr)
@@ -140,14 +160,16 @@ def main(argv: list[str] | None = None) -> int:
         facts = report.machine(Path(work))
         results = trio.run(quality.measure, convs, Path(work))
         seconds = time.perf_counter() - started
-        bundled = _bundled(args.bundled, Path(work)) if args.bundled else None
+        bundled = _bundled(args.bundled_sessions, Path(work)) if args.bundled else None
         if bundled:
             print(bundled)
     print(quality.table(results))
     print()
     print(quality.per_conversation(results))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(markdown(results, facts, len(convs), seconds) + tail(args.out, bundled))
+    args.out.write_text(
+        markdown(results, facts, len(convs), seconds) + current + tail(args.out, bundled)
+    )
     print(f"\n{seconds:.0f} s; written to {args.out}")
     return 0
 
