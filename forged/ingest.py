@@ -224,7 +224,7 @@ def _timestamp(value: str | None, received_at: str) -> str:
 
 
 def _strings_of(item: Interaction) -> list[str]:
-    """Every string of an interaction, in the order `_prepared` takes them back: identifiers,
+    """Every string of an interaction, in the order `_scrubbed` takes them back: identifiers,
     names, texts, metadata."""
     ids = [v for v in (item.id, item.scope, item.session) if v is not None]
     names = [m.name for m in item.messages if m.name]
