@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from bench import corpus
 from forged import prefilter
 from forged.scrub import ANCHORS, Scrubber, scrub_all, scrub_exact
+from tests.profiles import examples
 from tests.secret_corpus import NEAR_MISSES, SECRETS, embed
 
 REPO = Path(__file__).resolve().parent.parent
@@ -82,7 +83,7 @@ def test_a_request_of_many_interactions_is_scrubbed_in_one_scan(engine: str) -> 
     assert ENGINES[engine].scrub_all(texts) == [scrub_exact(t) for t in texts]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_interaction)
 def test_fast_paths_and_exact_matching_agree(texts: list[str]) -> None:
     """Hyperscan, the stdlib fallback and plain exact matching give identical output."""
