@@ -50,9 +50,9 @@ NOTES = """\
   the last commit's time, at most 2 ms, for as many requests as the last one had), so it can
   beat the bare one-transaction-per-interaction figure: ratios above 1 there are real, not an
   error, and they grow with the disk's fsync time. In bulk, where one fsync serves many rows,
-  the daemon's work per interaction in Python (decode and validate, scrub every string for
-  secrets, re-encode) costs several times SQLite's own insert, scrubbing most of it: that is
-  why bulk ingest sits furthest below its limit.
+  SQLite's insert with the interactions' full-text index is most of the work; the daemon adds
+  its Python per interaction (one decode of all NDJSON lines, one scrub scan for the whole
+  request, one encode of the messages), the HTTP exchange and the thread hops.
 - **batching**: {burst:,} conversation turns from {source}, pushed in one NDJSON request, each
   one interaction; the fake LLM answers every call after {latency:.0f} ms and reports usage; the
   figures are the daemon's own `/v1/status` totals once the watermark reaches the last seq. The
