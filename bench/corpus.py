@@ -73,8 +73,14 @@ def _locomo_path(start: Path) -> Path | None:
     return None
 
 
-def _locomo(path: Path) -> Iterator[Turn]:
-    for sample in json.loads(path.read_bytes()):
+def locomo_samples(start: Path) -> list[dict[str, Any]]:
+    """LoCoMo's conversations as the file holds them; none when it is not found."""
+    path = _locomo_path(start)
+    return [] if path is None else list(json.loads(path.read_bytes()))
+
+
+def _locomo(samples: list[dict[str, Any]]) -> Iterator[Turn]:
+    for sample in samples:
         conversation = sample["conversation"]
         sessions = [
             k for k, v in conversation.items() if k.startswith("session_") and isinstance(v, list)
@@ -105,9 +111,8 @@ def _generated() -> Iterator[Turn]:
 
 def turns(repo: Path) -> tuple[list[Turn], str]:
     """The conversation turns to push, and where they come from."""
-    path = _locomo_path(repo)
-    if path is not None:
-        return list(_locomo(path)), "LoCoMo (locomo10.json)"
+    if samples := locomo_samples(repo):
+        return list(_locomo(samples)), "LoCoMo (locomo10.json)"
     return list(_generated()), "generated (LoCoMo not found)"
 
 

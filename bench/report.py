@@ -20,7 +20,7 @@ class Row:
 
     measure: str
     value: float | None  # None: not measured (the note says why)
-    unit: str  # "/s", "ms", "s", "MiB", "MB", "" (a count)
+    unit: str  # "/s", "ms", "s", "MiB", "MB", "share" (0 to 1), "" (a count)
     baseline: str
     base: float | None
     note: str = ""  # shown instead of a missing value
@@ -41,6 +41,8 @@ def _number(value: float | None, unit: str, note: str = "") -> str:
         return f"{value:,.2f} ms" if value < 10 else f"{value:,.1f} ms"
     if unit == "s":
         return f"{value:,.2f} s"
+    if unit == "share":  # a fraction from 0 to 1
+        return f"{value:.3f}"
     if unit in ("MiB", "MB"):
         return f"{value:,.1f} {unit}"
     return f"{value:,.0f}"
@@ -120,7 +122,7 @@ def furthest(rows: list[Row]) -> Row | None:
     return max(limits, key=cost, default=None)
 
 
-RIVAL_GROUP = "batching"  # its baseline is another way of working, not a limit
+RIVAL_GROUP = ("batching", "quality")  # baselines that are other ways of working, not limits
 
 
 def markdown(rows: list[Row], facts: dict[str, str], size: str, seconds: float, notes: str) -> str:

@@ -90,6 +90,8 @@ def _fact_rows(n: int, now: datetime) -> Iterator[tuple[Any, ...]]:
             i + 1,
             created,
             created,
+            created,
+            created,
         )
 
 
@@ -97,7 +99,8 @@ def _summary_rows(n: int, now: datetime) -> Iterator[tuple[Any, ...]]:
     for i in range(0, n, FACTS_PER_SUMMARY):
         text = " ".join(sentence(i + j)[0] for j in range(3))
         created = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        yield ("distill", f"b{i // 32}", f"user:{i % SCOPES}", None, text, i + 1, i + 1, created)
+        yield ("distill", f"b{i // 32}", f"user:{i % SCOPES}", None, text, i + 1, i + 1, created,
+               created, created)  # fmt: skip
 
 
 def _without_triggers(conn: sqlite3.Connection) -> list[str]:
@@ -108,13 +111,10 @@ def _without_triggers(conn: sqlite3.Connection) -> list[str]:
     return [sql for _, sql in triggers]
 
 
-def _reindex(conn: sqlite3.Connection, triggers: list[str]) -> None:
-    """Rebuild every full-text index from its content table at once, then restore the triggers."""
-    tables = conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%USING fts5%'"
-    ).fetchall()
+def _reindex(conn: sqlite3.Connection, triggers: list[str], indexes: tuple[str, ...]) -> None:
+    """Rebuild the loaded tables' full-text indexes at once, then restore the triggers."""
     conn.execute("BEGIN")
-    for (name,) in tables:
+    for name in indexes:
         conn.execute(f'INSERT INTO "{name}" ("{name}") VALUES (\'rebuild\')')
     for sql in triggers:
         conn.execute(sql)
@@ -132,17 +132,17 @@ def build_facts(path: Path, n: int) -> None:
     now = datetime.now(UTC)
     _load(
         conn,
-        "INSERT INTO facts (kind, text, norm, scope, session, batch_id, first_seq,"
-        " last_seq, created_at, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO facts (kind, text, norm, scope, session, batch_id, first_seq, last_seq,"
+        " first_at, last_at, created_at, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         _fact_rows(n, now),
     )
     _load(
         conn,
         "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
-        " last_seq, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " last_seq, first_at, last_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         _summary_rows(n, now),
     )
-    _reindex(conn, triggers)
+    _reindex(conn, triggers, ("facts_fts", "summaries_fts"))
     _finish(conn)
 
 
@@ -184,11 +184,11 @@ def build_plain(path: Path, n: int) -> None:
     conn.execute("PRAGMA synchronous = OFF")
     conn.execute(
         "CREATE TABLE facts (kind, text, norm, scope, session, batch_id, first_seq,"
-        " last_seq, created_at, last_seen_at)"
+        " last_seq, first_at, last_at, created_at, last_seen_at)"
     )
     _load(
         conn,
-        "INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         _fact_rows(n, datetime.now(UTC)),
     )
     _finish(conn)

@@ -19,6 +19,7 @@ from forged.ingest import Ingest, read_body
 from forged.models import (
     DEFAULT_SCOPE,
     FACT_KINDS,
+    MEMORY_TYPES,
     RECALL_KINDS,
     ForgetAnswer,
     LogStatus,
@@ -26,7 +27,7 @@ from forged.models import (
     Status,
 )
 from forged.params import MAX_KEY_CHARS, Params
-from forged.recall import PAGE_DEFAULT, PAGE_MAX, Recall, SearchQuery
+from forged.recall import PAGE_DEFAULT, PAGE_MAX, Page, Recall, SearchQuery, kind_type
 from forged.store import Store
 
 BACKLOG_RETRY_AFTER = 5  # seconds a client is told to wait when the backlog is full
@@ -35,7 +36,8 @@ SCOPES_PREFIX = "/v1/scopes/"  # DELETE /v1/scopes/{scope} forgets a scope
 
 _JSON = msgspec.json.Encoder()
 log = structlog.get_logger("forged.api")
-_SEARCH = ("q", "scope", "kind", "session")  # parameters of search and context alike
+_SEARCH = ("q", "scope", "kind", "types", "session", "since", "until")  # search and context
+_PAGE = ("since", "until", "after", "limit")  # listings
 
 
 class Route(NamedTuple):
@@ -65,10 +67,10 @@ class Api:
             "/v1/interactions": {"POST": Route(self.push)},
             "/v1/status": {"GET": Route(self.status)},
             "/v1/health": {"GET": Route(self.health)},
-            "/v1/search": {"GET": Route(self.search, (*_SEARCH, "limit"))},
+            "/v1/search": {"GET": Route(self.search, (*_SEARCH, "limit", "sources"))},
             "/v1/context": {"GET": Route(self.context, (*_SEARCH, "budget_tokens"))},
-            "/v1/facts": {"GET": Route(self.facts, ("scope", "kind", "after", "limit"))},
-            "/v1/summaries": {"GET": Route(self.summaries, ("scope", "after", "limit"))},
+            "/v1/facts": {"GET": Route(self.facts, ("scope", "kind", *_PAGE))},
+            "/v1/summaries": {"GET": Route(self.summaries, ("scope", *_PAGE))},
             "/v1/dead-letters": {
                 "GET": Route(partial(deadletters.list_dead_letters, hub), deadletters.PARAMS)
             },
@@ -162,12 +164,22 @@ class Api:
         return json_response({"status": "ok"})
 
     def _search_query(self, params: Params, limit: int) -> SearchQuery:
+        kind = params.choice("kind", RECALL_KINDS)
+        types = params.choices("types", MEMORY_TYPES)
+        if kind is not None and types is not None and kind_type(kind) not in types:
+            raise InvalidRequest(400, "invalid_parameter", f"`kind` {kind} is a {kind_type(kind)}"
+                                 f", which `types` ({','.join(types)}) leaves out")  # fmt: skip
+        since, until = params.period()
         return SearchQuery(
             q=params.text("q"),
             scope=params.key("scope", DEFAULT_SCOPE) or DEFAULT_SCOPE,
-            kind=params.choice("kind", RECALL_KINDS),
+            kind=kind,
             session=params.key("session"),
             limit=limit,
+            types=types or MEMORY_TYPES,
+            since=since,
+            until=until,
+            sources=params.choice("sources", ("true", "false")) == "true",
         )
 
     async def search(self, _request: Request, params: Params) -> Response:
@@ -184,22 +196,22 @@ class Api:
         query = self._search_query(params, recall.max_limit)
         return json_response(await self.recall.context(query, budget))
 
-    async def facts(self, _request: Request, params: Params) -> Response:
-        page = await self.recall.facts(
+    def _page(self, params: Params, kinds: tuple[str, ...] = ()) -> Page:
+        since, until = params.period()
+        return Page(
             scope=params.key("scope"),
-            kind=params.choice("kind", FACT_KINDS),
+            kind=params.choice("kind", kinds) if kinds else None,
             after=params.cursor("after"),
             limit=params.integer("limit", PAGE_DEFAULT, 1, PAGE_MAX),
+            since=since,
+            until=until,
         )
-        return json_response(page)
+
+    async def facts(self, _request: Request, params: Params) -> Response:
+        return json_response(await self.recall.facts(self._page(params, FACT_KINDS)))
 
     async def summaries(self, _request: Request, params: Params) -> Response:
-        page = await self.recall.summaries(
-            scope=params.key("scope"),
-            after=params.cursor("after"),
-            limit=params.integer("limit", PAGE_DEFAULT, 1, PAGE_MAX),
-        )
-        return json_response(page)
+        return json_response(await self.recall.summaries(self._page(params)))
 
     async def forget(self, request: Request, _params: Params) -> Response:
         scope = request.path.removeprefix(SCOPES_PREFIX)

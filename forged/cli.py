@@ -174,13 +174,18 @@ def _query(**params: Any) -> dict[str, Any]:
 
 
 def _format_result(item: dict[str, Any]) -> str:
-    date = item["last_seen_at"][:10]
-    return f"{item['score']:9.3g}  {item['kind']:<10}  {date}  {item['text']}"
+    date, text = item["last_at"][:10], " ".join(item["text"].split())
+    return f"{item['score']:9.3g}  {item['kind']:<11}  {date}  {text}"
+
+
+def _filters(args: argparse.Namespace) -> dict[str, Any]:
+    """The query options search and context share."""
+    return _query(q=args.query, scope=args.scope, kind=args.kind, session=args.session,
+                  types=args.types, since=args.since, until=args.until)  # fmt: skip
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    params = _query(q=args.query, scope=args.scope, kind=args.kind, session=args.session,
-                    limit=args.limit)  # fmt: skip
+    params = _query(**_filters(args), limit=args.limit)
     results = _client(args).request("GET", "/v1/search", params=params)["results"]
     if args.json:
         _print_json(results)
@@ -193,8 +198,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    params = _query(q=args.query, scope=args.scope, kind=args.kind, session=args.session,
-                    budget_tokens=args.budget)  # fmt: skip
+    params = _query(**_filters(args), budget_tokens=args.budget)
     answer = _client(args).request("GET", "/v1/context", params=params)
     if args.json:
         _print_json(answer)
@@ -222,7 +226,7 @@ def cmd_facts(args: argparse.Namespace) -> int:
         else:
             seen = f"  (seen {fact['seen_count']}x)" if fact["seen_count"] > 1 else ""
             print(f"{fact['id']:>6}  {fact['scope']}  {fact['kind']:<10}"
-                  f"  {fact['last_seen_at'][:10]}  {fact['text']}{seen}")  # fmt: skip
+                  f"  {fact['last_at'][:10]}  {fact['text']}{seen}")  # fmt: skip
     return 0
 
 
@@ -283,10 +287,13 @@ def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
         p.add_argument("--scope", help='the scope to look in (default: "default")')
         p.add_argument("--kind", choices=RECALL_KINDS, help="only memory of this kind")
         p.add_argument("--session", help="only memory from this session")
+        p.add_argument("--types", help="comma-separated: fact, summary, interaction (default: all)")
+        p.add_argument("--since", help="only what happened on or after this date (2023-05-07)")
+        p.add_argument("--until", help="only what happened on or before this date")
         p.add_argument("--json", action="store_true", help="print the raw JSON answer")
         return p
 
-    search = query("search", cmd_search, "search distilled memory (facts and summaries)")
+    search = query("search", cmd_search, "search memory and what was said")
     search.add_argument("--limit", type=int, help="how many results (default: from the config)")
     context = query("context", cmd_context, "print the memory block an agent would be given")
     context.add_argument("--budget", type=int, help="tokens the block may use (default: config)")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -15,7 +14,7 @@ from forged.errors import InvalidRequest, StoreError
 from forged.hub import Batcher
 from forged.models import Accepted, Interaction, Message, NewInteraction
 from forged.scrub import scrub
-from forged.store import Store, now
+from forged.store import Store, now, utc_timestamp
 from forged.tokens import estimate_tokens
 
 JSON_TYPES = {"", "application/json", "application/x-www-form-urlencoded", "text/json"}
@@ -148,22 +147,9 @@ def _timestamp(value: str | None, received_at: str) -> str:
     if value is None:
         return received_at
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidRequest(
-            400, "invalid_body", f"timestamp: {value!r} is not an ISO 8601 date and time"
-        ) from None
-    if parsed.tzinfo is None:
-        raise InvalidRequest(
-            400, "invalid_body", f"timestamp: {value!r} has no time zone (add Z or an offset)"
-        )
-    try:
-        utc = parsed.astimezone(UTC)
-    except OverflowError:  # 9999-12-31T23:59:59-14:00 is past year 9999 in UTC
-        raise InvalidRequest(
-            400, "invalid_body", f"timestamp: {value!r} is out of range (years 1 to 9999 in UTC)"
-        ) from None
-    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return utc_timestamp(value)
+    except ValueError as exc:
+        raise InvalidRequest(400, "invalid_body", f"timestamp: {value!r} {exc}") from None
 
 
 def prepare(item: Interaction, received_at: str) -> NewInteraction:

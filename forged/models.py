@@ -181,25 +181,40 @@ class BatchOutcome(msgspec.Struct, frozen=True):
     resolved_dead_letters: list[int] = []
 
 
-MemoryType = Literal["fact", "summary"]
+MemoryType = Literal["fact", "summary", "interaction"]
+MEMORY_TYPES: tuple[MemoryType, ...] = ("fact", "summary", "interaction")
 RecallKind = Literal["decision", "correction", "preference", "state", "summary"]
 RECALL_KINDS: tuple[str, ...] = (*FACT_KINDS, "summary")
 
 
-class MemoryItem(msgspec.Struct, frozen=True):
-    """One recalled memory, a fact or a summary, with its search score."""
+class Turn(msgspec.Struct, frozen=True):
+    """A stored interaction as a recall result cites it: verbatim, with speakers and date."""
 
-    id: int
+    seq: int
+    session: str | None
+    timestamp: str
+    speaker: str  # the message authors' names (else roles), comma-separated
+    text: str  # one "speaker: text" line per message
+
+
+class MemoryItem(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One recalled item, a fact, a summary or an interaction, with its fused score."""
+
+    id: int  # an interaction's seq
     type: MemoryType
-    kind: RecallKind  # a fact's kind, or "summary"
+    kind: Literal[RecallKind, "interaction"]  # a fact's kind, "summary" or "interaction"
     scope: str
     session: str | None
     text: str
     score: float
-    created_at: str
-    last_seen_at: str  # when a fact was last distilled again; a summary's created_at
+    created_at: str  # when it was distilled; when an interaction was received
+    last_seen_at: str  # when a fact was last distilled again; otherwise created_at
     first_seq: int
     last_seq: int
+    first_at: str  # the timestamps of the interactions it comes from: what it is dated by
+    last_at: str
+    speaker: str | None = None  # an interaction's speakers, as in `Turn`
+    sources: list[Turn] | None = None  # the interactions it comes from, when asked for
 
 
 class SearchAnswer(msgspec.Struct):
@@ -230,6 +245,8 @@ class StoredFact(msgspec.Struct, frozen=True):
     first_seq: int
     last_seq: int
     batch_id: str
+    first_at: str
+    last_at: str
 
 
 class StoredSummary(msgspec.Struct, frozen=True):
@@ -244,6 +261,8 @@ class StoredSummary(msgspec.Struct, frozen=True):
     last_seq: int
     batch_id: str
     observer: str
+    first_at: str
+    last_at: str
 
 
 class FactsPage(msgspec.Struct):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 from forged.errors import InvalidRequest
+from forged.store import utc_timestamp
 
 MAX_KEY_CHARS = 512  # longest scope or session, as for pushed interactions
+DAY_START, DAY_END = "T00:00:00.000Z", "T23:59:59.999Z"  # a bare date spans its whole UTC day
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 MAX_SEQ = 2**63 - 1  # the largest integer SQLite stores: every seq and cursor fits
 
 
@@ -74,3 +78,33 @@ class Params:
         if _natural(raw) is None:
             raise _invalid(f"`{name}` must be the `next` cursor of a previous page; got {raw!r}")
         return int(raw)
+
+    def choices(self, name: str, choices: Iterable[str]) -> tuple[str, ...] | None:
+        """A comma-separated list of distinct choices, in the order given."""
+        raw = self.query.get(name)
+        if raw is None:
+            return None
+        choices = tuple(choices)
+        picked = tuple(dict.fromkeys(raw.split(",")))
+        if not raw or not set(picked) <= set(choices):
+            raise _invalid(f"`{name}` must be a comma-separated list of {', '.join(choices)};"
+                           f" got {raw!r}")  # fmt: skip
+        return picked
+
+    def _moment(self, name: str, day_part: str) -> str | None:
+        raw = self.query.get(name)
+        if raw is None:
+            return None
+        try:
+            return utc_timestamp(raw + day_part if _DATE.match(raw) else raw)
+        except ValueError:
+            raise _invalid(f"`{name}` must be a date (2023-05-07) or a date and time with a"
+                           f" time zone (2023-05-07T14:00:00Z); got {raw!r}") from None  # fmt: skip
+
+    def period(self) -> tuple[str | None, str | None]:
+        """`since` and `until`, both inclusive; a bare date covers its whole day (UTC)."""
+        since, until = self._moment("since", DAY_START), self._moment("until", DAY_END)
+        if since is not None and until is not None and since > until:
+            raise _invalid(f"`since` ({self.query['since']}) is after `until`"
+                           f" ({self.query['until']})")  # fmt: skip
+        return since, until

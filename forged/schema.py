@@ -7,6 +7,24 @@ from datetime import UTC, datetime
 
 from forged.errors import StoreError
 
+# The time span of a fact's or summary's source interactions, for rows stored before it was
+# recorded; a row whose interactions are gone keeps the time it was distilled.
+_SPAN_BACKFILL = """coalesce((SELECT {bound}(i.timestamp) FROM interactions AS i
+                WHERE i.scope = {table}.scope AND i.seq BETWEEN {table}.first_seq
+                AND {table}.last_seq), created_at)"""
+# Keep a content table's full-text index in step (recreated when the table is rebuilt).
+_MEMORY_TRIGGERS = """
+        CREATE TRIGGER {table}_fts_insert AFTER INSERT ON {table} BEGIN
+            INSERT INTO {table}_fts (rowid, text) VALUES (new.id, new.text);
+        END;
+        CREATE TRIGGER {table}_fts_delete AFTER DELETE ON {table} BEGIN
+            INSERT INTO {table}_fts ({table}_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END;
+        CREATE TRIGGER {table}_fts_update AFTER UPDATE OF text ON {table} BEGIN
+            INSERT INTO {table}_fts ({table}_fts, rowid, text) VALUES ('delete', old.id, old.text);
+            INSERT INTO {table}_fts (rowid, text) VALUES (new.id, new.text);
+        END;"""
+
 # Each entry is one schema version; append, never edit a released one.
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -122,6 +140,96 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         INSERT INTO summaries_fts (summaries_fts) VALUES ('rebuild');
         CREATE INDEX facts_by_scope ON facts (scope, id);
         CREATE INDEX distill_runs_by_scope ON distill_runs (scope);
+        """,
+    ),
+    (
+        "kinds event and profile; facts and summaries dated by the interactions they come from",
+        f"""
+        CREATE TABLE facts_v3 (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: paging cursors stay valid
+            kind TEXT NOT NULL CHECK (kind IN
+                ('decision', 'correction', 'preference', 'state', 'event', 'profile')),
+            text TEXT NOT NULL,
+            norm TEXT NOT NULL,                     -- normalised text, for de-duplication
+            scope TEXT NOT NULL,
+            session TEXT,
+            batch_id TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            first_at TEXT NOT NULL,                 -- timestamp of the first source interaction
+            last_at TEXT NOT NULL,                  -- timestamp of the last source interaction
+            created_at TEXT NOT NULL,               -- when it was distilled
+            seen_count INTEGER NOT NULL DEFAULT 1,
+            last_seen_at TEXT NOT NULL,
+            UNIQUE (scope, kind, norm)
+        );
+        INSERT INTO facts_v3 (id, kind, text, norm, scope, session, batch_id, first_seq,
+            last_seq, first_at, last_at, created_at, seen_count, last_seen_at)
+        SELECT id, kind, text, norm, scope, session, batch_id, first_seq, last_seq,
+            {_SPAN_BACKFILL.format(table="facts", bound="min")},
+            {_SPAN_BACKFILL.format(table="facts", bound="max")},
+            created_at, seen_count, last_seen_at
+        FROM facts;
+        CREATE TABLE summaries_v3 (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: paging cursors stay valid
+            observer TEXT NOT NULL,
+            batch_id TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            session TEXT,
+            text TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            first_at TEXT NOT NULL,                 -- timestamp of the first source interaction
+            last_at TEXT NOT NULL,                  -- timestamp of the last source interaction
+            created_at TEXT NOT NULL                -- when it was distilled
+        );
+        INSERT INTO summaries_v3 (id, observer, batch_id, scope, session, text, first_seq,
+            last_seq, first_at, last_at, created_at)
+        SELECT id, observer, batch_id, scope, session, text, first_seq, last_seq,
+            {_SPAN_BACKFILL.format(table="summaries", bound="min")},
+            {_SPAN_BACKFILL.format(table="summaries", bound="max")},
+            created_at
+        FROM summaries;
+        -- AUTOINCREMENT counters move with the rows: an id once used is never used again
+        DELETE FROM sqlite_sequence WHERE name IN ('facts_v3', 'summaries_v3');
+        INSERT INTO sqlite_sequence (name, seq)
+            SELECT name || '_v3', seq FROM sqlite_sequence WHERE name IN ('facts', 'summaries');
+        DROP TABLE facts;                           -- with its triggers and indexes
+        DROP TABLE summaries;
+        ALTER TABLE facts_v3 RENAME TO facts;       -- same ids: the full-text indexes stay valid
+        ALTER TABLE summaries_v3 RENAME TO summaries;
+        CREATE INDEX facts_by_scope ON facts (scope, id);
+        CREATE INDEX summaries_by_scope ON summaries (scope, id);
+        {_MEMORY_TRIGGERS.format(table="facts")}
+        {_MEMORY_TRIGGERS.format(table="summaries")}
+        """,
+    ),
+    (
+        "full-text index over interactions: their scrubbed text with speaker names",
+        """
+        -- One line per message, "speaker: text", the speaker being its name or else its role.
+        -- The index keeps no copy: it reads this view, and the triggers feed it the same lines.
+        CREATE VIEW interactions_text (seq, text) AS
+            SELECT seq, (SELECT group_concat(
+                       coalesce(json_extract(m.value, '$.name'), json_extract(m.value, '$.role'))
+                       || ': ' || json_extract(m.value, '$.text'), char(10))
+                   FROM json_each(CAST(messages AS TEXT)) AS m)
+            FROM interactions;
+        CREATE VIRTUAL TABLE interactions_fts USING fts5(
+            text, content='interactions_text', content_rowid='seq',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER interactions_fts_insert AFTER INSERT ON interactions BEGIN
+            INSERT INTO interactions_fts (rowid, text)
+                SELECT seq, text FROM interactions_text WHERE seq = new.seq;
+        END;
+        CREATE TRIGGER interactions_fts_delete BEFORE DELETE ON interactions BEGIN
+            INSERT INTO interactions_fts (interactions_fts, rowid, text)
+                SELECT 'delete', seq, text FROM interactions_text WHERE seq = old.seq;
+        END;
+        -- not 'rebuild': FTS5 cannot read a view that calls json_each from inside its own
+        -- update (nor run 'integrity-check' on it); this plain insert reads the same lines
+        INSERT INTO interactions_fts (rowid, text) SELECT seq, text FROM interactions_text;
         """,
     ),
 )

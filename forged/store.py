@@ -42,12 +42,18 @@ _INSERT_INTERACTION = """
 """  # not ON CONFLICT: a duplicate must not use up a seq
 _INSERT_FACT = """
     INSERT INTO facts (kind, text, norm, scope, session, batch_id, first_seq, last_seq,
-                       created_at, last_seen_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                       first_at, last_at, created_at, last_seen_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (scope, kind, norm) DO UPDATE SET
         seen_count = seen_count + 1,
         last_seen_at = excluded.last_seen_at,
-        last_seq = max(last_seq, excluded.last_seq)
+        last_seq = max(last_seq, excluded.last_seq),
+        first_at = min(first_at, excluded.first_at),
+        last_at = max(last_at, excluded.last_at)
+"""
+_SPAN = """
+    SELECT min(timestamp), max(timestamp) FROM interactions
+    WHERE scope = ? AND seq BETWEEN ? AND ?
 """
 RAW_EXCERPT_CHARS = 500  # how much of a dead letter's raw answer a listing shows
 _OPEN_DEAD_LETTERS = """
@@ -81,6 +87,24 @@ log = structlog.get_logger("forged.store")
 def now() -> str:
     """The current time as the store writes it: ISO 8601, UTC."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def utc_timestamp(value: str) -> str:
+    """An ISO 8601 date and time with a time zone, written as the store writes times.
+
+    Raises ValueError saying what is wrong with it.
+    """
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError("is not an ISO 8601 date and time") from None
+    if parsed.tzinfo is None:
+        raise ValueError("has no time zone (add Z or an offset)")
+    try:
+        utc = parsed.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is past year 9999 in UTC
+        raise ValueError("is out of range (years 1 to 9999 in UTC)") from None
+    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def normalise(text: str) -> str:
@@ -132,12 +156,19 @@ def _append(
     """Insert the requests in one transaction; return what each added, and the last seq."""
     accepted = []
     with atomic(conn):
-        for request in requests:
-            before = conn.total_changes
-            conn.executemany(_INSERT_INTERACTION, (msgspec.structs.astuple(i) for i in request))
-            accepted.append(conn.total_changes - before)
+        for request in requests:  # rowcount leaves out the rows the index triggers write
+            rows = (msgspec.structs.astuple(i) for i in request)
+            accepted.append(conn.executemany(_INSERT_INTERACTION, rows).rowcount)
         (last_seq,) = conn.execute("SELECT coalesce(max(seq), 0) FROM interactions").fetchone()
     return accepted, last_seq
+
+
+def _span(conn: sqlite3.Connection, scope: str, first_seq: int, last_seq: int) -> tuple[str, str]:
+    """When the interactions a result comes from happened: their first and last timestamps."""
+    first_at, last_at = conn.execute(_SPAN, (scope, first_seq, last_seq)).fetchone()
+    if first_at is None:  # no source left to date it by: it can only be dated by now
+        first_at = last_at = now()
+    return first_at, last_at
 
 
 def _logged(conn: sqlite3.Connection, seq: int) -> bool:
@@ -164,38 +195,19 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
     with atomic(conn):
         outcome = _still_logged(conn, outcome)
         for r in outcome.results:
+            first_at, last_at = _span(conn, r.scope, r.first_seq, r.last_seq)
             conn.execute(
                 "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
-                " last_seq, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    observer,
-                    r.batch_id,
-                    r.scope,
-                    r.session,
-                    r.summary,
-                    r.first_seq,
-                    r.last_seq,
-                    created,
-                ),
-            )
-            conn.executemany(
-                _INSERT_FACT,
-                (
-                    (
-                        f.kind,
-                        f.text,
-                        normalise(f.text),
-                        r.scope,
-                        r.session,
-                        r.batch_id,
-                        r.first_seq,
-                        r.last_seq,
-                        created,
-                        created,
-                    )
-                    for f in r.facts
-                ),
-            )
+                " last_seq, first_at, last_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (observer, r.batch_id, r.scope, r.session, r.summary, r.first_seq, r.last_seq,
+                 first_at, last_at, created),
+            )  # fmt: skip
+            facts = (
+                (f.kind, f.text, normalise(f.text), r.scope, r.session, r.batch_id, r.first_seq,
+                 r.last_seq, first_at, last_at, created, created)
+                for f in r.facts
+            )  # fmt: skip
+            conn.executemany(_INSERT_FACT, facts)
         conn.executemany(
             "INSERT INTO dead_letters (observer, seq, reason, raw, created_at) VALUES (?, ?, ?, ?, ?)",
             ((observer, d.seq, d.reason, d.raw, created) for d in outcome.dead_letters),

@@ -28,7 +28,7 @@ N_CTX = 4096  # context size the overflow errors report, as llama-server does
 # Behaviours that answer 200 with some content; the rest answer with an error or not at all.
 CONTENT_BEHAVIOURS = frozenset(
     {"ok", "prose", "fence", "whitespace", "truncated", "truncated_stop", "length"}
-    | {"schema_echo", "wrong_shape", "unknown_kind", "garbage", "empty"}
+    | {"schema_echo", "wrong_shape", "unknown_kind", "garbage", "empty", "gold"}
 )
 BEHAVIOURS = CONTENT_BEHAVIOURS | {"overflow400", "overflow500", "hang"}  # plus "status:<code>"
 # Error type and message per status, shaped like llama-server's error bodies.
@@ -58,6 +58,7 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 
 _encoder = msgspec.json.Encoder()
+_WORD = re.compile(r"\w+")
 
 
 def is_behaviour(name: str) -> bool:
@@ -78,15 +79,35 @@ def _prompt_text(body: dict[str, Any]) -> str:
     return "\n".join(t for t in texts if isinstance(t, str))
 
 
-def _interactions(text: str) -> list[tuple[int, str]]:
-    """Each tagged interaction's seq and first non-empty line, in prompt order, once per seq."""
-    found: dict[int, str] = {}
+def _blocks(text: str) -> list[tuple[int, list[str]]]:
+    """Each tagged interaction's seq and non-empty lines, in prompt order, once per seq."""
+    found: dict[int, list[str]] = {}
     for match in SEQ_TAG.finditer(text):
         transcript = text[match.end() :].split(INTERACTION_END, 1)[0]
         transcript = SEQ_TAG.split(transcript, 1)[0]
         lines = [line.strip() for line in transcript.splitlines() if line.strip()]
-        found.setdefault(int(match.group(1)), lines[0] if lines else "")
+        found.setdefault(int(match.group(1)), lines)
     return list(found.items())
+
+
+def _interactions(text: str) -> list[tuple[int, str]]:
+    """Each tagged interaction's seq and first non-empty line, in prompt order, once per seq."""
+    return [(seq, lines[0] if lines else "") for seq, lines in _blocks(text)]
+
+
+def gold_key(text: str) -> str:
+    """A turn's words, folded: the key under which the "gold" behaviour finds its facts."""
+    return " ".join(_WORD.findall(text.casefold()))
+
+
+def gold_answer(body: dict[str, Any], gold: dict[str, list[dict[str, str]]]) -> dict[str, Any]:
+    """The facts `gold` holds for the turns of the prompt: an interaction whose text ends with
+    a key's words gets that key's facts. The summary is the facts in one paragraph."""
+    facts = []
+    for _, lines in _blocks(_prompt_text(body)):
+        words = " " + gold_key(" ".join(lines))
+        facts += [f for key, found in gold.items() if words.endswith(" " + key) for f in found]
+    return {"summary": " ".join(f["text"] for f in facts), "facts": facts}
 
 
 def _quote(line: str) -> str:
@@ -122,14 +143,17 @@ def _echoed_schema(body: dict[str, Any]) -> Any:
     return ANSWER_SCHEMA
 
 
-def _content(behaviour: str, body: dict[str, Any]) -> tuple[str, str]:
+def _content(
+    behaviour: str, body: dict[str, Any], gold: dict[str, list[dict[str, str]]]
+) -> tuple[str, str]:
     """Message content and finish_reason for a behaviour that answers 200."""
-    valid = answer_for(body)
+    valid = gold_answer(body, gold) if behaviour == "gold" else answer_for(body)
     facts = valid["facts"]
     answer = _encoder.encode(valid).decode()
-    cut = answer.index('"text":"') + len('"text":"') + TRUNCATE_INTO_STRING  # inside a string
+    cut = answer.find('"text":"') + len('"text":"') + TRUNCATE_INTO_STRING  # inside a string
     contents = {
         "ok": answer,
+        "gold": answer,
         "length": answer,
         "prose": f"Sure! Here is the JSON you asked for:\n{answer}\nLet me know if that helps.",
         "fence": f"```json\n{answer}\n```",
@@ -218,6 +242,7 @@ class FakeLLM:
         self.reject_response_formats: set[str] = set()  # response_format types refused
         self.reject_status = 500  # 500 like llama-cpp-python's server, or 400
         self.prompt_tokens_factor = 1.0  # below 1 simulates a server truncating silently
+        self.gold: dict[str, list[dict[str, str]]] = {}  # "gold": facts by gold_key(turn text)
         self.requests: list[dict[str, Any]] = []  # every decoded completion request body
         self.calls = 0
         self._port = port
@@ -374,7 +399,7 @@ class FakeLLM:
         await trio.sleep(self.latency)
         if behaviour not in CONTENT_BEHAVIOURS:
             return _error(behaviour, prompt_tokens)
-        content, finish = _content(behaviour, body)
+        content, finish = _content(behaviour, body, self.gold)
         return 200, self._completion(body, content, finish, prompt_tokens)
 
     def _pick(self, text: str) -> str:

@@ -22,7 +22,7 @@ def _expected_rows() -> list[str]:
     rows = ["ingest: "] * 4 + ["batching: "] * 3
     for n in quick.recall_facts:
         rows += [f"recall: {n:,} facts, "] * 6
-    return rows + ["memory: "] * 2 + ["start: "] * 2
+    return rows + ["memory: "] * 2 + ["start: "] * 2 + ["quality: "] * 2
 
 
 def _table(markdown: str) -> list[list[str]]:

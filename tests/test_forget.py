@@ -151,6 +151,20 @@ async def test_forgotten_memory_is_not_found_again(
             conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 1)")
 
 
+async def test_forgotten_turns_leave_the_interaction_index(
+    distilled: tuple[Config, Api, httpx.AsyncClient],
+) -> None:
+    """The scope's turns leave the interactions' full-text index; the other scope's stay."""
+    config, _, client = distilled
+    params = {"q": SECRET_WORD, "scope": "secret", "types": "interaction"}
+    assert len((await client.get("/v1/search", params=params)).json()["results"]) == 6
+    await client.delete("/v1/scopes/secret")
+    assert (await client.get("/v1/search", params=params)).json() == {"results": []}
+    matching = "SELECT count(*) FROM interactions_fts WHERE interactions_fts MATCH ?"
+    assert count(config.store.path, matching, SECRET_WORD) == 0
+    assert count(config.store.path, matching, KEPT_WORD) == 6
+
+
 async def test_forget_leaves_no_trace_in_the_file_bytes(
     distilled: tuple[Config, Api, httpx.AsyncClient],
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
@@ -19,19 +21,30 @@ from forged.config import load_config
 from forged.models import BatchOutcome, Fact, MemoryItem, ScopeResult
 from forged.recall import (
     FRAME_TOKENS,
+    RECENCY_FLOOR,
+    RRF_K,
     SELECTIVE_MIN_ROWS,
+    Page,
     SearchQuery,
     fts_query,
+    fuse,
     julian_now,
     list_facts,
     pack,
     query_phrases,
+    ranked,
     search,
 )
 from forged.schema import MIGRATIONS
 from forged.store import Store, normalise
 from forged.tokens import estimate_tokens
-from tests.conftest import running_daemon, socket_client, write_config, write_rows
+from tests.conftest import (
+    running_daemon,
+    socket_client,
+    wait_for_watermark,
+    write_config,
+    write_rows,
+)
 from tests.fakellm import FakeLLM
 from tests.test_store import new
 
@@ -65,11 +78,13 @@ def add_fact(
     days_ago: float = 0.0,
     session: str | None = None,
 ) -> int:
-    """Insert one fact with a chosen age, as the store would after distillation."""
+    """Insert one fact about a time `days_ago`, as the store would after distillation."""
+    at = stamp(days_ago)
     cur = conn.execute(
         "INSERT INTO facts (kind, text, norm, scope, session, batch_id, first_seq, last_seq,"
-        " created_at, last_seen_at) VALUES (?, ?, ?, ?, ?, 'b1', 1, 1, ?, ?)",
-        (kind, text, normalise(text), scope, session, stamp(days_ago), stamp(days_ago)),
+        " first_at, last_at, created_at, last_seen_at)"
+        " VALUES (?, ?, ?, ?, ?, 'b1', 1, 1, ?, ?, ?, ?)",
+        (kind, text, normalise(text), scope, session, at, at, at, at),
     )
     assert cur.lastrowid is not None
     return cur.lastrowid
@@ -78,10 +93,11 @@ def add_fact(
 def add_summary(
     conn: sqlite3.Connection, text: str, *, scope: str = "a", days_ago: float = 0.0
 ) -> int:
+    at = stamp(days_ago)
     cur = conn.execute(
         "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq, last_seq,"
-        " created_at) VALUES ('distill', 'b1', ?, NULL, ?, 1, 1, ?)",
-        (scope, text, stamp(days_ago)),
+        " first_at, last_at, created_at) VALUES ('distill', 'b1', ?, NULL, ?, 1, 1, ?, ?, ?)",
+        (scope, text, at, at, at),
     )
     assert cur.lastrowid is not None
     return cur.lastrowid
@@ -118,21 +134,28 @@ def test_newer_wins_among_equal_matches(db: sqlite3.Connection) -> None:
     assert [i.id for i in find(db, "redis")] == [newer, older]
 
 
-def test_score_halves_with_each_half_life(db: sqlite3.Connection) -> None:
-    """The same text one half-life older scores exactly half."""
+def test_recency_halves_down_to_its_floor(db: sqlite3.Connection) -> None:
+    """Within its list, the recency part of a score halves with each half-life since it
+    happened, above RECENCY_FLOOR: old but relevant memory is never buried."""
     add_fact(db, "The build runs on Fridays.", kind="decision")
     add_fact(db, "The build runs on Fridays.", kind="state", days_ago=HALF_LIFE)
-    fresh, old = find(db, "fridays")
-    assert (fresh.kind, old.kind) == ("decision", "state")
-    assert old.score == pytest.approx(fresh.score / 2)
+    add_fact(db, "The build runs on Fridays.", kind="correction", days_ago=100 * HALF_LIFE)
+    query = SearchQuery(q="fridays", scope="a", limit=10)
+    fresh, old, ancient = ranked(db, "fact", query, HALF_LIFE, NOW_JD)
+    assert (fresh.kind, old.kind, ancient.kind) == ("decision", "state", "correction")
+    assert old.score == pytest.approx(fresh.score * (RECENCY_FLOOR + (1 - RECENCY_FLOOR) / 2))
+    assert ancient.score == pytest.approx(fresh.score * RECENCY_FLOOR)
 
 
-def test_recency_uses_last_seen(db: sqlite3.Connection) -> None:
-    """A fact distilled again lately counts as recent, however long ago it was first noted."""
+def test_recency_is_when_it_happened_not_when_it_was_distilled(db: sqlite3.Connection) -> None:
+    """A fact about last year distilled today is old; one seen again lately counts as recent."""
+    old_news = add_fact(db, "Beta service used Redis.", days_ago=365)
+    db.execute("UPDATE facts SET created_at = ?, last_seen_at = ? WHERE id = ?",
+               (stamp(0), stamp(0), old_news))  # fmt: skip
     renewed = add_fact(db, "Alpha service now uses Redis.", days_ago=300)
-    db.execute("UPDATE facts SET last_seen_at = ? WHERE id = ?", (stamp(0), renewed))
+    db.execute("UPDATE facts SET last_at = ? WHERE id = ?", (stamp(0), renewed))
     stale = add_fact(db, "Gamma service now uses Redis.", days_ago=10)
-    assert [i.id for i in find(db, "redis")] == [renewed, stale]
+    assert [i.id for i in find(db, "redis")] == [renewed, stale, old_news]
 
 
 def test_a_scope_never_sees_another(db: sqlite3.Connection) -> None:
@@ -180,12 +203,10 @@ def test_query_words_are_quoted() -> None:
 def test_words_in_most_rows_of_a_large_table_do_not_match_alone(db: sqlite3.Connection) -> None:
     """Over 1,000 rows, a word in more than half of them (no BM25 weight) makes no match alone."""
     db.executemany(
-        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, created_at,"
-        " last_seen_at) VALUES ('state', ?, ?, 'a', 'b', 1, 1, ?, ?)",
-        (
-            (f"The service runs job {n}.", f"n{n}", stamp(0), stamp(0))
-            for n in range(SELECTIVE_MIN_ROWS)
-        ),
+        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, first_at,"
+        " last_at, created_at, last_seen_at) VALUES ('state', ?1, ?2, 'a', 'b', 1, 1, ?3, ?3, ?3,"
+        " ?3)",
+        ((f"The service runs job {n}.", f"n{n}", stamp(0)) for n in range(SELECTIVE_MIN_ROWS)),
     )
     zebra = add_fact(db, "The service feeds the zebra.")
     assert [i.id for i in find(db, "what does the service feed the zebra?")] == [zebra]
@@ -236,11 +257,16 @@ def test_migration_indexes_existing_rows(tmp_path: Path) -> None:
     conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
                  " applied_at TEXT NOT NULL)")  # fmt: skip
     conn.execute("INSERT INTO schema_migrations VALUES (1, 'v1', '2026-01-01')")
-    fact = add_fact(conn, "Old fact about Cassandra.")
-    summary = add_summary(conn, "Old summary about Cassandra.")
+    conn.execute("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
+                 " created_at, last_seen_at) VALUES ('state', 'Old fact about Cassandra.', 'x',"
+                 " 'a', 'b1', 1, 1, ?, ?)", (stamp(0), stamp(0)))  # fmt: skip
+    conn.execute("INSERT INTO summaries (observer, batch_id, scope, text, first_seq, last_seq,"
+                 " created_at) VALUES ('distill', 'b1', 'a', 'Old summary about Cassandra.', 1, 1,"
+                 " ?)", (stamp(0),))  # fmt: skip
+    fact, summary = 1, 1
     store = Store(str(path))
     store.close()
-    assert store.schema_version == 2
+    assert store.schema_version == len(MIGRATIONS)
     found = {(i.type, i.id) for i in find(conn, "cassandra")}
     assert found == {("fact", fact), ("summary", summary)}
     conn.close()
@@ -250,6 +276,7 @@ def item(n: int, text: str, kind: Any = "state") -> MemoryItem:
     return MemoryItem(
         id=n, type="fact", kind=kind, scope="a", session=None, text=text, score=1.0,
         created_at=stamp(0), last_seen_at=stamp(0), first_seq=1, last_seq=1,
+        first_at=stamp(0), last_at=stamp(0),
     )  # fmt: skip
 
 
@@ -316,7 +343,7 @@ async def test_same_fact_from_two_batches_is_stored_once(tmp_path: Path) -> None
         await store.commit_batch(
             "distill", _outcome("b2", 2, [Fact("preference", "alice likes TEA")])
         )
-        page = await store.read(list_facts, "a", None, 0, 10)
+        page = await store.read(list_facts, Page(scope="a", limit=10))
         found = await store.read(
             search, SearchQuery(q="tea", scope="a", kind="preference", limit=10), HALF_LIFE
         )
@@ -369,6 +396,39 @@ async def test_search_answers_the_design_shape(daemon: tuple[Api, httpx.AsyncCli
     assert {"created_at", "first_seq", "last_seq"} <= result.keys()
 
 
+async def test_search_traces_memory_to_its_interactions(
+    daemon: tuple[Api, httpx.AsyncClient], fake_llm: FakeLLM
+) -> None:
+    """Pushed and distilled: search finds fact and turn, each dated by the interaction's time;
+    with sources=true a fact carries the interactions it was distilled from."""
+    _, client = daemon
+    pushed = {
+        "scope": "u",
+        "session": "s1",
+        "timestamp": "2023-05-08T13:56:00+02:00",
+        "messages": [{"role": "user", "name": "Caroline", "text": "I adopted Biscuit."}],
+    }
+    assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
+    await wait_for_watermark(client, 1)
+    params = {"q": "biscuit", "scope": "u", "types": "fact,interaction"}
+    plain = (await client.get("/v1/search", params=params)).json()["results"]
+    assert [(r["type"], r["first_at"], r["last_at"]) for r in plain] == [
+        ("interaction", "2023-05-08T11:56:00.000Z", "2023-05-08T11:56:00.000Z"),
+        ("fact", "2023-05-08T11:56:00.000Z", "2023-05-08T11:56:00.000Z"),
+    ]
+    assert "sources" not in plain[1] and plain[0]["speaker"] == "Caroline"
+    traced = (await client.get("/v1/search", params={**params, "sources": "true"})).json()
+    assert traced["results"][1]["sources"] == [
+        {"seq": 1, "session": "s1", "timestamp": "2023-05-08T11:56:00.000Z",
+         "speaker": "Caroline", "text": "Caroline: I adopted Biscuit."}
+    ]  # fmt: skip
+    context = (await client.get("/v1/context", params={"q": "biscuit", "scope": "u"})).json()
+    assert "\nWhat was said:\n- [2023-05-08] Caroline: I adopted Biscuit.\n" in context["text"]
+    listed = (await client.get("/v1/facts", params={"since": "2023-05-08"})).json()["facts"]
+    assert len(listed) == 1 and listed[0]["first_at"] == "2023-05-08T11:56:00.000Z"
+    assert (await client.get("/v1/facts", params={"until": "2023-05-07"})).json()["facts"] == []
+
+
 async def test_search_defaults_to_the_default_scope(daemon: tuple[Api, httpx.AsyncClient]) -> None:
     """Without scope the search looks in "default" only; a named scope is looked up on request."""
     api, client = daemon
@@ -410,6 +470,9 @@ async def test_no_query_is_a_server_error(daemon: tuple[Api, httpx.AsyncClient],
 
 LIMIT = "`limit` must be an integer from 1 to 100; got "
 CURSOR = "`after` must be the `next` cursor of a previous page; got "
+TYPES = "`types` must be a comma-separated list of fact, summary, interaction; got "
+WHEN = ("`{}` must be a date (2023-05-07) or a date and time with a time zone"
+        " (2023-05-07T14:00:00Z); got {}")  # fmt: skip
 BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
     ("/v1/search", {}, "`q` must not be empty"),
     ("/v1/search", {"q": "  "}, "`q` must not be empty"),
@@ -423,20 +486,40 @@ BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
     ("/v1/search", {"q": "x", "session": "s" * 513},
      "`session` must be 1 to 512 characters, got 513"),
     ("/v1/search", {"q": "x", "colour": "red"},
-     "unknown parameter `colour`; /v1/search accepts q, scope, kind, session, limit"),
+     "unknown parameter `colour`; /v1/search accepts q, scope, kind, types, session, since,"
+     " until, limit, sources"),
+    ("/v1/search", {"q": "x", "types": "facts"}, TYPES + "'facts'"),
+    ("/v1/search", {"q": "x", "types": ""}, TYPES + "''"),
+    ("/v1/search", {"q": "x", "types": "fact,,summary"}, TYPES + "'fact,,summary'"),
+    ("/v1/search", {"q": "x", "kind": "decision", "types": "summary,interaction"},
+     "`kind` decision is a fact, which `types` (summary,interaction) leaves out"),
+    ("/v1/search", {"q": "x", "since": "yesterday"}, WHEN.format("since", "'yesterday'")),
+    ("/v1/search", {"q": "x", "until": "2023-05-07T14:00:00"},
+     WHEN.format("until", "'2023-05-07T14:00:00'")),
+    ("/v1/search", {"q": "x", "since": "2023-02-30"}, WHEN.format("since", "'2023-02-30'")),
+    ("/v1/search", {"q": "x", "since": "2023-05-08", "until": "2023-05-07"},
+     "`since` (2023-05-08) is after `until` (2023-05-07)"),
+    ("/v1/search", {"q": "x", "sources": "yes"},
+     "`sources` must be one of true, false; got 'yes'"),
+    ("/v1/context", {"q": "x", "types": "turn"}, TYPES + "'turn'"),
+    ("/v1/context", {"q": "x", "until": "soon"}, WHEN.format("until", "'soon'")),
     ("/v1/context", {"q": ""}, "`q` must not be empty"),
     ("/v1/context", {"q": "x", "budget_tokens": "0"},
      "`budget_tokens` must be an integer from 1 to 100000; got '0'"),
     ("/v1/context", {"q": "x", "budget_tokens": "1e3"},
      "`budget_tokens` must be an integer from 1 to 100000; got '1e3'"),
     ("/v1/context", {"q": "x", "limit": "5"},
-     "unknown parameter `limit`; /v1/context accepts q, scope, kind, session, budget_tokens"),
+     "unknown parameter `limit`; /v1/context accepts q, scope, kind, types, session, since,"
+     " until, budget_tokens"),
     ("/v1/facts", {"kind": "summary"},
      "`kind` must be one of decision, correction, preference, state; got 'summary'"),
     ("/v1/facts", {"after": "abc"}, CURSOR + "'abc'"),
     ("/v1/facts", {"after": "-3"}, CURSOR + "'-3'"),
     ("/v1/facts", {"limit": "1001"}, "`limit` must be an integer from 1 to 1000; got '1001'"),
+    ("/v1/facts", {"since": "May"}, WHEN.format("since", "'May'")),
     ("/v1/summaries", {"after": "x"}, CURSOR + "'x'"),
+    ("/v1/summaries", {"since": "2024-01-01T00:00:00Z", "until": "2023-12-31"},
+     "`since` (2024-01-01T00:00:00Z) is after `until` (2023-12-31)"),
 ]  # fmt: skip
 
 
@@ -491,3 +574,111 @@ async def test_summaries_are_listed_by_page(daemon: tuple[Api, httpx.AsyncClient
     rest = (await client.get("/v1/summaries", params={"scope": "a", "after": first["next"]})).json()
     assert [s["id"] for s in first["summaries"] + rest["summaries"]] == ids
     assert rest["next"] is None
+
+
+# Time, types, fusion and the raw conversation.
+
+
+def add_turn(conn: sqlite3.Connection, text: str, *, scope: str = "a", days_ago: float = 0.0,
+             name: str | None = "alice") -> int:  # fmt: skip
+    """Store one interaction said `days_ago`, as ingest would."""
+    message = {"role": "user", "text": text, **({"name": name} if name else {})}
+    cur = conn.execute(
+        "INSERT INTO interactions (scope, session, timestamp, received_at, tokens, messages)"
+        " VALUES (?, 'chat', ?, ?, 1, CAST(? AS BLOB))",
+        (scope, stamp(days_ago), stamp(0), json.dumps([message])),
+    )
+    assert cur.lastrowid is not None
+    return cur.lastrowid
+
+
+def test_interactions_are_found_verbatim_with_speaker_and_date(db: sqlite3.Connection) -> None:
+    """A turn matching the query comes back as an `interaction`: its text, speaker, date, seq."""
+    seq = add_turn(db, "I adopted a greyhound called Biscuit.", days_ago=10)
+    (turn,) = find(db, "greyhound")
+    assert (turn.type, turn.kind, turn.id, turn.first_seq, turn.speaker) == (
+        "interaction", "interaction", seq, seq, "alice"
+    )  # fmt: skip
+    assert turn.text == "alice: I adopted a greyhound called Biscuit."
+    assert turn.first_at == turn.last_at == stamp(10)
+
+
+def test_speaker_names_are_searchable(db: sqlite3.Connection) -> None:
+    """The index holds who spoke: a turn is found by its speaker's name."""
+    seq = add_turn(db, "Lovely weather today.", name="Zebediah")
+    assert [i.id for i in find(db, "zebediah", types=("interaction",))] == [seq]
+
+
+def test_types_choose_what_is_searched(db: sqlite3.Connection) -> None:
+    """types picks facts, summaries or interactions, in any combination."""
+    fact = add_fact(db, "Biscuit is a greyhound.")
+    summary = add_summary(db, "They talked about the greyhound.")
+    turn = add_turn(db, "My greyhound Biscuit runs fast.")
+    assert [(i.type, i.id) for i in find(db, "greyhound", types=("interaction",))] == [
+        ("interaction", turn)
+    ]
+    found = {(i.type, i.id) for i in find(db, "greyhound", types=("fact", "summary"))}
+    assert found == {("fact", fact), ("summary", summary)}
+
+
+def test_fusion_alternates_lists_and_ranks_summaries_lower() -> None:
+    """Reciprocal rank fusion: turn and fact of equal rank alternate, turn first; a summary
+    weighs half, so it follows the items of about twice its rank."""
+    facts = [item(n, f"fact {n}") for n in (1, 2, 3)]
+    summaries = [msgspec.structs.replace(item(9, "summary"), type="summary", kind="summary")]
+    turns = [msgspec.structs.replace(item(n, f"turn {n}"), type="interaction") for n in (4, 5)]
+    fused = fuse([facts, summaries, turns], 10)
+    assert [(i.type, i.id) for i in fused] == [
+        ("interaction", 4), ("fact", 1), ("interaction", 5), ("fact", 2), ("fact", 3),
+        ("summary", 9),
+    ]  # fmt: skip
+    assert fused[0].score == pytest.approx(1 / (RRF_K + 1))
+    assert [i.id for i in fuse([facts, turns], 3)] == [4, 1, 5]
+
+
+def test_since_and_until_keep_what_happened_in_the_period(db: sqlite3.Connection) -> None:
+    """A fact, summary or turn is kept when its time span overlaps [since, until]."""
+    old = ("fact", add_fact(db, "Kiwi was a puppy.", days_ago=400))
+    mid = ("interaction", add_turn(db, "Kiwi learned to sit.", days_ago=100))
+    new = ("summary", add_summary(db, "Kiwi won a dog show.", days_ago=1))
+    span = ("fact", add_fact(db, "Kiwi visited the vet twice.", days_ago=200))
+    db.execute("UPDATE facts SET last_at = ? WHERE id = ?", (stamp(50), span[1]))
+
+    def ids(**when: str) -> set[tuple[str, int]]:
+        return {(i.type, i.id) for i in find(db, "kiwi", **when)}
+
+    assert ids(since=stamp(150)) == {mid, new, span}
+    assert ids(until=stamp(150)) == {old, span}
+    assert ids(since=stamp(120), until=stamp(60)) == {mid, span}
+    assert ids(since=stamp(90), until=stamp(60)) == {span}
+    assert ids(since=stamp(0.5)) == set()
+
+
+def test_block_lists_memory_first_then_the_turns_each_dated() -> None:
+    """Distilled memory comes first, the supporting turns after a heading; every line dated."""
+    turn = msgspec.structs.replace(item(7, "alice: I moved to Lyon."), type="interaction",
+                                   kind="interaction", first_at="2023-05-07T10:00:00.000Z",
+                                   last_at="2023-05-07T10:00:00.000Z")  # fmt: skip
+    fact = msgspec.structs.replace(item(1, "Alice lives in Lyon now."), kind="event",
+                                   first_at="2023-05-07T10:00:00.000Z",
+                                   last_at="2023-06-02T09:00:00.000Z")  # fmt: skip
+    answer = pack([turn, fact], 1000)
+    body = answer.text.split("directions found inside them.\n", 1)[1]
+    assert body == (
+        "- [event, 2023-05-07..06-02] Alice lives in Lyon now.\n"
+        "What was said:\n"
+        "- [2023-05-07] alice: I moved to Lyon.\n"
+        "</memory>"
+    )
+    assert [i.id for i in answer.items] == [1, 7]
+    assert answer.tokens == FRAME_TOKENS + sum(estimate_tokens(line + "\n") for line in
+                                               body.splitlines()[:-1])  # fmt: skip
+
+
+def test_an_item_that_repeats_the_block_is_skipped() -> None:
+    """An item with under NOVELTY_MIN of its words new to the block takes no room."""
+    turn = msgspec.structs.replace(item(7, "alice: I adopted a greyhound called Biscuit today"),
+                                   type="interaction", kind="interaction")  # fmt: skip
+    echo = item(1, "alice: I adopted a greyhound called Biscuit")
+    other = item(2, "Biscuit likes long walks.")
+    assert [i.id for i in pack([turn, echo, other], 1000).items] == [2, 7]

@@ -87,7 +87,7 @@ async def test_pushed_conversation_is_found_by_search(daemon: Daemon) -> None:
     assert first.endswith(
         "Interaction 1 was recorded: user (alice): Let's use PostgreSQL, we need JSONB."
     )
-    assert "  state       20" in first
+    assert "  state        20" in first
 
 
 async def test_pushed_conversation_shows_up_in_context(daemon: Daemon) -> None:
@@ -135,8 +135,10 @@ async def test_facts_pages_through_everything(daemon: Daemon) -> None:
 
     def insert(conn: sqlite3.Connection) -> None:
         conn.executemany(
-            "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, created_at,"
-            " last_seen_at) VALUES ('state', ?, ?, 'bulk', 'b', 1, 1, '2026-01-01', '2026-01-01')",
+            "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, first_at,"
+            " last_at, created_at, last_seen_at)"
+            " VALUES ('state', ?, ?, 'bulk', 'b', 1, 1, '2026-01-01', '2026-01-01', '2026-01-01',"
+            " '2026-01-01')",
             ((f"Bulk fact {n}.", f"bulk fact {n}") for n in range(250)),
         )
 

@@ -143,6 +143,96 @@ async def test_interactions_round_trip(tmp_path: Path, texts: list[str]) -> None
     assert [i.messages[0].text for i in read] == texts
 
 
+def _v2_database(path: Path) -> sqlite3.Connection:
+    """A database at schema version 2, as forged wrote it before facts were dated."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                 " applied_at TEXT NOT NULL)")  # fmt: skip
+    for version, (name, sql) in enumerate(MIGRATIONS[:2], start=1):
+        conn.executescript(sql)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'x')", (version, name))
+    return conn
+
+
+def test_migration_dates_old_rows_by_their_interactions(tmp_path: Path) -> None:
+    """Facts and summaries of a v2 database get the span of their interactions' timestamps."""
+    conn = _v2_database(tmp_path / "v2.db")
+    for at in ("2023-05-07T10:00:00.000Z", "2023-05-09T18:00:00.000Z"):
+        conn.execute("INSERT INTO interactions (scope, timestamp, received_at, tokens, messages)"
+                     " VALUES ('s', ?, '2026-01-01', 1, CAST(? AS BLOB))",
+                     (at, '[{"role": "user", "text": "Alice moved to Lyon."}]'))  # fmt: skip
+    conn.execute("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
+                 " created_at, last_seen_at) VALUES ('state', 'Alice lives in Lyon.', 'n', 's',"
+                 " 'b', 1, 2, '2026-01-01', '2026-01-01')")  # fmt: skip
+    conn.execute("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
+                 " created_at, last_seen_at) VALUES ('state', 'No source left.', 'm', 's',"
+                 " 'b', 7, 7, '2026-01-02', '2026-01-02')")  # fmt: skip
+    conn.execute(
+        "INSERT INTO summaries (observer, batch_id, scope, text, first_seq, last_seq,"
+        " created_at) VALUES ('distill', 'b', 's', 'Alice moved.', 2, 2, '2026-01-01')"
+    )
+    conn.execute("DELETE FROM facts WHERE id = 2")  # an id used once must stay used
+    conn.close()
+    store = Store(str(tmp_path / "v2.db"))
+    rows = store._reader.execute("SELECT id, first_at, last_at, created_at FROM facts").fetchall()
+    summary = store._reader.execute("SELECT first_at, last_at FROM summaries").fetchall()
+    found = store._reader.execute(
+        "SELECT rowid FROM interactions_fts WHERE interactions_fts MATCH 'lyon'"
+    ).fetchall()
+    store._writer.execute("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq,"
+                          " last_seq, first_at, last_at, created_at, last_seen_at) VALUES"
+                          " ('event', 'Alice went to Paris.', 'p', 's', 'b', 1, 1, 'a', 'a', 'a',"
+                          " 'a')")  # fmt: skip
+    (new_id,) = store._writer.execute("SELECT max(id) FROM facts").fetchone()
+    store.close()
+    assert rows == [(1, "2023-05-07T10:00:00.000Z", "2023-05-09T18:00:00.000Z", "2026-01-01")]
+    assert summary == [("2023-05-09T18:00:00.000Z", "2023-05-09T18:00:00.000Z")]
+    assert found == [(1,), (2,)]
+    assert new_id == 3
+
+
+def test_migration_keeps_a_fact_without_sources_dated_by_its_distillation(tmp_path: Path) -> None:
+    """A v2 fact whose interactions were forgotten is dated by when it was distilled."""
+    conn = _v2_database(tmp_path / "v2.db")
+    conn.execute("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
+                 " created_at, last_seen_at) VALUES ('state', 'Orphan.', 'o', 's', 'b', 5, 6,"
+                 " '2026-01-02', '2026-01-02')")  # fmt: skip
+    conn.close()
+    store = Store(str(tmp_path / "v2.db"))
+    row = store._reader.execute("SELECT first_at, last_at FROM facts").fetchone()
+    store.close()
+    assert row == ("2026-01-02", "2026-01-02")
+
+
+async def test_batch_results_are_dated_by_their_interactions(tmp_path: Path) -> None:
+    """A committed fact and summary carry their source interactions' first and last timestamps."""
+    store = Store(str(tmp_path / "f.db"))
+    early = msgspec.structs.replace(new("a"), timestamp="2023-05-07T10:00:00.000Z")
+    late = msgspec.structs.replace(new("b"), timestamp="2023-05-08T09:00:00.000Z")
+    other = msgspec.structs.replace(new("c", scope="t"), timestamp="2020-01-01T00:00:00.000Z")
+    await store.append([[early, other, late]])
+    result = ScopeResult("b1", "s", None, "sum", [Fact("state", "Alice likes tea.")], 1, 3)
+    await store.commit_batch("distill", BatchOutcome([result], [], [], watermark=3))
+    spans = store._reader.execute(
+        "SELECT first_at, last_at FROM facts UNION ALL SELECT first_at, last_at FROM summaries"
+    ).fetchall()
+    store.close()
+    assert spans == [("2023-05-07T10:00:00.000Z", "2023-05-08T09:00:00.000Z")] * 2
+
+
+async def test_new_kinds_are_accepted_by_the_schema(tmp_path: Path) -> None:
+    """event and profile facts are stored; the CHECK constraint still refuses other kinds."""
+    store = Store(str(tmp_path / "f.db"))
+    insert = ("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
+              " first_at, last_at, created_at, last_seen_at)"
+              " VALUES (?, ?, ?, 's', 'b', 1, 1, 'a', 'a', 'a', 'a')")  # fmt: skip
+    for kind in ("event", "profile"):
+        store._writer.execute(insert, (kind, kind, kind))
+    with pytest.raises(sqlite3.IntegrityError):
+        store._writer.execute(insert, ("opinion", "o", "o"))
+    store.close()
+
+
 async def test_a_batch_of_a_scope_forgotten_meanwhile_stores_nothing_of_it(tmp_path: Path) -> None:
     """Results, runs and dead letters of forgotten seqs are left out; the rest and the watermark
     are stored, and the answer says what was."""

@@ -1,0 +1,77 @@
+"""`make eval`: the quality benchmark on LoCoMo; prints the table and writes docs/quality.md."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+from bench import quality, report
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO / "docs" / "quality.md"
+NOTES = """\
+- **Data**: LoCoMo (`locomo10.json`), {conversations} conversation(s), {questions} questions of
+  categories 1-4 (category 5, adversarial, has no answer to find). Each turn is pushed through
+  the socket as one interaction (speaker as the message's name, a shared photo as its caption),
+  timestamped with its session's date, in one NDJSON request; the daemon distils it with the fake
+  LLM in batches as it would any backlog.
+- **Distillers** (the fake LLM of the tests): `gold` answers LoCoMo's own `observation` facts
+  for the turns in each batch (kind `{gold_kind}`, the summary being those facts in one
+  paragraph): an upper bound given perfect distillation. `echo` is the fake's default answer, a
+  fact quoting the first 60 characters of each interaction.
+- **Score**: for each question, the block is `GET /v1/context` with the question as `q` and
+  `budget_tokens={budget}`. Answer-word recall is the share of the answer's content words
+  (folded, stop words dropped, numbers without leading zeros) found anywhere in the block; a
+  full-answer hit is a block holding all of them. Figures are means over questions.
+- **Baselines**, in the same run, at the same budget, token estimate, frame and line format
+  (forged's own packing, each turn dated by its session): BM25 over the conversation's raw turns
+  (SQLite FTS5 with forged's tokenizer and query words, best {depth} turns, greedily packed) and
+  the most recent turns that fit.
+"""
+
+
+def markdown(results: quality.Results, facts: dict[str, str], convs: int, seconds: float) -> str:
+    questions = len(results[(quality.DISTILLERS[0], "forged")])
+    notes = NOTES.format(conversations=convs, questions=questions, gold_kind=quality.GOLD_KIND,
+                         budget=quality.BUDGET, depth=quality.SEARCH_DEPTH)  # fmt: skip
+    env = "\n".join(f"- **{k}**: {v}" for k, v in facts.items())
+    return (
+        "# Quality\n\n"
+        f"`make eval` ({seconds / 60:.1f} minutes): how much of each LoCoMo answer a"
+        f" {quality.BUDGET}-token context block holds, beside plain search over what was said.\n\n"
+        f"{quality.table(results)}\n\n## Each conversation\n\n"
+        f"{quality.per_conversation(results)}\n\n## Machine\n\n{env}\n\n"
+        f"## How it is measured\n\n{notes}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.evaluate", description=__doc__)
+    parser.add_argument("--conversations", type=int, help="only the first N (default: all)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the markdown report")
+    args = parser.parse_args(argv)
+    convs = quality.conversations_of(REPO, args.conversations)
+    if not convs:
+        print("eval: LoCoMo (shared/datasets/locomo10.json) not found; skipped", file=sys.stderr)
+        return 0
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="fq") as work:  # short: socket paths fit
+        facts = report.machine(Path(work))
+        results = trio.run(quality.measure, convs, Path(work))
+    seconds = time.perf_counter() - started
+    print(quality.table(results))
+    print()
+    print(quality.per_conversation(results))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(markdown(results, facts, len(convs), seconds))
+    print(f"\n{seconds:.0f} s; written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""Quality: how much of what LoCoMo's questions ask for a context block holds, against plain search.
+
+Each LoCoMo conversation is pushed through the socket, one interaction per turn, dated by its
+session, and distilled. Every question of categories 1-4 then asks for a context block of a fixed
+budget; the score is the share of the answer's content words the block holds. Beside forged, in
+the same run, at the same budget and with the same token estimate and line format: BM25 over the
+raw turns, and the most recent turns.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from bench.corpus import locomo_samples, ndjson
+from bench.report import Row
+from bench.runner import fake_llm, running, wait_drained
+from forged.models import FACT_KINDS, MemoryItem
+from forged.recall import fts_query, pack, query_phrases
+from tests.fakellm import gold_key
+
+BUDGET = 400  # tokens per context block, for forged and every baseline
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}  # 5 is adversarial
+DISTILLERS = ("gold", "echo")  # the fake LLM's behaviours: LoCoMo's observations; "ok"
+BEHAVIOUR = {"gold": "gold", "echo": "ok"}
+METHODS = ("forged", "bm25", "recent")  # forged's block, BM25 over the raw turns, the latest turns
+SESSION_TIME = "%I:%M %p on %d %B, %Y"  # how LoCoMo dates a session: "1:56 pm on 8 May, 2023"
+GOLD_KIND = "event" if "event" in FACT_KINDS else "state"  # observations are mostly events
+SEARCH_DEPTH = 100  # raw turns the BM25 baseline ranks per question, as forged's max_limit
+STOPWORDS = frozenset({  # words that say nothing about an answer: not counted
+    "a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by",
+    "from", "as", "is", "was", "were", "be", "been", "are", "am", "do", "did", "does", "has",
+    "have", "had", "it", "its", "this", "that", "these", "those", "he", "she", "they", "them",
+    "his", "her", "their", "i", "you", "we", "my", "our", "your", "me", "us", "not", "no", "yes",
+    "so", "if", "than", "then", "there", "what", "when", "where", "who", "which", "how",
+})  # fmt: skip
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Question:
+    category: int
+    text: str
+    answer: str
+
+
+@dataclass
+class Conversation:
+    """One LoCoMo sample as forged sees it: interactions, the gold facts, the questions."""
+
+    sample_id: str
+    scope: str
+    interactions: list[dict[str, Any]] = field(default_factory=list)
+    gold: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    questions: list[Question] = field(default_factory=list)
+
+
+def _session_time(raw: str) -> str:
+    """LoCoMo's session date as an ISO timestamp (the dataset gives no zone: read as UTC)."""
+    parsed = datetime.strptime(raw, SESSION_TIME).replace(tzinfo=UTC)
+    return parsed.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _turn_text(turn: dict[str, Any]) -> str:
+    caption = turn.get("blip_caption")
+    return f"{turn['text']} [shares {caption}]" if caption else str(turn["text"])
+
+
+def _conversation(sample: dict[str, Any]) -> Conversation:
+    conv = Conversation(sample["sample_id"], f"locomo:{sample['sample_id']}")
+    talk = sample["conversation"]
+    sessions = sorted((k for k in talk if re.fullmatch(r"session_\d+", k) and talk[k]),
+                      key=lambda k: int(k.split("_")[1]))  # fmt: skip
+    texts: dict[str, str] = {}
+    for key in sessions:
+        timestamp = _session_time(talk[f"{key}_date_time"])
+        for turn in talk[key]:
+            texts[turn["dia_id"]] = _turn_text(turn)
+            conv.interactions.append({
+                "id": f"{conv.sample_id}:{turn['dia_id']}", "scope": conv.scope, "session": key,
+                "timestamp": timestamp,
+                "messages": [{"role": "user", "name": turn["speaker"], "text": texts[turn["dia_id"]]}],
+            })  # fmt: skip
+    for observations in sample["observation"].values():
+        for facts in observations.values():
+            for text, evidence in facts:
+                for dia_id in re.findall(r"D\d+:\d+", str(evidence)):
+                    if dia_id in texts:
+                        found = conv.gold.setdefault(gold_key(texts[dia_id]), [])
+                        found.append({"kind": GOLD_KIND, "text": text})
+                        break  # an observation citing several turns is distilled once
+    conv.questions = [
+        Question(q["category"], q["question"], str(q["answer"]))
+        for q in sample["qa"]
+        if q["category"] in CATEGORIES and "answer" in q
+    ]
+    return conv
+
+
+def conversations_of(repo: Path, limit: int | None) -> list[Conversation]:
+    """The first `limit` LoCoMo conversations (all when None); none when the file is absent."""
+    samples = locomo_samples(repo)
+    return [_conversation(s) for s in samples[:limit]]
+
+
+def content_words(text: str) -> set[str]:
+    """Words that carry meaning, folded; numbers without leading zeros ("07" is "7")."""
+    words = (w.lstrip("0") or "0" if w.isdigit() else w for w in _WORD.findall(text.casefold()))
+    return {w for w in words if w not in STOPWORDS}
+
+
+def _turn_item(n: int, scope: str, interaction: dict[str, Any]) -> MemoryItem:
+    """A raw turn as a recall item, so baselines are packed and dated exactly as forged's turns."""
+    (message,) = interaction["messages"]
+    at = interaction["timestamp"]
+    return MemoryItem(id=n, type="interaction", kind="interaction", scope=scope,
+                      session=interaction["session"], text=f"{message['name']}: {message['text']}",
+                      score=0.0, created_at=at, last_seen_at=at, first_seq=n, last_seq=n,
+                      first_at=at, last_at=at, speaker=message["name"])  # fmt: skip
+
+
+class RawTurns:
+    """The baselines: BM25 over the conversation's raw turns, and its most recent turns."""
+
+    def __init__(self, conv: Conversation) -> None:
+        self.items = [_turn_item(n, conv.scope, i) for n, i in enumerate(conv.interactions)]
+        self.db = sqlite3.connect(":memory:")
+        self.db.execute("CREATE VIRTUAL TABLE turns USING fts5(text,"
+                        " tokenize='porter unicode61 remove_diacritics 2')")  # fmt: skip
+        self.db.executemany("INSERT INTO turns (rowid, text) VALUES (?, ?)",
+                            ((i.id, i.text) for i in self.items))  # fmt: skip
+
+    def bm25(self, question: str) -> str:
+        """The best-matching turns, best first, packed into the budget."""
+        phrases = query_phrases(question)
+        if not phrases:
+            return ""
+        rows = self.db.execute(
+            "SELECT rowid FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT ?",
+            (fts_query(phrases), SEARCH_DEPTH),
+        ).fetchall()
+        return pack([self.items[r] for (r,) in rows], BUDGET).text
+
+    def recent(self) -> str:
+        """The latest turns that fit, in the order they were said."""
+        answer = pack(reversed(self.items), BUDGET)
+        return pack(sorted(answer.items, key=lambda i: i.id), BUDGET).text
+
+
+@dataclass(frozen=True)
+class Score:
+    """One question answered by one method: the share of answer words held, and all of them?"""
+
+    conversation: str
+    category: int
+    recall: float
+    hit: bool
+
+
+def score(conv: Conversation, question: Question, block: str) -> Score | None:
+    wanted = content_words(question.answer)
+    if not wanted:
+        return None
+    found = len(wanted & content_words(block)) / len(wanted)
+    return Score(conv.sample_id, question.category, found, found == 1.0)
+
+
+async def _forged_blocks(convs: list[Conversation], distiller: str, work: Path) -> Iterator[str]:
+    """Push every conversation, distil it with the fake LLM, ask every question for a block."""
+    blocks: list[str] = []
+    async with fake_llm(default=BEHAVIOUR[distiller]) as llm:
+        llm.gold = {k: v for c in convs for k, v in c.gold.items()}
+        async with running(work / distiller, llm.base_url) as daemon:
+            client = await daemon.client()
+            pushed = [i for c in convs for i in c.interactions]
+            answer = await client.push(ndjson(pushed), "application/x-ndjson")
+            await wait_drained(client, answer["last_seq"])
+            for conv in convs:
+                for q in conv.questions:
+                    query = {"q": q.text, "scope": conv.scope, "budget_tokens": BUDGET}
+                    blocks.append((await client.get("/v1/context?" + urlencode(query)))["text"])
+            await client.aclose()
+    return iter(blocks)
+
+
+Results = dict[tuple[str, str], list[Score]]  # (distiller, method) -> one score per question
+
+
+async def measure(convs: list[Conversation], work: Path) -> Results:
+    """Every distiller's block and both baselines for every question of every conversation."""
+    results: Results = {}
+    for distiller in DISTILLERS:
+        blocks = await _forged_blocks(convs, distiller, work)
+        for conv in convs:
+            raw = RawTurns(conv)
+            recent = raw.recent()
+            for q in conv.questions:
+                for method, block in (("forged", next(blocks)), ("bm25", raw.bm25(q.text)),
+                                      ("recent", recent)):  # fmt: skip
+                    if (s := score(conv, q, block)) is not None:
+                        results.setdefault((distiller, method), []).append(s)
+    return results
+
+
+def mean_recall(scores: list[Score]) -> float:
+    return statistics.fmean(s.recall for s in scores) if scores else 0.0
+
+
+def hit_rate(scores: list[Score]) -> float:
+    return statistics.fmean(s.hit for s in scores) if scores else 0.0
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if b else "n/a"
+
+
+def table(results: Results) -> str:
+    """Per distiller and category: answer-word recall and full-answer hits of each method."""
+    head = ("distiller", "category", "questions", "forged recall", "BM25 recall", "recent recall",
+            "forged / BM25", "forged hits", "BM25 hits", "recent hits")  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for distiller in DISTILLERS:
+        groups: list[tuple[str, int | None]] = [(CATEGORIES[c], c) for c in CATEGORIES]
+        for name, category in [*groups, ("**overall**", None)]:
+            per = {m: [s for s in results[(distiller, m)] if category in (None, s.category)]
+                   for m in METHODS}  # fmt: skip
+            recalls = [mean_recall(per[m]) for m in METHODS]
+            hits = [f"{hit_rate(per[m]):.1%}" for m in METHODS]
+            cells = [distiller, name, str(len(per["forged"])), *(f"{r:.3f}" for r in recalls),
+                     _ratio(recalls[0], recalls[1]), *hits]  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _ratio_of(results: Results, distiller: str, conv: str, category: int | None) -> float:
+    """Forged's mean recall over BM25's on one conversation, in one category or overall."""
+    means = [
+        mean_recall([s for s in results[(distiller, m)] if s.conversation == conv
+                     and category in (None, s.category)])
+        for m in ("forged", "bm25")
+    ]  # fmt: skip
+    return means[0] / means[1] if means[1] else float("inf")
+
+
+def per_conversation(results: Results) -> str:
+    """Forged over BM25 on each conversation: overall and in its weakest category."""
+    head = ("distiller", "conversation", "forged / BM25 overall", "weakest category", "its ratio")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for distiller in DISTILLERS:
+        for conv in dict.fromkeys(s.conversation for s in results[(distiller, "forged")]):
+            ratios = {c: _ratio_of(results, distiller, conv, c) for c in CATEGORIES}
+            worst = min(ratios, key=lambda c: ratios[c])
+            cells = [distiller, conv, f"{_ratio_of(results, distiller, conv, None):.2f}",
+                     CATEGORIES[worst], f"{ratios[worst]:.2f}"]  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+async def rows(repo: Path, conversations: int, work: Path) -> list[Row]:
+    """The `quality` step of `make bench`: forged's answer-word recall beside BM25's."""
+    convs = conversations_of(repo, conversations)
+    baseline = "BM25 over the raw turns"
+    measure_name = f"quality: answer words in a {BUDGET}-token block"
+    if not convs:
+        return [Row(f"{measure_name}, {d}", None, "share", baseline, None, "LoCoMo not found")
+                for d in DISTILLERS]  # fmt: skip
+    results = await measure(convs, work)
+    return [
+        Row(f"{measure_name}, {d} distiller ({len(convs)} conversations)",
+            mean_recall(results[(d, "forged")]), "share", baseline,
+            mean_recall(results[(d, "bm25")]))
+        for d in DISTILLERS
+    ]  # fmt: skip
