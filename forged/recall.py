@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import time
@@ -52,32 +53,30 @@ _QUOTE_MARK = "\u2039"  # SINGLE LEFT-POINTING ANGLE QUOTATION MARK stands in fo
 # Recency: the score halves with each half-life since it happened, down to RECENCY_FLOOR of
 # it, so that what is recent wins among equals and what is old but relevant is still found.
 _DECAY = "(:floor + (1 - :floor) * pow(0.5, max(0.0, :now - julianday({at})) / :half_life))"
-_SEARCH = {  # CROSS JOIN: the index drives, never one full-text query per row of the scope
+_ROWS = {  # the candidates the index found, with their recency decay; the filters are SQL's
     "fact": f"""
         SELECT f.id, f.kind, f.scope, f.session, f.text, f.created_at, f.last_seen_at,
-               f.first_seq, f.last_seq, f.first_at, f.last_at,
-               -bm25(facts_fts) * {_DECAY.format(at="f.last_at")}
-        FROM facts_fts CROSS JOIN facts AS f ON f.id = facts_fts.rowid
-        WHERE facts_fts MATCH :match AND f.scope = :scope {{filters}}
-        ORDER BY 12 DESC, f.id DESC LIMIT :limit
+               f.first_seq, f.last_seq, f.first_at, f.last_at, {_DECAY.format(at="f.last_at")}
+        FROM facts AS f
+        WHERE f.id IN (SELECT value FROM json_each(:ids)) AND f.scope = :scope {{filters}}
     """,
     "summary": f"""
         SELECT s.id, 'summary', s.scope, s.session, s.text, s.created_at, s.created_at,
-               s.first_seq, s.last_seq, s.first_at, s.last_at,
-               -bm25(summaries_fts) * {_DECAY.format(at="s.last_at")}
-        FROM summaries_fts CROSS JOIN summaries AS s ON s.id = summaries_fts.rowid
-        WHERE summaries_fts MATCH :match AND s.scope = :scope {{filters}}
-        ORDER BY 12 DESC, s.id DESC LIMIT :limit
+               s.first_seq, s.last_seq, s.first_at, s.last_at, {_DECAY.format(at="s.last_at")}
+        FROM summaries AS s
+        WHERE s.id IN (SELECT value FROM json_each(:ids)) AND s.scope = :scope {{filters}}
     """,
     "interaction": f"""
         SELECT i.seq, 'interaction', i.scope, i.session, i.messages, i.received_at,
                i.received_at, i.seq, i.seq, i.timestamp, i.timestamp,
-               -bm25(interactions_fts) * {_DECAY.format(at="i.timestamp")}
-        FROM interactions_fts CROSS JOIN interactions AS i ON i.seq = interactions_fts.rowid
-        WHERE interactions_fts MATCH :match AND i.scope = :scope {{filters}}
-        ORDER BY 12 DESC, i.seq DESC LIMIT :limit
+               {_DECAY.format(at="i.timestamp")}
+        FROM interactions AS i
+        WHERE i.seq IN (SELECT value FROM json_each(:ids)) AND i.scope = :scope {{filters}}
     """,
 }
+# The index's matches in the scope, best BM25 first ('rank' is BM25 over the text column).
+_MATCHES = "SELECT rowid, -rank FROM {fts} WHERE {fts} MATCH ? ORDER BY rank"
+FIRST_CANDIDATES = 32  # matches looked up at first; each further lookup takes twice as many
 _FTS: dict[MemoryType, str] = {
     "fact": "facts_fts", "summary": "summaries_fts", "interaction": "interactions_fts"
 }  # fmt: skip
@@ -184,6 +183,20 @@ def _filters(table: MemoryType, query: SearchQuery, params: dict[str, Any]) -> s
     return filters
 
 
+def scope_token(scope: str) -> str:
+    """The token that stands for a scope in the full-text indexes (schema.SCOPE_TOKEN)."""
+    return f"s{scope.encode().hex()}0"
+
+
+def _scoped_match(scope: str, phrases: list[str]) -> str:
+    """The FTS5 query for any of the phrases in the text of one scope's rows."""
+    return f'scope : "{scope_token(scope)}" AND text : ({fts_query(phrases)})'
+
+
+def _better(item: MemoryItem) -> tuple[float, int]:
+    return item.score, item.id
+
+
 def ranked(
     conn: sqlite3.Connection,
     table: MemoryType,
@@ -191,17 +204,35 @@ def ranked(
     half_life: float,
     now: float,
 ) -> list[MemoryItem]:
-    """One table's best matches, by BM25 times the decay of when they happened."""
+    """One table's best matches, by BM25 times the decay of when they happened.
+
+    The index gives the scope's matches by BM25 alone; their rows are read best first, a few at
+    a time, and the reading stops once the results are better than BM25 times the largest decay
+    (1) of the next match: nothing after it can enter. The answer is the exact ranking.
+    """
     phrases = query_phrases(query.q)
     if not phrases:
         return []
-    match = fts_query(_selective(conn, table, phrases))
-    params: dict[str, Any] = {"match": match, "scope": query.scope, "limit": query.limit,
-                              "now": now, "half_life": half_life,
+    match = _scoped_match(query.scope, _selective(conn, table, phrases))
+    params: dict[str, Any] = {"scope": query.scope, "now": now, "half_life": half_life,
                               "floor": RECENCY_FLOOR}  # fmt: skip
-    filters = _filters(table, query, params)
-    rows = conn.execute(_SEARCH[table].format(filters=filters), params).fetchall()
-    return [_item(table, r) for r in rows]
+    rows = _ROWS[table].format(filters=_filters(table, query, params))
+    matches = conn.execute(_MATCHES.format(fts=_FTS[table]), (match,))
+    best: list[MemoryItem] = []
+    size = FIRST_CANDIDATES
+    try:
+        while batch := matches.fetchmany(size):
+            if len(best) == query.limit and best[-1].score > batch[0][1]:
+                break
+            bm25 = dict(batch)
+            params["ids"] = json.dumps(list(bm25))
+            for row in conn.execute(rows, params):
+                best.append(_item(table, (*row[:-1], bm25[row[0]] * row[-1])))
+            best = sorted(best, key=_better, reverse=True)[: query.limit]
+            size *= 2
+    finally:
+        matches.close()
+    return best
 
 
 def _turn_text(messages: bytes) -> tuple[str, str]:
