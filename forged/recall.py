@@ -235,6 +235,32 @@ def ranked(
     return best
 
 
+_EXACT = """
+    SELECT c.{key} FROM {fts} JOIN {table} AS c ON c.{key} = {fts}.rowid
+    WHERE {fts} MATCH :match AND c.scope = :scope
+    ORDER BY -bm25({fts}, 1.0, 0.0) * {decay} DESC, c.{key} DESC LIMIT :limit
+"""  # every match of every scope joined to its row: the ranking `ranked` gives, without shortcut
+_KEY_AND_TIME: dict[MemoryType, tuple[str, str]] = {
+    "fact": ("id", "last_at"), "summary": ("id", "last_at"), "interaction": ("seq", "timestamp")
+}  # fmt: skip
+
+
+def exact_ids(
+    conn: sqlite3.Connection, table: MemoryType, query: SearchQuery, half_life: float, now: float
+) -> list[int]:
+    """The ids `ranked` must return for a query without filters, by scoring every match."""
+    phrases = query_phrases(query.q)
+    if not phrases:
+        return []
+    key, at = _KEY_AND_TIME[table]
+    sql = _EXACT.format(fts=_FTS[table], table=_CONTENT[table], key=key,
+                        decay=_DECAY.format(at=f"c.{at}"))  # fmt: skip
+    params = {"match": f"text : ({fts_query(_selective(conn, table, phrases))})",
+              "scope": query.scope, "limit": query.limit, "now": now, "half_life": half_life,
+              "floor": RECENCY_FLOOR}  # fmt: skip
+    return [k for (k,) in conn.execute(sql, params)]
+
+
 def _turn_text(messages: bytes) -> tuple[str, str]:
     """An interaction's speakers and its text, one "speaker: text" line per message."""
     decoded = _MESSAGES.decode(messages)

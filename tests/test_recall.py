@@ -30,6 +30,7 @@ from forged.recall import (
     fuse,
     julian_now,
     list_facts,
+    exact_ids,
     pack,
     query_phrases,
     ranked,
@@ -686,40 +687,21 @@ def test_an_item_that_repeats_the_block_is_skipped() -> None:
 
 # Recall at scale: the index holds each row's scope, and the search stops reading matches once
 # nothing left can enter the results. It must still give the exact ranking.
-_CONTENT = {  # per type: the content table, its key, when it happened, how a row is written
-    "fact": ("facts", "id", "last_at", "INSERT INTO facts (kind, text, norm, scope, batch_id,"
-             " first_seq, last_seq, first_at, last_at, created_at, last_seen_at) VALUES"
-             " ('state', :text, :norm, :scope, 'b', 1, 1, :at, :at, :at, :at)"),
-    "summary": ("summaries", "id", "last_at", "INSERT INTO summaries (observer, batch_id, scope,"
-                " text, first_seq, last_seq, first_at, last_at, created_at) VALUES"
-                " ('distill', 'b', :scope, :text, 1, 1, :at, :at, :at)"),
-    "interaction": ("interactions", "seq", "timestamp", "INSERT INTO interactions (scope,"
-                    " timestamp, received_at, tokens, messages) VALUES (:scope, :at, :at, 1,"
-                    " json_array(json_object('role', 'user', 'text', :text)))"),
-}  # fmt: skip
-_EXACT = """
-    SELECT c.{key} FROM {table}_fts JOIN {table} AS c ON c.{key} = {table}_fts.rowid
-    WHERE {table}_fts MATCH :match AND c.scope = :scope
-    ORDER BY -bm25({table}_fts, 1.0, 0.0)
-             * (:floor + (1 - :floor) * pow(0.5, max(0.0, :now - julianday(c.{at})) / :half_life))
-             DESC, c.{key} DESC
-    LIMIT :limit
-"""  # every match of every scope, each joined to its row: the ranking without any shortcut
+_INSERT = {  # per type: how a row is written
+    "fact": "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, first_at,"
+    " last_at, created_at, last_seen_at) VALUES ('state', :text, :norm, :scope, 'b', 1, 1, :at,"
+    " :at, :at, :at)",
+    "summary": "INSERT INTO summaries (observer, batch_id, scope, text, first_seq, last_seq,"
+    " first_at, last_at, created_at) VALUES ('distill', 'b', :scope, :text, 1, 1, :at, :at, :at)",
+    "interaction": "INSERT INTO interactions (scope, timestamp, received_at, tokens, messages)"
+    " VALUES (:scope, :at, :at, 1, json_array(json_object('role', 'user', 'text', :text)))",
+}
 WORDS = ("kafka", "redis", "billing", "search", "alice", "deploy")
-
-
-def exact(conn: sqlite3.Connection, table: Any, q: str, scope: str, limit: int) -> list[int]:
-    name, key, at, _ = _CONTENT[table]
-    match = "text : (" + fts_query(query_phrases(q)) + ")"
-    sql = _EXACT.format(table=name, key=key, at=at)
-    params = {"match": match, "scope": scope, "limit": limit, "now": NOW_JD,
-              "half_life": HALF_LIFE, "floor": RECENCY_FLOOR}  # fmt: skip
-    return [k for (k,) in conn.execute(sql, params)]
 
 
 @settings(max_examples=40, deadline=None)
 @given(
-    table=st.sampled_from(list(_CONTENT)),
+    table=st.sampled_from(list(_INSERT)),
     rows=st.lists(
         st.tuples(
             st.lists(st.sampled_from(WORDS), min_size=1, max_size=8),
@@ -739,14 +721,14 @@ def test_the_search_that_stops_early_gives_the_exact_ranking(
     conn = sqlite3.connect(":memory:", isolation_level=None)
     migrate(conn)
     conn.executemany(
-        _CONTENT[table][3],
+        _INSERT[table],
         ({"text": " ".join(w), "norm": f"{n}", "scope": s, "at": stamp(d)}
          for n, (w, s, d) in enumerate(rows)),
     )  # fmt: skip
     q = " ".join(words)
     query = SearchQuery(q=q, scope="a", limit=limit)
     found = [i.id for i in ranked(conn, table, query, HALF_LIFE, NOW_JD)]
-    assert found == exact(conn, table, q, "a", limit)
+    assert found == exact_ids(conn, table, query, HALF_LIFE, NOW_JD)
     conn.close()
 
 
@@ -761,7 +743,7 @@ def test_scopes_the_tokenizer_would_fold_together_stay_apart(db: sqlite3.Connect
     for scope in SCOPES_ALIKE:
         add_fact(db, "Kafka carries the billing events.", scope=scope)
         add_summary(db, "Kafka was discussed.", scope=scope)
-        db.execute(_CONTENT["interaction"][3], {"scope": scope, "text": "kafka", "at": stamp(0)})
+        db.execute(_INSERT["interaction"], {"scope": scope, "text": "kafka", "at": stamp(0)})
     for scope in SCOPES_ALIKE:
         found = find(db, "kafka billing", scope=scope)
         assert len(found) == 3 and {i.scope for i in found} == {scope}, scope
