@@ -31,6 +31,8 @@ MAX_QUERY_TERMS = 64  # words of a query that are searched; an agent may pass a 
 UNIX_EPOCH_JULIAN_DAY = 2440587.5  # julianday('1970-01-01'), to compare with SQLite's dates
 SECONDS_PER_DAY = 86400.0
 SELECTIVE_MIN_ROWS = 1000  # below this many rows every word of a query makes a row match
+RECOUNT_SHARE = 0.1  # a word's share of a table is counted again once the table grew this much
+COMMON_KNOWN = 4096  # words whose share is remembered (then forgotten all at once)
 RECENCY_FLOOR = 0.5  # the least share of its score an item keeps however old it is
 RRF_K = 60  # reciprocal rank fusion: an item scores weight / (RRF_K + its rank in its list)
 FUSION_WEIGHT: dict[str, float] = {"fact": 1.0, "summary": 0.5, "interaction": 1.0}
@@ -102,6 +104,8 @@ _SUMMARY_COLUMNS = (
     " last_at"
 )
 _MESSAGES = msgspec.json.Decoder(list[Message])
+# (database file, index, phrase) -> (rows then, whether in more than half): see _common
+_COMMON: dict[tuple[str, str, str], tuple[int, bool]] = {}
 
 
 class SearchQuery(msgspec.Struct, frozen=True):
@@ -136,21 +140,35 @@ def fts_query(phrases: list[str]) -> str:
     return " OR ".join(phrases)
 
 
+def _common(conn: sqlite3.Connection, fts: str, phrase: str, rows: int) -> bool:
+    """Whether a phrase is in more than half of an index's `rows`, counted once per database
+    while the table stays within RECOUNT_SHARE of the size it had then."""
+    database = conn.execute("PRAGMA database_list").fetchone()[2]
+    known = _COMMON.get((database, fts, phrase))
+    if database and known and abs(rows - known[0]) <= RECOUNT_SHARE * known[0]:
+        return known[1]
+    half = rows // 2  # max(rowid) bounds the row count from above: it never drops too much
+    count = f"SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT ?)"
+    common = bool(conn.execute(count, (f"text : {phrase}", half + 1)).fetchone()[0] > half)
+    if len(_COMMON) >= COMMON_KNOWN:
+        _COMMON.clear()
+    _COMMON[(database, fts, phrase)] = (rows, common)
+    return common
+
+
 def _selective(conn: sqlite3.Connection, table: MemoryType, phrases: list[str]) -> list[str]:
     """Drop the phrases found in more than half the rows of a large table, unless all are.
 
     BM25 gives such a word no weight (FTS5 clamps its IDF to almost zero), yet in an OR query
     it makes nearly every row a match whose score must be computed: "the" or "was" in a
-    question would cost a pass over the whole index.
+    question would cost a pass over the whole index. Counting is itself a pass over the word's
+    postings, so what a count found is kept for the next queries.
     """
-    fts = _FTS[table]
     key = "seq" if table == "interaction" else "id"
     (rows,) = conn.execute(f"SELECT coalesce(max({key}), 0) FROM {_CONTENT[table]}").fetchone()
     if rows < SELECTIVE_MIN_ROWS:
         return phrases
-    half = rows // 2  # max(rowid) bounds the row count from above: it never drops too much
-    count = f"SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT ?)"
-    kept = [p for p in phrases if conn.execute(count, (p, half + 1)).fetchone()[0] <= half]
+    kept = [p for p in phrases if not _common(conn, _FTS[table], p, rows)]
     return kept or phrases
 
 

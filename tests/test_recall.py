@@ -214,6 +214,26 @@ def test_words_in_most_rows_of_a_large_table_do_not_match_alone(db: sqlite3.Conn
     assert len(find(db, "the service")) == 10  # only common words: they are searched all the same
 
 
+def test_a_word_is_counted_once_while_its_table_keeps_its_size(db: sqlite3.Connection) -> None:
+    """What counting found about a word serves the next queries, until the table grows a tenth."""
+    rows = ((f"The job {n} ran.", f"n{n}", stamp(0)) for n in range(SELECTIVE_MIN_ROWS))
+    db.executemany(
+        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, first_at,"
+        " last_at, created_at, last_seen_at) VALUES ('state', ?1, ?2, 'a', 'b', 1, 1, ?3, ?3, ?3,"
+        " ?3)",
+        rows,
+    )
+    counts: list[str] = []
+    db.set_trace_callback(lambda sql: counts.append(sql) if "count(*)" in sql else None)
+    find(db, "job zebra", types=("fact",))
+    find(db, "job zebra", types=("fact",))
+    assert len(counts) == 2  # each word once
+    for n in range(SELECTIVE_MIN_ROWS // 10 + 20):
+        add_fact(db, f"Grown {n}.")
+    find(db, "job zebra", types=("fact",))
+    assert len(counts) == 4
+
+
 @pytest.mark.parametrize("q", NASTY_QUERIES)
 def test_fts_syntax_in_a_query_is_safe(db: sqlite3.Connection, q: str) -> None:
     """Every FTS special character, keyword and odd text is searched as plain words."""
