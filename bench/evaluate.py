@@ -28,11 +28,31 @@ NOTES = """\
   `budget_tokens={budget}`. Answer-word recall is the share of the answer's content words
   (folded, stop words dropped, numbers without leading zeros) found anywhere in the block; a
   full-answer hit is a block holding all of them. Figures are means over questions.
+- **Why the weakest categories are weak**: open-domain answers (category 3) are inferences
+  ("Likely no; she wants to be a counselor") whose words are seldom said in the conversation or
+  written in an observation, and there are few of them (7 to 14 a conversation), so their ratio
+  swings. Temporal answers are dates relative to a session ("The week before 9 June 2023"): the
+  block dates every line by its session, but LoCoMo's observations carry no dates and neither
+  method finds words such as "week before"; only a distiller that writes absolute dates into
+  its facts can do better there.
 - **Baselines**, in the same run, at the same budget, token estimate, frame and line format
   (forged's own packing, each turn dated by its session): BM25 over the conversation's raw turns
   (SQLite FTS5 with forged's tokenizer and query words, best {depth} turns, greedily packed) and
   the most recent turns that fit.
 """
+
+
+def _verdict(results: quality.Results) -> str:
+    """Each distiller's ratio to BM25 overall, and its weakest category."""
+    lines = []
+    for distiller in quality.DISTILLERS:
+        ratio = {c: quality.ratio(results, distiller, c) for c in quality.CATEGORIES}
+        worst = min(ratio, key=lambda c: ratio[c])
+        overall = quality.ratio(results, distiller)
+        lines.append(f"- `{distiller}`: forged's block holds {overall:.2f}x the answer words of"
+                     " BM25 over the raw turns; weakest category:"
+                     f" {quality.CATEGORIES[worst]} ({ratio[worst]:.2f}x).")  # fmt: skip
+    return "\n".join(lines)
 
 
 def markdown(results: quality.Results, facts: dict[str, str], convs: int, seconds: float) -> str:
@@ -44,7 +64,7 @@ def markdown(results: quality.Results, facts: dict[str, str], convs: int, second
         "# Quality\n\n"
         f"`make eval` ({seconds / 60:.1f} minutes): how much of each LoCoMo answer a"
         f" {quality.BUDGET}-token context block holds, beside plain search over what was said.\n\n"
-        f"{quality.table(results)}\n\n## Each conversation\n\n"
+        f"{quality.table(results)}\n\n{_verdict(results)}\n\n## Each conversation\n\n"
         f"{quality.per_conversation(results)}\n\n## Machine\n\n{env}\n\n"
         f"## How it is measured\n\n{notes}"
     )

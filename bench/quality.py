@@ -239,6 +239,15 @@ def table(results: Results) -> str:
     return "\n".join(lines)
 
 
+def ratio(results: Results, distiller: str, category: int | None = None) -> float:
+    """Forged's mean recall over BM25's, in one category or overall, every conversation."""
+    means = [
+        mean_recall([s for s in results[(distiller, m)] if category in (None, s.category)])
+        for m in ("forged", "bm25")
+    ]
+    return means[0] / means[1] if means[1] else float("inf")
+
+
 def _ratio_of(results: Results, distiller: str, conv: str, category: int | None) -> float:
     """Forged's mean recall over BM25's on one conversation, in one category or overall."""
     means = [

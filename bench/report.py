@@ -20,7 +20,7 @@ class Row:
 
     measure: str
     value: float | None  # None: not measured (the note says why)
-    unit: str  # "/s", "ms", "s", "MiB", "MB", "share" (0 to 1), "" (a count)
+    unit: str  # "/s", "µs", "ms", "s", "MiB", "MB", "share" (0 to 1), "" (a count)
     baseline: str
     base: float | None
     note: str = ""  # shown instead of a missing value
@@ -37,6 +37,8 @@ def _number(value: float | None, unit: str, note: str = "") -> str:
         return f"{UNAVAILABLE} ({note})" if note else UNAVAILABLE
     if unit == "/s":
         return f"{value:,.0f}/s"
+    if unit == "µs":
+        return f"{value:,.1f} µs"
     if unit == "ms":
         return f"{value:,.2f} ms" if value < 10 else f"{value:,.1f} ms"
     if unit == "s":
@@ -50,7 +52,7 @@ def _number(value: float | None, unit: str, note: str = "") -> str:
 
 def cells(row: Row) -> tuple[str, str, str, str, str]:
     """The row as the table shows it."""
-    ratio = f"{row.ratio:.2f}" if row.ratio is not None else UNAVAILABLE
+    ratio = UNAVAILABLE if row.ratio is None else f"{row.ratio:.{2 if row.ratio >= 0.01 else 4}f}"
     base = _number(row.base, row.unit)
     return (row.measure, _number(row.value, row.unit, row.note), row.baseline, base, ratio)
 

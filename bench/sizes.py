@@ -20,6 +20,7 @@ class Size:
     backlog: int  # interactions waiting on the stalled LLM, also the large store for start
     backlog_bytes: int  # approximate size of that store on disk
     starts: int  # daemon starts per store; the median is reported
+    scrub: int  # interactions scrubbed per pass in the scrub measurement
     quality_conversations: int  # LoCoMo conversations the quality step distils and questions
 
 
@@ -28,17 +29,18 @@ SIZES = {
     "quick": Size(
         "quick", ingest=300, ingest_bulk=100, burst=40, llm_latency=0.02,
         recall_facts=(300, 1_000), recall_queries=20, backlog=2_000, backlog_bytes=2 << 20,
-        starts=1, quality_conversations=1,
+        starts=1, scrub=300, quality_conversations=1,
     ),
     "default": Size(
         "default", ingest=10_000, ingest_bulk=1_000, burst=1_000, llm_latency=0.2,
         recall_facts=(10_000, 100_000), recall_queries=100, backlog=1_000_000,
-        backlog_bytes=1 << 30, starts=3, quality_conversations=2,
+        backlog_bytes=1 << 30, starts=3, scrub=5_000, quality_conversations=2,
     ),
     "large": Size(
         "large", ingest=50_000, ingest_bulk=1_000, burst=3_000, llm_latency=0.2,
         recall_facts=(10_000, 100_000, 1_000_000, 5_000_000), recall_queries=300,
-        backlog=5_000_000, backlog_bytes=5 << 30, starts=5, quality_conversations=10,
+        backlog=5_000_000, backlog_bytes=5 << 30, starts=5, scrub=20_000,
+        quality_conversations=10,
     ),
 }  # fmt: skip
 

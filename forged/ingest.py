@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -11,15 +12,16 @@ import trio
 
 from forged.config import ServerConfig
 from forged.errors import InvalidRequest, StoreError
-from forged.hub import Batcher
 from forged.models import Accepted, Interaction, Message, NewInteraction
-from forged.scrub import scrub
+from forged.scrub import redacted, scrub_all, secret_key_kind
 from forged.store import Store, now, utc_timestamp
 from forged.tokens import estimate_tokens
 
 JSON_TYPES = {"", "application/json", "application/x-www-form-urlencoded", "text/json"}
 NDJSON_TYPES = {"application/x-ndjson", "application/jsonl", "application/x-jsonlines"}
 GROUP_MAX_REQUESTS = 64  # requests committed in one transaction at most
+LINGER_SHARE = 0.5  # a group waits for late requests at most this share of the last commit's time
+LINGER_MAX = 0.002  # seconds: and never longer than this
 MAX_DEPTH = 64  # nesting levels allowed in metadata: deeper JSON would exhaust the stack
 QUEUE_CAPACITY = 256  # requests waiting for the committer
 OFFLOAD_CHARS = 256 * 1024  # scrub bigger requests in a worker thread, off the event loop
@@ -28,6 +30,7 @@ OFFLOAD_BYTES = 256 * 1024  # decode bigger bodies in a worker thread, off the e
 _ONE = msgspec.json.Decoder(Interaction)
 _MANY = msgspec.json.Decoder(list[Interaction])
 _JSON = msgspec.json.Encoder()
+_KIND = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")  # the kind a marker names
 _AT = re.compile(r"^(?P<problem>.*) - at `(?P<at>[^`]*)`$")
 
 
@@ -80,28 +83,25 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+def _over_limit(items: list[Interaction], i: int, what: str) -> InvalidRequest:
+    at = f"$[{i}]" if len(items) > 1 else "$"
+    return InvalidRequest(400, "invalid_body", f"{at}{what}")
+
+
 def _check_limits(items: list[Interaction], limits: ServerConfig) -> None:
+    """Messages per interaction, characters per text, metadata depth; messages built only on failure."""
+    max_messages, max_chars = limits.max_messages, limits.max_text_chars
     for i, item in enumerate(items):
-        at = f"$[{i}]" if len(items) > 1 else "$"
-        if _depth(item.metadata) > MAX_DEPTH:
-            raise InvalidRequest(400, "invalid_body", f"{at}.metadata: nested deeper than "
-                                 f"{MAX_DEPTH} levels")  # fmt: skip
-        if len(item.messages) > limits.max_messages:
-            raise InvalidRequest(
-                400,
-                "invalid_body",
-                f"{at}.messages: {len(item.messages)} "
-                f"messages, at most {limits.max_messages} allowed",
-            )
-        for j, message in enumerate(item.messages):
-            if len(message.text) > limits.max_text_chars:
-                raise InvalidRequest(
-                    400,
-                    "invalid_body",
-                    f"{at}.messages[{j}].text: "
-                    f"{len(message.text)} characters, at most "
-                    f"{limits.max_text_chars} allowed",
-                )
+        if item.metadata and _depth(item.metadata) > MAX_DEPTH:
+            raise _over_limit(items, i, f".metadata: nested deeper than {MAX_DEPTH} levels")
+        messages = item.messages
+        if len(messages) > max_messages:
+            raise _over_limit(items, i, f".messages: {len(messages)} messages, at most "
+                              f"{max_messages} allowed")  # fmt: skip
+        for j, message in enumerate(messages):
+            if len(message.text) > max_chars:
+                raise _over_limit(items, i, f".messages[{j}].text: {len(message.text)} characters,"
+                                  f" at most {max_chars} allowed")  # fmt: skip
 
 
 def parse_body(body: bytes, content_type: str, limits: ServerConfig) -> list[Interaction]:
@@ -133,14 +133,54 @@ async def read_body(body: bytes, content_type: str, limits: ServerConfig) -> lis
     return await trio.to_thread.run_sync(parse_body, body, content_type, limits)
 
 
-def _scrub_value(value: Any) -> Any:
+def _strings(value: Any, out: list[str]) -> list[str]:
+    """Every string of a metadata value, keys included, in the order `_rebuild` takes them back."""
     if isinstance(value, str):
-        return scrub(value)
+        out.append(value)
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, out)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            out.append(str(k))
+            _strings(v, out)
+    return out
+
+
+def _rebuild(value: Any, scrubbed: Iterator[str], secret: str | None) -> Any:
+    """The metadata value with its strings scrubbed; under a key naming a credential (`secret` is
+    its kind) every string and number is redacted whole, at any depth."""
+    if isinstance(value, str):
+        text = next(scrubbed)
+        return redacted(secret) if secret and value else text
     if isinstance(value, list):
-        return [_scrub_value(v) for v in value]
+        return [_rebuild(v, scrubbed, secret) for v in value]
     if isinstance(value, dict):
-        return {scrub(str(k)): _scrub_value(v) for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            key = next(scrubbed)
+            out[key] = _rebuild(v, scrubbed, secret or secret_key_kind(str(k)))
+        return out
+    if secret and isinstance(value, int | float) and not isinstance(value, bool):
+        return redacted(secret)
     return value
+
+
+def _unchanged_identifiers(item: Interaction, scrubbed: list[str], at: str) -> None:
+    """Ids, scopes and sessions are stored as given: one holding a secret is refused, not
+    scrubbed, so that two of them never become one."""
+    fields = (("id", item.id), ("scope", item.scope), ("session", item.session))
+    for (field, value), clean in zip(
+        ((f, v) for f, v in fields if v is not None), scrubbed, strict=True
+    ):
+        if clean != value:
+            kinds = ", ".join(dict.fromkeys(_KIND.findall(clean)))
+            raise InvalidRequest(
+                400,
+                "invalid_body",
+                f"{at}.{field}: holds what looks like a secret ({kinds}); ids, scopes and "
+                "sessions are stored as given, so send one without it",
+            )
 
 
 def _timestamp(value: str | None, received_at: str) -> str:
@@ -152,26 +192,36 @@ def _timestamp(value: str | None, received_at: str) -> str:
         raise InvalidRequest(400, "invalid_body", f"timestamp: {value!r} {exc}") from None
 
 
-def prepare(item: Interaction, received_at: str) -> NewInteraction:
-    """Scrub every string of an interaction and encode it for the log."""
+def prepare(item: Interaction, received_at: str, at: str = "$") -> NewInteraction:
+    """Scrub every string of an interaction (one prefilter scan for all) and encode it for the log."""
+    ids = [v for v in (item.id, item.scope, item.session) if v is not None]
+    names = [m.name for m in item.messages if m.name]
+    texts = [m.text for m in item.messages]
+    meta = _strings(item.metadata, []) if item.metadata else []
+    scrubbed = scrub_all([*ids, *names, *texts, *meta])
+    _unchanged_identifiers(item, scrubbed[: len(ids)], at)
+    clean_names = iter(scrubbed[len(ids) : len(ids) + len(names)])
+    clean_texts = scrubbed[len(ids) + len(names) : len(ids) + len(names) + len(texts)]
     messages = [
-        Message(role=m.role, text=scrub(m.text), name=scrub(m.name) if m.name else None)
-        for m in item.messages
+        Message(role=m.role, text=text, name=next(clean_names) if m.name else None)
+        for m, text in zip(item.messages, clean_texts, strict=True)
     ]
+    clean_meta = iter(scrubbed[len(ids) + len(names) + len(texts) :])
     return NewInteraction(
-        client_id=scrub(item.id) if item.id else None,
-        scope=scrub(item.scope),
-        session=scrub(item.session) if item.session else None,
+        client_id=item.id,
+        scope=item.scope,
+        session=item.session,
         timestamp=_timestamp(item.timestamp, received_at),
         received_at=received_at,
         tokens=sum(estimate_tokens(m.text) for m in messages),
         messages=_JSON.encode(messages),
-        metadata=_JSON.encode(_scrub_value(item.metadata)) if item.metadata else None,
+        metadata=_JSON.encode(_rebuild(item.metadata, clean_meta, None)) if item.metadata else None,
     )
 
 
 def _prepare_all(items: list[Interaction], received_at: str) -> list[NewInteraction]:
-    return [prepare(item, received_at) for item in items]
+    where = (f"$[{i}]" if len(items) > 1 else "$" for i in range(len(items)))
+    return [prepare(item, received_at, at) for item, at in zip(items, where, strict=True)]
 
 
 class _Pending:
@@ -193,6 +243,7 @@ class Ingest:
         self._on_appended = on_appended
         self._send, self._receive = trio.open_memory_channel[_Pending](QUEUE_CAPACITY)
         self.queued = 0  # interactions of requests taken and not yet answered
+        self.commits = 0  # group commits so far, failed ones included
 
     async def push(self, items: list[Interaction]) -> Accepted:
         """Store the interactions durably; return only after COMMIT."""
@@ -212,12 +263,32 @@ class Ingest:
             raise pending.error
         return Accepted(pending.accepted, len(rows) - pending.accepted, pending.last_seq)
 
+    async def _gather(self, expected: int, linger: float) -> list[_Pending]:
+        """The next group: wait for a request, then up to `linger` seconds for `expected` in all.
+
+        Clients answered by the last commit are on their way back; committing the one request
+        already queued alone would split the next group in two (groups of 1 and 15 alternating
+        with 16 clients). Whatever else is queued joins too.
+        """
+        group = [await self._receive.receive()]
+        if len(group) < expected:
+            with trio.move_on_after(linger):
+                while len(group) < expected:
+                    group.append(await self._receive.receive())
+        while len(group) < GROUP_MAX_REQUESTS:
+            try:
+                group.append(self._receive.receive_nowait())
+            except trio.WouldBlock:
+                break
+        return group
+
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The group committer: take what is queued, commit it in one transaction, wake waiters."""
-        batcher = Batcher(self._receive, max_items=GROUP_MAX_REQUESTS)
+        expected, linger = 1, 0.0
         task_status.started()
         while True:
-            group = await batcher.next()
+            group = await self._gather(expected, linger)
+            started = time.perf_counter()
             try:
                 accepted = await self.store.append([p.rows for p in group])
             except StoreError as exc:
@@ -229,3 +300,6 @@ class Ingest:
                 self._on_appended()
             for p in group:
                 p.done.set()
+            self.commits += 1
+            expected = len(group)
+            linger = min(LINGER_MAX, LINGER_SHARE * (time.perf_counter() - started))

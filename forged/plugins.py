@@ -25,7 +25,7 @@ from forged.models import (
     StoredInteraction,
     SummariesPage,
 )
-from forged.recall import Recall, SearchQuery
+from forged.recall import Page, Recall, SearchQuery
 from forged.store import Store
 
 C = TypeVar("C")
@@ -86,13 +86,13 @@ class StoreView:
         self, scope: str | None = None, kind: str | None = None, after: int = 0, limit: int = 100
     ) -> FactsPage:
         """A page of stored facts, oldest first, as `GET /v1/facts` pages them."""
-        return await self._recall.facts(scope, kind, after, limit)
+        return await self._recall.facts(Page(scope, kind, after, limit))
 
     async def summaries(
         self, scope: str | None = None, after: int = 0, limit: int = 100
     ) -> SummariesPage:
         """A page of stored summaries, oldest first."""
-        return await self._recall.summaries(scope, after, limit)
+        return await self._recall.summaries(Page(scope, None, after, limit))
 
 
 class ObserverContext(Generic[C]):

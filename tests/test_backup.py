@@ -23,6 +23,7 @@ from forged.backup import (
 from forged.config import StoreConfig, load_config
 from forged.errors import BackupError
 from forged.models import NewInteraction
+from forged.schema import MIGRATIONS
 from forged.store import Store
 from tests.conftest import running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
@@ -100,10 +101,10 @@ def test_a_backup_is_private_and_says_what_it_holds(short_tmp: Path) -> None:
     info = take_backup(store, target)
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     assert sorted(p.name for p in short_tmp.iterdir() if p.name.startswith("b.db")) == ["b.db"]
-    assert (info.interactions, info.last_seq, info.schema_version) == (3, 3, 2)
+    assert (info.interactions, info.last_seq, info.schema_version) == (3, 3, len(MIGRATIONS))
     assert info.describe().startswith(
         "3 interactions (last seq 3), 0 summaries, 0 facts, 0 open dead letters;"
-        " schema version 2, integrity ok, "
+        f" schema version {len(MIGRATIONS)}, integrity ok, "
     )
     assert [p.name for p in short_tmp.iterdir() if p.name.startswith(".")] == []
 
@@ -209,9 +210,13 @@ def test_restore_refuses_a_newer_schema(short_tmp: Path) -> None:
     backup = short_tmp / "b.db"
     take_backup(_database(short_tmp / "src"), backup)
     with sqlite3.connect(backup) as db:
-        db.execute("INSERT INTO schema_migrations VALUES (3, 'future', 'x')")
+        db.execute(
+            "INSERT INTO schema_migrations VALUES (?, 'future', 'x')", (len(MIGRATIONS) + 1,)
+        )
+    known = len(MIGRATIONS)
     with pytest.raises(
-        BackupError, match=r"schema version 3 is newer than this forged knows \(2\)"
+        BackupError,
+        match=rf"schema version {known + 1} is newer than this forged knows \({known}\)",
     ):
         inspect_backup(backup)
 

@@ -13,13 +13,13 @@ from bench.sizes import SIZES
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK_TIMEOUT = 240.0  # seconds for `python -m bench --quick` on a busy two-core machine
-NUMBER = re.compile(r"^[\d,.]+( ?(/s|ms|s|MiB|MB))?$")
+NUMBER = re.compile(r"^[\d,.]+( ?(/s|µs|ms|s|MiB|MB))?$")
 
 
 def _expected_rows() -> list[str]:
     """The start of every measure the quick run must report, in order."""
     quick = SIZES["quick"]
-    rows = ["ingest: "] * 4 + ["batching: "] * 3
+    rows = ["scrub: "] * 2 + ["ingest: "] * 4 + ["batching: "] * 3
     for n in quick.recall_facts:
         rows += [f"recall: {n:,} facts + {n:,} turns, "] * 5
     return rows + ["memory: "] * 2 + ["start: "] * 2 + ["quality: "] * 2

@@ -1,16 +1,25 @@
-"""Push bodies decoded into interactions: large ones off the event loop."""
+"""Ingest: bodies decoded (large ones off the event loop), pushes that meet share one commit."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
+import pytest
 import trio
 import trio.lowlevel
+from trio.testing import MockClock, wait_all_tasks_blocked
 
 from forged.config import ServerConfig
-from forged.ingest import OFFLOAD_BYTES, read_body
+from forged.ingest import LINGER_MAX, OFFLOAD_BYTES, Ingest, read_body
+from forged.models import Accepted, Interaction, Message
+from forged.store import Store
 
 TEXT = "We keep PostgreSQL for billing because JSONB matters. " * 100  # about 5 kB
+HANG = 10.0  # real seconds with every task blocked before a frozen test clock moves on by itself
 
 
 async def test_a_large_body_is_decoded_off_the_event_loop() -> None:
@@ -41,3 +50,112 @@ async def test_a_large_body_is_decoded_off_the_event_loop() -> None:
             nursery.cancel_scope.cancel()
     assert during == {"small": 0, "large": during["large"]}
     assert during["large"] > 0
+
+
+@pytest.fixture
+async def ingest(tmp_path: Path) -> AsyncIterator[Ingest]:
+    store = Store(str(tmp_path / "f.db"))
+    ingest = Ingest(store, lambda: None)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ingest.serve)
+        yield ingest
+        nursery.cancel_scope.cancel()
+    store.close()
+
+
+@contextmanager
+def _write_locked(path: str) -> Iterator[None]:
+    """Another connection holds SQLite's write lock: a commit started meanwhile waits for it."""
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+async def _push(ingest: Ingest, ids: list[str], done: trio.Event | None = None) -> Accepted:
+    items = [Interaction(messages=[Message(role="user", text=f"turn {i}")], id=i) for i in ids]
+    answer = await ingest.push(items)
+    if done is not None:
+        done.set()
+    return answer
+
+
+async def _behind_a_held_commit(
+    ingest: Ingest, first: list[str], *then: list[str]
+) -> list[Accepted]:
+    """Push `first`, hold its commit, queue each of `then` behind it, release; return the answers."""
+    answers: dict[int, Accepted] = {}
+
+    async def push(k: int, ids: list[str]) -> None:
+        answers[k] = await _push(ingest, ids)
+
+    async with trio.open_nursery() as pushes:
+        with _write_locked(ingest.store.path):
+            pushes.start_soon(push, 0, first)
+            await wait_all_tasks_blocked()  # the committer took it and waits for the lock
+            for k, ids in enumerate(then, start=1):
+                pushes.start_soon(push, k, ids)
+            await wait_all_tasks_blocked()  # every other push is queued behind the held commit
+    return [answers[k] for k in range(len(then) + 1)]
+
+
+async def test_pushes_queued_during_a_commit_share_the_next_one(ingest: Ingest) -> None:
+    """Three pushes that arrive while a commit runs are committed together, in one transaction."""
+    with trio.fail_after(30):
+        first, *rest = await _behind_a_held_commit(ingest, ["first"], ["a"], ["b"], ["c"])
+    assert first == Accepted(accepted=1, duplicates=0, last_seq=1)
+    assert rest == [Accepted(accepted=1, duplicates=0, last_seq=4)] * 3
+    assert ingest.commits == 2
+
+
+async def test_same_id_in_two_requests_of_one_group_is_stored_once(ingest: Ingest) -> None:
+    """Idempotency holds inside a group: a later request counts an earlier one's ids as duplicates."""
+    with trio.fail_after(30):
+        answers = await _behind_a_held_commit(ingest, ["x"], ["y", "z"], ["z", "y", "w", "x"])
+        again = await _push(ingest, ["w", "v", "v"])
+    one, two = answers[1:]  # one group, in whichever order the two tasks ran
+    assert (one.accepted + two.accepted, one.duplicates + two.duplicates) == (3, 3)
+    assert one.last_seq == two.last_seq == 4
+    assert again == Accepted(accepted=1, duplicates=2, last_seq=5)
+    assert ingest.commits == 3
+
+
+async def test_a_group_waits_for_as_many_pushes_as_the_last_one_had(
+    ingest: Ingest, nursery: trio.Nursery, mock_clock: MockClock
+) -> None:
+    """After a group of three, a lone push waits (the clock stands still) until two more come."""
+    await _behind_a_held_commit(ingest, ["first"], ["a"], ["b"], ["c"])
+    lone = trio.Event()
+    nursery.start_soon(_push, ingest, ["p"], lone)
+    await wait_all_tasks_blocked()
+    assert not lone.is_set() and ingest.commits == 2  # lingering, not committed alone
+    frozen = trio.current_time()
+    mock_clock.autojump_threshold = HANG  # a hang moves the clock on; the last assert sees it
+    with trio.fail_after(60):
+        async with trio.open_nursery() as pushes:
+            pushes.start_soon(_push, ingest, ["q"])
+            pushes.start_soon(_push, ingest, ["r"])
+        await lone.wait()
+    assert ingest.store.last_seq == 7 and ingest.commits == 3
+    assert trio.current_time() == frozen  # the group filled; its deadline played no part
+
+
+async def test_a_group_stops_waiting_at_its_deadline(
+    ingest: Ingest, nursery: trio.Nursery, mock_clock: MockClock
+) -> None:
+    """A lone push after a group of three is committed alone once LINGER_MAX has passed."""
+    await _behind_a_held_commit(ingest, ["first"], ["a"], ["b"], ["c"])
+    lone = trio.Event()
+    nursery.start_soon(_push, ingest, ["p"], lone)
+    await wait_all_tasks_blocked()
+    assert not lone.is_set()
+    mock_clock.jump(LINGER_MAX)
+    jumped = trio.current_time()
+    mock_clock.autojump_threshold = HANG  # a hang moves the clock on; the last assert sees it
+    with trio.fail_after(60):
+        await lone.wait()
+    assert ingest.store.last_seq == 5 and ingest.commits == 3
+    assert trio.current_time() == jumped  # no later deadline was needed

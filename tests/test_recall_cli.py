@@ -80,14 +80,22 @@ async def daemon(short_tmp: Path, fake_llm: FakeLLM) -> AsyncIterator[Daemon]:
 
 
 async def test_pushed_conversation_is_found_by_search(daemon: Daemon) -> None:
-    """Once distilled, the conversation comes back from `forged search`, best match first."""
+    """Once distilled, the conversation comes back from `forged search`: the turn, then its fact."""
     done = await daemon.forged("search", "PostgreSQL JSONB", "--scope", "user:alice")
     assert done.returncode == 0, done.stderr
-    first = done.stdout.decode().splitlines()[0]
-    assert first.endswith(
+    turn, fact = done.stdout.decode().splitlines()[:2]
+    assert turn.endswith("alice: Let's use PostgreSQL, we need JSONB. assistant: Agreed.")
+    assert "  interaction  20" in turn
+    assert fact.endswith(
         "Interaction 1 was recorded: user (alice): Let's use PostgreSQL, we need JSONB."
     )
-    assert "  state        20" in first
+    assert "  state        20" in fact
+    only = await daemon.forged("search", "PostgreSQL", "--scope", "user:alice", "--types", "fact",
+                               "--since", "2020-01-01", "--json")  # fmt: skip
+    assert {r["type"] for r in json.loads(only.stdout)} == {"fact"}
+    later = await daemon.forged("search", "PostgreSQL", "--scope", "user:alice", "--since",
+                                "2999-01-01")  # fmt: skip
+    assert (later.returncode, later.stdout) == (0, b"")
 
 
 async def test_pushed_conversation_shows_up_in_context(daemon: Daemon) -> None:

@@ -35,8 +35,8 @@ from tests.reliability import (
 
 MAX_PUSHES = scaled(2000)  # pushes tried before the disk must have filled up
 AFTER = scaled(20)  # interactions pushed once space is back
-TMPFS_SIZE = "2m"  # the tmpfs the database lives on in the mount-namespace variant
-BALLAST_BYTES = 1024 * 1024  # taken from the tmpfs before the pushes, freed to let space return
+TMPFS_SIZE = "4m"  # the tmpfs the database lives on in the mount-namespace variant
+BALLAST_BYTES = 3 * 1024 * 1024  # freed to let space return: enough for a checkpoint too
 FULL_MESSAGE = "the disk holding the database is full; nothing of this request was stored"
 
 

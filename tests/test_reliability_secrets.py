@@ -7,15 +7,24 @@ import re
 from pathlib import Path
 
 import msgspec
+import pytest
 import trio
 
+from forged.config import load_config
 from forged.scrub import scrub
-from tests.conftest import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.conftest import (
+    DaemonProcess,
+    running_daemon,
+    socket_client,
+    wait_for_watermark,
+    write_config,
+)
 from tests.fakellm import FakeLLM
 from tests.reliability import interaction, query, record
 from tests.secret_corpus import NEAR_MISSES, SECRETS, embed
 
 TOKEN = re.compile(r"[\w+/=%!*#.~-]{8,}")  # long runs of credential characters
+PER_REQUEST = 5  # interactions per push: one secret in all its embeddings
 ARMOR = re.compile(r"^[A-Z-]+$")  # PEM armor such as -----BEGIN: no secret, and near-misses hold it
 
 
@@ -43,11 +52,12 @@ async def test_secrets_never_reach_disk_logs_or_llm(short_tmp: Path, fake_llm: F
     near = [interaction(f"near-{i}", text=text) for i, text in enumerate(NEAR_MISSES)]
     config = write_config(short_tmp, fake_llm.base_url, log={"format": "json", "level": "debug"})
     daemon = DaemonProcess(config, short_tmp)
-    with trio.fail_after(60):
+    with trio.fail_after(180):  # several hundred pushes and their distillation, on a busy machine
         await daemon.start()
         async with socket_client(daemon.socket) as client:
-            for item in pushed:
-                assert (await client.post("/v1/interactions", json=item)).status_code == 202
+            for at in range(0, len(pushed), PER_REQUEST):
+                chunk = pushed[at : at + PER_REQUEST]
+                assert (await client.post("/v1/interactions", json=chunk)).status_code == 202
             assert (await client.post("/v1/interactions", json=near)).status_code == 202
             await wait_for_watermark(client, len(pushed) + len(near))
             files = Path(daemon.config.store.path).parent.glob("forged.db*")
@@ -81,3 +91,69 @@ async def test_secrets_never_reach_disk_logs_or_llm(short_tmp: Path, fake_llm: F
         leaks=0,
         near_misses_kept=len(NEAR_MISSES),
     )
+
+
+async def test_metadata_values_are_redacted_by_their_key(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """A value under a key naming a credential is redacted whole, at any depth, numbers too."""
+    item = interaction("meta-1")
+    item["metadata"] = {
+        "password": "correct-horse",
+        "api_key": "plainvalue",
+        "channel": "slack",
+        "tokens_used": 12,
+        "db": {"settings": [{"DB_PASSWORD": 123456, "host": "db.internal"}], "auth": ["x1", "x2"]},
+        "client_secret": None,
+    }
+    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
+    with trio.fail_after(30):
+        async with running_daemon(config), socket_client(config.server.socket) as client:
+            assert (await client.post("/v1/interactions", json=item)).status_code == 202
+    [(stored,)] = query(config.store.path, "SELECT metadata FROM interactions")
+    assert msgspec.json.decode(stored) == {
+        "password": "[REDACTED:password]",
+        "api_key": "[REDACTED:api_key]",
+        "channel": "slack",
+        "tokens_used": 12,
+        "db": {
+            "settings": [{"DB_PASSWORD": "[REDACTED:password]", "host": "db.internal"}],
+            "auth": ["[REDACTED:authorization]", "[REDACTED:authorization]"],
+        },
+        "client_secret": None,
+    }
+    files = b"".join(p.read_bytes() for p in Path(config.store.path).parent.glob("forged.db*"))
+    assert [v for v in (b"correct-horse", b"plainvalue", b"123456") if v in files] == []
+
+
+@pytest.mark.parametrize(
+    ("field", "first", "second", "kind"),
+    [
+        ("id", "ticket-token=1001", "ticket-token=1002", "token"),
+        ("scope", "user:token=abc123", "user:token=zzz999", "token"),
+        ("session", "s password=hunter2", "s password=hunter3", "password"),
+    ],
+)
+async def test_identifier_holding_a_secret_is_refused_not_merged(
+    short_tmp: Path, fake_llm: FakeLLM, field: str, first: str, second: str, kind: str
+) -> None:
+    """Ids, scopes and sessions are stored as given; one holding a secret gets a clear 400, so
+    two of them are never scrubbed into one."""
+    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
+    with trio.fail_after(30):
+        async with running_daemon(config), socket_client(config.server.socket) as client:
+            for n, value in enumerate((first, second)):
+                item = interaction(f"plain-{n}")
+                item[field] = value
+                response = await client.post("/v1/interactions", json=[interaction("ok"), item])
+                assert response.status_code == 400
+                assert response.json()["error"] == {
+                    "code": "invalid_body",
+                    "message": f"$[1].{field}: holds what looks like a secret ({kind}); ids, "
+                    "scopes and sessions are stored as given, so send one without it",
+                }
+            ordinary = interaction("ticket-token-1001", scope="user:tokens")
+            response = await client.post("/v1/interactions", json=ordinary)
+            assert response.json() == {"accepted": 1, "duplicates": 0, "last_seq": 1}
+    rows = query(config.store.path, "SELECT client_id, scope FROM interactions")
+    assert rows == [("ticket-token-1001", "user:tokens")]

@@ -94,6 +94,63 @@ async def test_duplicate_ids_take_no_seq(tmp_path: Path) -> None:
     store.close()
 
 
+async def test_same_id_twice_in_one_request_is_stored_once(tmp_path: Path) -> None:
+    """The second use of an id within a request is a duplicate, and takes no seq."""
+    store = Store(str(tmp_path / "f.db"))
+    assert await store.append([[new("a", "x"), new("b", "x"), new("c")]]) == [2]
+    stored = [(i.seq, i.messages[0].text) for i in await store.read_log(0, 10)]
+    assert stored == [(1, "a"), (2, "c")]
+    store.close()
+
+
+async def test_interactions_without_id_are_never_duplicates(tmp_path: Path) -> None:
+    """Only a client id makes a push idempotent: the same text twice is stored twice."""
+    store = Store(str(tmp_path / "f.db"))
+    assert await store.append([[new("a"), new("a")], [new("a")]]) == [2, 1]
+    store.close()
+
+
+async def test_ids_stored_before_a_restart_are_duplicates(tmp_path: Path) -> None:
+    """Idempotency survives a restart, and the seqs after it stay gap-free."""
+    store = Store(str(tmp_path / "f.db"))
+    await store.append([[new("a", "x"), new("b", "y")]])
+    store.close()
+    store = Store(str(tmp_path / "f.db"))
+    assert await store.append([[new("c", "y"), new("d", "z")], [new("e", "x")]]) == [1, 0]
+    assert [i.seq for i in await store.read_log(0, 10)] == [1, 2, 3]
+    store.close()
+
+
+_IDS = st.one_of(st.none(), st.sampled_from("abcde"))
+_GROUPS = st.lists(st.lists(st.lists(_IDS, max_size=4), min_size=1, max_size=3), max_size=4)
+
+
+@settings(  # every example opens a database and commits up to four times: disk time, no deadline
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(groups=_GROUPS)
+async def test_first_use_of_an_id_wins(
+    tmp_path: Path, groups: list[list[list[str | None]]]
+) -> None:
+    """Over any groups of requests, an id is stored at its first use only; seqs stay dense."""
+    store = Store(str(tmp_path / f"ids-{uuid.uuid4().hex}.db"))
+    seen: set[str] = set()
+    for group in groups:
+        expected = []
+        for request in group:
+            added = 0
+            for client_id in request:
+                if client_id is None:
+                    added += 1
+                elif client_id not in seen:
+                    added += 1
+                    seen.add(client_id)
+            expected.append(added)
+        assert await store.append([[new("t", i) for i in request] for request in group]) == expected
+    assert [i.seq for i in await store.read_log(0, 100)] == list(range(1, store.count + 1))
+    store.close()
+
+
 async def test_failed_batch_commit_leaves_nothing(tmp_path: Path) -> None:
     """Results and watermark move together: a failing commit writes neither."""
     store = Store(str(tmp_path / "f.db"))

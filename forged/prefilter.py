@@ -1,0 +1,177 @@
+"""Prefilter: in one scan, which strings may hold a match of which secret rule.
+
+Every rule has an anchor that all its matches contain (see ``scrub_rules``), so a string where
+no anchor matches needs no exact regex at all: that is nearly every string of a conversation.
+Hyperscan matches all anchors at once over an interaction's strings joined; without it (a
+platform with no wheel) a pure-stdlib prefilter gives the same flags, more slowly. Both only
+ever flag too much, never too little, so the scrubbed output does not depend on which one runs.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+# Between joined strings: no anchor needs to match across it, and a match that spans it only
+# flags a string more, which costs an exact scan and changes nothing.
+_SEPARATOR = "\n"
+_NOTHING: frozenset[int] = frozenset()
+
+# The standard library's regex parser (private, so read defensively) and the node types of its
+# parse trees, read to find an anchor's literals.
+_PARSER: Any = getattr(re, "_parser", None)
+_LITERAL, _SUBPATTERN, _BRANCH = (
+    getattr(_PARSER, n, None) for n in ("LITERAL", "SUBPATTERN", "BRANCH")
+)
+
+
+_MAX_LEADS = 512  # spelled-out starts of one anchor at most; past that its parts are used
+
+
+class Prefilter(Protocol):
+    """Flags, for each string, the indices of the rules whose anchor matches in it.
+
+    ``flags`` returns None when no anchor matches in any string: the common case, kept cheap.
+    """
+
+    name: str
+
+    def flags(self, texts: Sequence[str]) -> list[frozenset[int]] | None: ...
+
+
+def _leads(items: list[Any]) -> set[str]:
+    """The literal texts a parsed pattern can start with, its alternatives spelled out."""
+    lead = ""
+    for k, (op, av) in enumerate(items):
+        if op is _LITERAL:
+            lead += chr(av).lower()
+            continue
+        rest = items[k + 1 :]
+        if op is _BRANCH:
+            alternatives = [[*branch, *rest] for branch in av[1]]
+        elif op is _SUBPATTERN:
+            alternatives = [[*av[-1], *rest]]
+        else:
+            break
+        spelled = {lead + tail for alternative in alternatives for tail in _leads(alternative)}
+        return spelled if len(spelled) <= _MAX_LEADS else {lead}
+    return {lead}
+
+
+def _needles(items: list[Any]) -> frozenset[str] | None:
+    """Lower-case literals of which every match of a parsed pattern holds one, or None."""
+    leads = _leads(items)
+    options = [frozenset(leads)] if "" not in leads else []
+    run = ""
+    for op, av in [*items, (None, None)]:
+        if op is _LITERAL:
+            run += chr(av).lower()
+            continue
+        if run:
+            options.append(frozenset([run]))
+        run = ""
+        if op is _SUBPATTERN and (inner := _needles(list(av[-1]))):
+            options.append(inner)
+        elif op is _BRANCH:
+            alternatives = [_needles(list(branch)) for branch in av[1]]
+            if all(alternatives):
+                options.append(frozenset().union(*alternatives))  # type: ignore[arg-type]
+    # The best choice: the shortest needle as long as can be, then the fewest needles.
+    return min(options, key=lambda o: (-min(map(len, o)), len(o))) if options else None
+
+
+def _anchor_needles(anchor: str) -> frozenset[str] | None:
+    """The needles of an anchor; None (always run its regex) if the parser cannot tell."""
+    try:
+        return _needles(list(_PARSER.parse(anchor, re.IGNORECASE | re.ASCII)))
+    except Exception:  # a private parser: if it ever changes, fall back to the regex alone
+        return None
+
+
+class StdlibPrefilter:
+    """Literal needles of every anchor, found with ``in``, pick the anchors worth running."""
+
+    name = "stdlib"
+
+    def __init__(self, anchors: Sequence[str]) -> None:
+        self._each = [re.compile(a, re.IGNORECASE | re.ASCII) for a in anchors]
+        needles = [_anchor_needles(a) for a in anchors]
+        words = sorted({word for found in needles if found for word in found})
+        self._rules_of = {
+            word: frozenset(i for i, found in enumerate(needles) if found and word in found)
+            for word in words
+        }
+        self._always = frozenset(i for i, found in enumerate(needles) if found is None)
+
+    def flags(self, texts: Sequence[str]) -> list[frozenset[int]] | None:
+        everything = _SEPARATOR.join(texts).lower()
+        present = [rules for word, rules in self._rules_of.items() if word in everything]
+        candidates = self._always.union(*present)
+        if not candidates:
+            return None
+        found = [frozenset(i for i in candidates if self._each[i].search(t)) for t in texts]
+        return found if any(found) else None
+
+
+class HyperscanPrefilter:
+    """All anchors in one Hyperscan database, scanned once over the strings joined."""
+
+    name = "hyperscan"
+
+    def __init__(self, anchors: Sequence[str], hyperscan: Any) -> None:
+        self._db = hyperscan.Database()
+        self._db.compile(
+            expressions=[a.encode() for a in anchors],
+            ids=list(range(len(anchors))),
+            flags=[hyperscan.HS_FLAG_CASELESS] * len(anchors),
+        )
+        self._scratch = hyperscan.Scratch(self._db)
+        self._owner = threading.get_ident()  # a scan needs its own scratch space in every thread
+        self._local = threading.local()
+
+    def _thread_scratch(self) -> Any:
+        if threading.get_ident() == self._owner:
+            return self._scratch
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = self._scratch.clone()
+        return scratch
+
+    def flags(self, texts: Sequence[str]) -> list[frozenset[int]] | None:
+        joined = _SEPARATOR.join(texts)
+        data = joined.encode("utf-8", "surrogatepass")
+        hits: list[tuple[int, int]] = []
+        self._db.scan(data, _collect, context=hits, scratch=self._thread_scratch())
+        if not hits:
+            return None
+        starts = _byte_starts(texts, ascii_only=len(data) == len(joined))
+        found: list[set[int]] = [set() for _ in texts]
+        for end, rule in hits:  # a match belongs to the string it ends in
+            found[bisect.bisect_right(starts, max(end - 1, 0)) - 1].add(rule)
+        return [frozenset(rules) if rules else _NOTHING for rules in found]
+
+
+def _collect(rule: int, _start: int, end: int, _flags: int, hits: list[tuple[int, int]]) -> None:
+    """Hyperscan's match callback: note where a rule's anchor ended."""
+    hits.append((end, rule))
+
+
+def _byte_starts(texts: Sequence[str], *, ascii_only: bool) -> list[int]:
+    """Offset of each string in the joined, encoded buffer."""
+    starts, offset = [], 0
+    for text in texts:
+        starts.append(offset)
+        offset += (len(text) if ascii_only else len(text.encode("utf-8", "surrogatepass"))) + 1
+    return starts
+
+
+def best(anchors: Sequence[str]) -> Prefilter:
+    """Hyperscan when it can be imported, else the stdlib prefilter."""
+    try:
+        import hyperscan  # optional: a platform without a wheel still scrubs
+    except ImportError:
+        return StdlibPrefilter(anchors)
+    return HyperscanPrefilter(anchors, hyperscan)
