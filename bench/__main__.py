@@ -18,7 +18,8 @@ from bench.sizes import RECALL_MILLION, SIZES, Context, Size
 from bench.stores import SCOPES
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO / "docs" / "benchmarks.md"
+DEFAULT_OUT = REPO / "docs" / "benchmarks.md"  # the tracked report: default-size runs only
+SCRATCH_OUT = REPO / "var" / "bench"  # where other sizes write theirs (not tracked)
 STEPS = ("scrub", "ingest", "batching", "recall", "memory", "start", "quality")
 DEFAULT_CACHE = (
     Path(tempfile.gettempdir()) / "forged-bench-cache"
@@ -111,6 +112,11 @@ def _notes(size: Size, source: str) -> str:
     )
 
 
+def report_path(size: str) -> Path:
+    """Only a default-size run replaces the tracked report; a smoke or long run goes aside."""
+    return DEFAULT_OUT if size == "default" else SCRATCH_OUT / f"benchmarks-{size}.md"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
@@ -122,7 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_const", const="quick", dest="size", help="same as --size quick"
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the markdown report")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="the markdown report (default: docs/benchmarks.md at the default size, else "
+        "var/bench/benchmarks-SIZE.md)",
+    )
     parser.add_argument(
         "--cache", type=Path, default=DEFAULT_CACHE, help="where large stores are kept"
     )
@@ -142,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     size = SIZES[args.size]
     if args.recall_million and RECALL_MILLION not in size.recall_facts:
         size = dataclasses.replace(size, recall_facts=(*size.recall_facts, RECALL_MILLION))
+    out = args.out or report_path(size.name)
     turns, source = corpus.turns(REPO)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fb") as work:  # short: socket paths fit
@@ -150,9 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = trio.run(_run, ctx, turns, set(args.only))
     seconds = time.perf_counter() - started
     print(report.text_table(rows))
-    print(f"\n{seconds:.0f} s at size {size.name}; written to {args.out}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report.markdown(rows, facts, size.name, seconds, _notes(size, source)))
+    print(f"\n{seconds:.0f} s at size {size.name}; written to {out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report.markdown(rows, facts, size.name, seconds, _notes(size, source)))
     return 0
 
 

@@ -64,7 +64,8 @@ class Turn:
     text: str
 
 
-def _locomo_path(start: Path) -> Path | None:
+def locomo_path(start: Path) -> Path | None:
+    """Where LoCoMo's file is: the environment's choice, else beside the repository or above."""
     if env := os.environ.get(LOCOMO_ENV):
         return Path(env) if Path(env).is_file() else None
     for directory in [start, *start.parents]:
@@ -75,7 +76,7 @@ def _locomo_path(start: Path) -> Path | None:
 
 def locomo_samples(start: Path) -> list[dict[str, Any]]:
     """LoCoMo's conversations as the file holds them; none when it is not found."""
-    path = _locomo_path(start)
+    path = locomo_path(start)
     return [] if path is None else list(json.loads(path.read_bytes()))
 
 

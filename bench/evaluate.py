@@ -14,6 +14,7 @@ from bench import quality, report
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "quality.md"
+KEPT_SECTION = "## Small-model distillation"  # measured by bench.smallmodel, not by this run
 NOTES = """\
 - **Data**: LoCoMo (`locomo10.json`), {conversations} conversation(s), {questions} questions of
   categories 1-4 (category 5, adversarial, has no answer to find). Each turn is pushed through
@@ -70,6 +71,13 @@ def markdown(results: quality.Results, facts: dict[str, str], convs: int, second
     )
 
 
+def _kept(out: Path) -> str:
+    """The report's hand-measured sections (from KEPT_SECTION on), which a run does not redo."""
+    old = out.read_text() if out.exists() else ""
+    at = old.find(KEPT_SECTION)
+    return "\n" + old[at:] if at >= 0 else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.evaluate", description=__doc__)
     parser.add_argument("--conversations", type=int, help="only the first N (default: all)")
@@ -88,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(quality.per_conversation(results))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(markdown(results, facts, len(convs), seconds))
+    args.out.write_text(markdown(results, facts, len(convs), seconds) + _kept(args.out))
     print(f"\n{seconds:.0f} s; written to {args.out}")
     return 0
 

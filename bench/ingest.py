@@ -15,7 +15,7 @@ from bench.report import Row
 from bench.runner import Client, running
 from bench.sizes import Context
 from forged.schema import migrate
-from forged.store import now
+from forged.timestamps import now
 
 CLIENTS = 16  # concurrent clients in the concurrent scenario
 NO_LLM = "http://127.0.0.1:9/v1"  # distillation is off: ingest is measured alone

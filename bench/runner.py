@@ -1,10 +1,7 @@
-"""The real daemon as a subprocess: config, READY on a notify socket, a lean client, stop by pid."""
+"""The real daemon as a subprocess (the tests' own), a lean client, and the fake LLM in-process."""
 
 from __future__ import annotations
 
-import os
-import signal
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,28 +11,14 @@ from typing import Any
 import msgspec
 import trio
 
-from forged.config import Config, render_toml
+from tests.daemons import DaemonProcess, write_config
 from tests.fakellm import FakeLLM
 
 READY_TIMEOUT = 600.0  # seconds; a large store on a cold page cache opens slowly
 STOP_TIMEOUT = 30.0  # seconds after SIGTERM before SIGKILL
+SHUTDOWN_GRACE = 0.5  # seconds the daemon drains on stop: a benchmark waits for nothing
 STATUS_POLL = 0.02  # seconds between status reads while waiting on the daemon (another process)
 RECEIVE_SIZE = 65536
-
-
-def write_config(directory: Path, llm_url: str, **sections: dict[str, Any]) -> Path:
-    """A config file with socket and database in `directory`; `sections` override keys."""
-    tables: dict[str, dict[str, Any]] = {
-        "server": {"socket": str(directory / "forged.sock"), "shutdown_grace": 0.5},
-        "store": {"path": str(directory / "forged.db")},
-        "distiller": {"base_url": llm_url},
-        "log": {"format": "json"},
-    }
-    for name, keys in sections.items():
-        tables.setdefault(name, {}).update(keys)
-    path = directory / "forged.toml"
-    path.write_text(render_toml(msgspec.convert(tables, Config)))
-    return path
 
 
 class Client:
@@ -91,49 +74,15 @@ class Client:
         return msgspec.json.decode(answer)
 
 
-class Daemon:
-    """`forged serve` as a child process of ours."""
+class Daemon(DaemonProcess):
+    """`forged serve` as a child process of ours, timed from spawn to READY=1."""
 
-    def __init__(self, config_path: Path) -> None:
-        self.config_path = config_path
-        self.directory = config_path.parent
-        self.socket = str(self.directory / "forged.sock")
-        self.process: trio.Process | None = None
-        self.ready_after = 0.0  # seconds from spawning the process to READY=1
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    async def start(self) -> None:
-        notify_path = self.directory / "notify.sock"
-        notify_path.unlink(missing_ok=True)
-        notify = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_DGRAM)
-        await notify.bind(str(notify_path))
-        env = {**os.environ, "NOTIFY_SOCKET": str(notify_path)}
-        command = [sys.executable, "-m", "forged", "serve", "--config", str(self.config_path)]
-        with notify, open(self.directory / "daemon.log", "ab") as log:  # noqa: ASYNC230 (a local log file, opened once)
-            started = time.perf_counter()
-            self.process = await trio.lowlevel.open_process(command, env=env, stderr=log)
-            with trio.fail_after(READY_TIMEOUT):
-                while b"READY=1" not in (await notify.recv(4096)).split(b"\n"):
-                    pass
-            self.ready_after = time.perf_counter() - started
+    ready_after = 0.0  # seconds from spawning the process to READY=1
 
     def peak_rss_mib(self) -> float:
         """VmHWM: the most resident memory the process has used so far."""
-        return peak_rss_mib(self.pid)
-
-    async def stop(self) -> None:
-        """SIGTERM by pid, and SIGKILL if the drain overruns."""
         assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        with trio.move_on_after(STOP_TIMEOUT):
-            await self.process.wait()
-            return
-        self.process.kill()
-        await self.process.wait()
+        return peak_rss_mib(self.process.pid)
 
     async def client(self) -> Client:
         return await Client.connect(self.socket)
@@ -149,15 +98,18 @@ def peak_rss_mib(pid: int | str) -> float:
 async def running(
     directory: Path, llm_url: str, **sections: dict[str, Any]
 ) -> AsyncIterator[Daemon]:
-    """A daemon on a config in `directory`, ready on entry, stopped on exit."""
+    """A daemon on a config in `directory`, ready on entry, stopped on exit (killed if slow)."""
     await trio.Path(directory).mkdir(parents=True, exist_ok=True)
-    daemon = Daemon(write_config(directory, llm_url, **sections))
-    await daemon.start()
-    try:
-        yield daemon
-    finally:
-        with trio.CancelScope(shield=True):
-            await daemon.stop()
+    sections["server"] = {"shutdown_grace": SHUTDOWN_GRACE, **sections.get("server", {})}
+    async with Daemon(write_config(directory, llm_url, **sections), directory) as daemon:
+        started = time.perf_counter()
+        await daemon.start(ready_timeout=READY_TIMEOUT)
+        daemon.ready_after = time.perf_counter() - started
+        try:
+            yield daemon
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(STOP_TIMEOUT):
+                await daemon.stop()  # past the timeout, leaving the block kills it
 
 
 @asynccontextmanager

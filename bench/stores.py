@@ -16,8 +16,9 @@ import msgspec
 
 from bench.corpus import NAMES, Turn, interaction, log_row, sentence
 from bench.sizes import Context
+from forged.models import normalise
 from forged.schema import MIGRATIONS
-from forged.store import Store, normalise
+from forged.store import Store
 
 CHUNK = 10_000  # rows per executemany
 ROW_OVERHEAD = 340  # bytes an interaction row costs besides its text (columns, indexes), measured

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, NamedTuple
@@ -16,12 +15,14 @@ from forged.errors import InvalidRequest, StorageFull, StoreError
 from forged.httpserver import Request, Response, error_response
 from forged.hub import Hub
 from forged.ingest import Ingest, read_body
+from forged.lifecycle import Lifecycle
 from forged.models import (
     DEFAULT_SCOPE,
     FACT_KINDS,
     MEMORY_TYPES,
     RECALL_KINDS,
     ForgetAnswer,
+    Health,
     LogStatus,
     SearchAnswer,
     Status,
@@ -30,7 +31,6 @@ from forged.params import MAX_KEY_CHARS, Params
 from forged.recall import PAGE_DEFAULT, PAGE_MAX, Page, Recall, SearchQuery, kind_type
 from forged.store import Store
 
-BACKLOG_RETRY_AFTER = 5  # seconds a client is told to wait when the backlog is full
 SHUTDOWN_RETRY_AFTER = 2  # seconds a client is told to wait while the daemon restarts
 SCOPES_PREFIX = "/v1/scopes/"  # DELETE /v1/scopes/{scope} forgets a scope
 
@@ -54,14 +54,14 @@ def json_response(value: Any, status: int = 200) -> Response:
 class Api:
     """Request handlers, and the table that maps paths and methods onto them."""
 
-    def __init__(self, config: Config, store: Store, hub: Hub, ingest: Ingest) -> None:
+    def __init__(
+        self, config: Config, store: Store, hub: Hub, ingest: Ingest, lifecycle: Lifecycle
+    ) -> None:
         self.config = config
         self.store = store
         self.hub = hub
         self.ingest = ingest
-        self.started = time.monotonic()
-        self.ready = False
-        self.shutting_down = False
+        self.lifecycle = lifecycle
         self.recall = Recall(store, config.recall)
         self.routes: dict[str, dict[str, Route]] = {
             "/v1/interactions": {"POST": Route(self.push)},
@@ -98,7 +98,7 @@ class Api:
         if route is None:
             allowed = ", ".join(methods)
             return error_response(405, "method_not_allowed", f"{request.path} accepts {allowed}")
-        if self.shutting_down and request.method not in ("GET", "HEAD"):
+        if self.lifecycle.shutting_down and request.method not in ("GET", "HEAD"):
             return error_response(
                 503, "shutting_down", "forged is shutting down; retry shortly", SHUTDOWN_RETRY_AFTER
             )
@@ -128,40 +128,24 @@ class Api:
     async def push(self, request: Request, _params: Params) -> Response:
         content_type = request.headers.get("content-type", "")
         items = await read_body(request.body, content_type, self.config.server)
-        self._check_room(len(items))
-        # No checkpoint between the check and push() counting the items: concurrent requests
-        # see each other, so together they cannot cross the limit either.
         return json_response(await self.ingest.push(items), 202)
-
-    def _check_room(self, count: int) -> None:
-        """Refuse a request whose interactions would take the backlog past `max_backlog`."""
-        limit = self.config.server.max_backlog
-        if count > limit:
-            raise InvalidRequest(413, "body_too_large", f"{count} interactions in one request, "
-                                 f"more than max_backlog ({limit}); split the request")  # fmt: skip
-        backlog = self.hub.backlog() + self.ingest.queued
-        if backlog + count > limit:
-            raise InvalidRequest(503, "backlog_full", f"{backlog} interactions wait for "
-                                 f"distillation and this request adds {count}, the limit is "
-                                 f"{limit}; retry later",
-                                 retry_after=BACKLOG_RETRY_AFTER)  # fmt: skip
 
     async def status(self, _request: Request, _params: Params) -> Response:
         return json_response(
             Status(
                 version=__version__,
-                uptime_s=round(time.monotonic() - self.started, 3),
-                ready=self.ready,
-                shutting_down=self.shutting_down,
+                uptime_s=round(self.lifecycle.uptime(), 3),
+                ready=self.lifecycle.ready,
+                shutting_down=self.lifecycle.shutting_down,
                 log=LogStatus(last_seq=self.store.last_seq, count=self.store.count),
                 observers=self.hub.statuses(),
             )
         )
 
     async def health(self, _request: Request, _params: Params) -> Response:
-        if not self.ready or self.shutting_down:
+        if not self.lifecycle.ready or self.lifecycle.shutting_down:
             return error_response(503, "not_ready", "forged is not ready")
-        return json_response({"status": "ok"})
+        return json_response(Health("ok"))
 
     def _search_query(self, params: Params, limit: int) -> SearchQuery:
         kind = params.choice("kind", RECALL_KINDS)

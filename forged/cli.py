@@ -1,78 +1,48 @@
-"""The `forged` command: run the daemon, or talk to it over its Unix socket."""
+"""The `forged` command: run the daemon, or talk to it through `forged.client`."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import quote
 
-import httpx
 import msgspec
 
 from forged import __version__
 from forged.backup import restore_backup, take_backup
-from forged.config import DEFAULT_CONFIG_PATH, Config, load_config, render_toml
-from forged.errors import ClientError, ConfigError, ForgedError
-from forged.models import FACT_KINDS, RECALL_KINDS
+from forged.client import JSON, NDJSON, Client, find_socket
+from forged.config import Config, config_file, load_config, render_toml
+from forged.errors import AlreadyRunning, ClientError, ConfigError, ForgedError, leaves
+from forged.models import FACT_KINDS, RECALL_KINDS, MemoryItem, ObserverStatus, Status
 
 EXIT_CONFIG = 2  # a bad configuration (or usage): systemd should not restart us in a loop
-CLIENT_TIMEOUT = 120.0  # seconds a command waits for the daemon's answer
-
-
-def _config_path(args: argparse.Namespace, env: Mapping[str, str]) -> Path | None:
-    if args.config:
-        return Path(args.config)
-    if env.get("FORGED_CONFIG"):
-        return Path(env["FORGED_CONFIG"])
-    return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
+IMPORT_FORMATS = ("chatgpt", "claude", "jsonl")
 
 
 def _config(args: argparse.Namespace) -> Config:
-    return load_config(_config_path(args, os.environ), os.environ)
-
-
-class Client:
-    """A small HTTP client of the daemon's socket."""
-
-    def __init__(self, socket_path: str) -> None:
-        self.socket_path = socket_path
-        transport = httpx.HTTPTransport(uds=socket_path)
-        self._http = httpx.Client(
-            transport=transport, base_url="http://forged", timeout=CLIENT_TIMEOUT
-        )
-
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Send a request; return the decoded answer or raise ClientError with the daemon's words."""
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except (httpx.ConnectError, FileNotFoundError) as exc:
-            raise ClientError(
-                f"cannot reach forged at {self.socket_path} ({exc}); is the daemon running?"
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise ClientError(f"talking to forged at {self.socket_path} failed: {exc}") from exc
-        try:
-            body = response.json()
-        except json.JSONDecodeError:
-            body = {"error": {"code": "bad_answer", "message": response.text[:200]}}
-        if response.is_error:
-            error = body.get("error", {}) if isinstance(body, dict) else {}
-            raise ClientError(f"{response.status_code} {error.get('code')}: {error.get('message')}")
-        return body
+    return load_config(config_file(args.config, os.environ), os.environ)
 
 
 def _client(args: argparse.Namespace) -> Client:
-    socket_path = args.socket or os.environ.get("FORGED_SOCKET") or _config(args).server.socket
-    return Client(socket_path)
+    return Client(find_socket(args.socket, config=args.config))
 
 
 def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
+    print(msgspec.json.format(msgspec.json.encode(value), indent=2).decode())
+
+
+def _table(rows: Iterable[Sequence[object]], header: Sequence[str]) -> str:
+    """Columns padded to their widest cell; the last one is left as it is."""
+    cells = [list(header), *([str(c) for c in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header) - 1)]
+    return "\n".join(
+        "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]]).rstrip()
+        for row in cells
+    )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -92,7 +62,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
     config = _config(args)
     check_observers(config)
-    source = _config_path(args, os.environ) or "embedded defaults"
+    source = config_file(args.config, os.environ) or "embedded defaults"
     print(f"# effective configuration (from {source}, with FORGED_* overrides)")
     print(render_toml(config).rstrip())
     return 0
@@ -123,44 +93,58 @@ def _read_input(file: str) -> bytes:
 def _content_type(data: bytes, file: str) -> str:
     """JSON when the input parses as one document, NDJSON otherwise (or by file suffix)."""
     if file.endswith((".ndjson", ".jsonl")):
-        return "application/x-ndjson"
+        return NDJSON
     try:
         msgspec.json.decode(data)
     except msgspec.DecodeError:
-        return "application/x-ndjson"
-    return "application/json"
+        return NDJSON
+    return JSON
 
 
 def cmd_push(args: argparse.Namespace) -> int:
     data = _read_input(args.file)
-    headers = {"content-type": _content_type(data, args.file)}
-    _print_json(_client(args).request("POST", "/v1/interactions", content=data, headers=headers))
+    with _client(args) as client:
+        _print_json(client.push_body(data, _content_type(data, args.file)))
     return 0
 
 
-def _format_status(status: dict[str, Any]) -> str:
-    state = (
-        "shutting down" if status["shutting_down"] else "ready" if status["ready"] else "starting"
-    )
+def _clock(timestamp: str) -> str:
+    """`2026-11-29T17:00:03.120Z` as `17:00:03`."""
+    return timestamp[11:19]
+
+
+def _format_observer(o: ObserverStatus) -> list[str]:
     lines = [
-        f"forged {status['version']}, {state}, up {status['uptime_s']:.0f} s",
-        f"log: {status['log']['count']} interactions, last seq {status['log']['last_seq']}",
+        f"{o.name}: {o.state}, watermark {o.watermark}, backlog {o.backlog},"
+        f" {o.batches} batches, {o.llm_calls} LLM calls"
+        f" ({o.prompt_tokens} prompt + {o.completion_tokens} completion tokens,"
+        f" {o.llm_ms / 1000:.1f} s), {o.dead_letters} dead letters"
     ]
-    for o in status["observers"]:
-        lines.append(
-            f"{o['name']}: {o['state']}, watermark {o['watermark']}, backlog {o['backlog']},"
-            f" {o['batches']} batches, {o['llm_calls']} LLM calls"
-            f" ({o['prompt_tokens']} prompt + {o['completion_tokens']} completion tokens,"
-            f" {o['llm_ms'] / 1000:.1f} s), {o['dead_letters']} dead letters"
-        )
-        lines.append(f"  last batch: {o['last_batch_at'] or 'none yet'}")
-        if o["last_error"]:
-            lines.append(f"  last error: {o['last_error']}")
+    if o.batch is not None:
+        size = f"{o.batch.interactions} interaction" + ("s" if o.batch.interactions != 1 else "")
+        lines.append(f"  batch in flight: {size}"
+                     f" ({o.batch.tokens} tokens), started {_clock(o.batch.started_at)} UTC,"
+                     f" {o.batch.elapsed_s:.0f} s ago")  # fmt: skip
+    lines.append(f"  last batch: {o.last_batch_at or 'none yet'}")
+    if o.last_error:
+        lines.append(f"  last error: {o.last_error}")
+    return lines
+
+
+def _format_status(status: Status) -> str:
+    state = "shutting down" if status.shutting_down else "ready" if status.ready else "starting"
+    lines = [
+        f"forged {status.version}, {state}, up {status.uptime_s:.0f} s",
+        f"log: {status.log.count} interactions, last seq {status.log.last_seq}",
+    ]
+    for observer in status.observers:
+        lines += _format_observer(observer)
     return "\n".join(lines)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    status = _client(args).request("GET", "/v1/status")
+    with _client(args) as client:
+        status = client.status()
     if args.json:
         _print_json(status)
     else:
@@ -168,25 +152,19 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _query(**params: Any) -> dict[str, Any]:
-    """Query parameters without the options left unset."""
-    return {k: v for k, v in params.items() if v is not None}
-
-
-def _format_result(item: dict[str, Any]) -> str:
-    date, text = item["last_at"][:10], " ".join(item["text"].split())
-    return f"{item['score']:9.3g}  {item['kind']:<11}  {date}  {text}"
+def _format_result(item: MemoryItem) -> str:
+    return f"{item.score:9.3g}  {item.kind:<11}  {item.last_at[:10]}  {' '.join(item.text.split())}"
 
 
 def _filters(args: argparse.Namespace) -> dict[str, Any]:
     """The query options search and context share."""
-    return _query(q=args.query, scope=args.scope, kind=args.kind, session=args.session,
-                  types=args.types, since=args.since, until=args.until)  # fmt: skip
+    return {"scope": args.scope, "kind": args.kind, "session": args.session, "types": args.types,
+            "since": args.since, "until": args.until}  # fmt: skip
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    params = _query(**_filters(args), limit=args.limit)
-    results = _client(args).request("GET", "/v1/search", params=params)["results"]
+    with _client(args) as client:
+        results = client.search(args.query, **_filters(args), limit=args.limit).results
     if args.json:
         _print_json(results)
         return 0
@@ -198,35 +176,26 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    params = _query(**_filters(args), budget_tokens=args.budget)
-    answer = _client(args).request("GET", "/v1/context", params=params)
+    with _client(args) as client:
+        answer = client.context(args.query, **_filters(args), budget_tokens=args.budget)
     if args.json:
         _print_json(answer)
-    elif not answer["items"]:
+    elif not answer.items:
         print("no memory matches, or none fits the budget", file=sys.stderr)
     else:
-        print(answer["text"])
+        print(answer.text)
     return 0
 
 
-def _pages(client: Client, path: str, key: str, **params: Any) -> Iterator[dict[str, Any]]:
-    """Every row of a paged listing, following the `next` cursor to the end."""
-    after = None
-    while True:
-        page = client.request("GET", path, params=_query(after=after, **params))
-        yield from page[key]
-        if (after := page["next"]) is None:
-            return
-
-
 def cmd_facts(args: argparse.Namespace) -> int:
-    for fact in _pages(_client(args), "/v1/facts", "facts", scope=args.scope, kind=args.kind):
-        if args.json:
-            print(json.dumps(fact, ensure_ascii=False))
-        else:
-            seen = f"  (seen {fact['seen_count']}x)" if fact["seen_count"] > 1 else ""
-            print(f"{fact['id']:>6}  {fact['scope']}  {fact['kind']:<10}"
-                  f"  {fact['last_at'][:10]}  {fact['text']}{seen}")  # fmt: skip
+    with _client(args) as client:
+        for fact in client.iter_facts(scope=args.scope, kind=args.kind):
+            if args.json:
+                print(msgspec.json.encode(fact).decode())
+                continue
+            seen = f"  (seen {fact.seen_count}x)" if fact.seen_count > 1 else ""
+            print(f"{fact.id:>6}  {fact.scope}  {fact.kind:<10}"
+                  f"  {fact.last_at[:10]}  {fact.text}{seen}")  # fmt: skip
     return 0
 
 
@@ -244,37 +213,88 @@ def cmd_forget(args: argparse.Namespace) -> int:
     if not args.yes and not _confirmed(args.scope):
         print("nothing erased", file=sys.stderr)
         return 1
-    path = "/v1/scopes/" + quote(args.scope, safe="")
-    deleted = _client(args).request("DELETE", path)["deleted"]
-    print(f"erased scope {args.scope!r}: {deleted['interactions']} interactions,"
-          f" {deleted['summaries']} summaries, {deleted['facts']} facts")  # fmt: skip
+    with _client(args) as client:
+        deleted = client.forget(args.scope).deleted
+    print(f"erased scope {args.scope!r}: {deleted.interactions} interactions,"
+          f" {deleted.summaries} summaries, {deleted.facts} facts")  # fmt: skip
     return 0
 
 
 def _export(client: Client, scope: str | None, out: TextIO) -> tuple[int, int]:
-    counts = []
-    for path, key, kind in (("/v1/summaries", "summaries", "summary"),
-                            ("/v1/facts", "facts", "fact")):  # fmt: skip
-        n = 0
-        for row in _pages(client, path, key, scope=scope):
-            out.write(json.dumps({"type": kind, **row}, ensure_ascii=False) + "\n")
-            n += 1
-        counts.append(n)
-    return counts[0], counts[1]
+    summaries = facts = 0
+    for summary in client.iter_summaries(scope=scope):
+        out.write(msgspec.json.encode({"type": "summary", **msgspec.to_builtins(summary)}).decode())
+        out.write("\n")
+        summaries += 1
+    for fact in client.iter_facts(scope=scope):
+        out.write(msgspec.json.encode({"type": "fact", **msgspec.to_builtins(fact)}).decode())
+        out.write("\n")
+        facts += 1
+    return summaries, facts
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    client = _client(args)
-    if args.output is None:
-        summaries, facts = _export(client, args.scope, sys.stdout)
-    else:
-        try:
-            with open(args.output, "w", encoding="utf-8") as out:
-                summaries, facts = _export(client, args.scope, out)
-        except OSError as exc:
-            raise ClientError(f"cannot write {args.output}: {exc.strerror}") from exc
+    with _client(args) as client:
+        if args.output is None:
+            summaries, facts = _export(client, args.scope, sys.stdout)
+        else:
+            try:
+                with open(args.output, "w", encoding="utf-8") as out:
+                    summaries, facts = _export(client, args.scope, out)
+            except OSError as exc:
+                raise ClientError(f"cannot write {args.output}: {exc.strerror}") from exc
     where = args.output or "standard output"
     print(f"exported {summaries} summaries and {facts} facts to {where}", file=sys.stderr)
+    return 0
+
+
+def cmd_dead_letters(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        answer = client.dead_letters(args.from_seq, args.to_seq)
+    if args.json:
+        _print_json(answer)
+    elif not answer.dead_letters:
+        print("no open dead letters", file=sys.stderr)
+    else:
+        rows = [(d.seq, d.scope, d.created_at[:19].replace("T", " "), d.reason)
+                for d in answer.dead_letters]  # fmt: skip
+        print(_table(rows, ("SEQ", "SCOPE", "SINCE (UTC)", "REASON")))
+    return 0
+
+
+def cmd_redistill(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        report = client.redistill(args.from_seq, args.to_seq)
+    if args.json:
+        _print_json(report)
+    else:
+        rows = [(r.seq, r.outcome.replace("_", " "), r.facts, r.reason or "")
+                for r in report.results]  # fmt: skip
+        if rows:
+            print(_table(rows, ("SEQ", "OUTCOME", "FACTS", "REASON")))
+        print(f"{report.redistilled} redistilled, {report.still_failing} still failing",
+              file=sys.stderr)  # fmt: skip
+    return 0 if report.still_failing == 0 else 1
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from forged.importer import import_file
+
+    with _client(args) as client:  # records skipped are reported; the import itself succeeded
+        import_file(client, args.format, Path(args.file), scope=args.scope)
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        from forged.mcp_server import serve
+    except ImportError as exc:
+        raise ClientError(
+            f"`forged mcp` needs the mcp extra: pip install 'forged[mcp]' ({exc})"
+        ) from exc
+
+    scope = args.scope or os.environ.get("FORGED_SCOPE") or None
+    serve(find_socket(args.socket, config=args.config), scope)
     return 0
 
 
@@ -309,22 +329,29 @@ def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     export.add_argument("--output", "-o", help="file to write (default: standard output)")
 
 
-def _seq_range(args: argparse.Namespace) -> dict[str, int]:
-    return {k: v for k, v in (("from", args.from_seq), ("to", args.to_seq)) if v is not None}
-
-
-def cmd_redistill(args: argparse.Namespace) -> int:
-    # No client timeout: a slow local model may take minutes per dead letter.
-    report = _client(args).request(
-        "POST", "/v1/dead-letters/redistill", params=_seq_range(args), timeout=None
-    )
-    _print_json(report)
-    return 0 if report["still_failing"] == 0 else 1
-
-
-def cmd_dead_letters(args: argparse.Namespace) -> int:
-    _print_json(_client(args).request("GET", "/v1/dead-letters", params=_seq_range(args)))
-    return 0
+def _add_client_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
+    push = add("push", cmd_push, "push interactions (a JSON object, a JSON array or NDJSON)")
+    push.add_argument("file", nargs="?", default="-", help="file to push, - for standard input")
+    status = add("status", cmd_status, "show the daemon's status")
+    status.add_argument("--json", action="store_true", help="print the raw JSON answer")
+    _add_recall_commands(add)
+    for name, handler, text in (
+        ("redistill", cmd_redistill, "distil the dead letters again (all, or a seq range)"),
+        ("dead-letters", cmd_dead_letters, "list the open dead letters"),
+    ):
+        p = add(name, handler, text)
+        p.add_argument("--from", dest="from_seq", type=int, metavar="SEQ", help="first seq")
+        p.add_argument("--to", dest="to_seq", type=int, metavar="SEQ", help="last seq")
+        p.add_argument("--json", action="store_true", help="print the raw JSON answer")
+    imports = add("import", cmd_import, "import a chat history: a ChatGPT or Claude.ai export, "
+                  "or JSON lines of interactions")  # fmt: skip
+    imports.add_argument("format", choices=IMPORT_FORMATS, help="what the file is")
+    imports.add_argument("file", help="conversations.json of an export, or a .jsonl file")
+    imports.add_argument("--scope", help='whose memory it becomes (default: "default", or each '
+                         "line's own for jsonl)")  # fmt: skip
+    mcp = add("mcp", cmd_mcp, "serve forged's memory to an MCP host over standard input/output")
+    mcp.add_argument("--scope", help="the one scope the host may read and write "
+                     '(default: $FORGED_SCOPE, else "default")')  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -336,7 +363,8 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--config", help="configuration file (default: $FORGED_CONFIG or /etc/forged/forged.toml)"
     )
-    common.add_argument("--socket", help="the daemon's socket (default: from the configuration)")
+    common.add_argument("--socket", help="the daemon's socket (default: $FORGED_SOCKET, else "
+                        "from the configuration)")  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(
@@ -357,40 +385,29 @@ def _parser() -> argparse.ArgumentParser:
     restore = add("restore", cmd_restore, "put a backup back (the daemon must be stopped)")
     restore.add_argument("file")
     restore.add_argument("--yes", action="store_true", help="replace an existing database")
-    push = add("push", cmd_push, "push interactions (a JSON object, a JSON array or NDJSON)")
-    push.add_argument("file", nargs="?", default="-", help="file to push, - for standard input")
-    status = add("status", cmd_status, "show the daemon's status")
-    status.add_argument("--json", action="store_true", help="print the raw JSON answer")
-    _add_recall_commands(add)
-    for name, handler, text in (
-        ("redistill", cmd_redistill, "distil the dead letters again (all, or a seq range)"),
-        ("dead-letters", cmd_dead_letters, "list the open dead letters"),
-    ):
-        p = add(name, handler, text)
-        p.add_argument("--from", dest="from_seq", type=int, metavar="SEQ", help="first seq")
-        p.add_argument("--to", dest="to_seq", type=int, metavar="SEQ", help="last seq")
+    _add_client_commands(add)
     return parser
 
 
-def _leaf(exc: BaseException) -> BaseException:
-    """The one error inside nested exception groups (trio wraps what a nursery raises)."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
+def _complain(group: BaseExceptionGroup[ForgedError], prefix: str = "") -> None:
+    for error in leaves(group):
+        print(f"forged: {prefix}{error}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    code = 1
     try:
-        return int(args.handler(args))
-    except (ForgedError, BaseExceptionGroup) as exc:
-        error = _leaf(exc)
-        if isinstance(error, ConfigError):
-            print(f"forged: config error: {error}", file=sys.stderr)
-            return EXIT_CONFIG
-        if isinstance(error, ForgedError):
-            print(f"forged: {error}", file=sys.stderr)
-            return 1
-        raise
-    except KeyboardInterrupt:
-        return 130
+        code = int(args.handler(args))
+    except* ConfigError as group:  # trio wraps what the daemon raises in exception groups
+        _complain(group, "config error: ")
+        code = EXIT_CONFIG
+    except* AlreadyRunning as group:  # not a config problem: another daemon holds the socket
+        _complain(group)
+        code = EXIT_CONFIG
+    except* ForgedError as group:
+        _complain(group)
+        code = 1
+    except* KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    return code

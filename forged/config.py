@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -10,19 +9,22 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
-from forged.errors import ConfigError
+from forged.errors import ConfigError, located
 
 DEFAULT_CONFIG_PATH = Path("/etc/forged/forged.toml")  # where `forged serve` looks without --config
 DEFAULT_SOCKET = "/run/forged/forged.sock"  # RuntimeDirectory of the systemd unit
 DEFAULT_DATABASE = "/var/lib/forged/forged.db"  # StateDirectory of the systemd unit
 DEFAULT_LLM_URL = "http://127.0.0.1:11434/v1"  # Ollama's OpenAI-compatible endpoint
-DEFAULT_LLM_MODEL = "gemma3:270m"  # Ollama's name for the bundled model
+DEFAULT_LLM_MODEL = "smollm2:135m"  # Ollama's name for the bundled model
 MIB = 1024 * 1024
+OCTAL_KEYS = frozenset({"socket_mode"})  # file modes: written as 0o660, the way people read them
+_OCTAL_LINE = re.compile(rf"^({'|'.join(OCTAL_KEYS)}) = (\d+)$", re.MULTILINE)
 T = TypeVar("T")
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 Seconds = Annotated[float, msgspec.Meta(gt=0)]
 StructuredOutput = Literal["auto", "json_schema", "json_object", "none"]
+DistillStyle = Literal["auto", "abstractive", "extractive"]
 
 
 class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -42,6 +44,7 @@ class ServerConfig(_Section, frozen=True):
     max_header_bytes: Positive = 16 * 1024
     max_messages: Annotated[int, msgspec.Meta(ge=1, le=256)] = 256
     max_text_chars: Positive = 1_000_000
+    max_name_chars: Positive = 256
     max_backlog: Positive = 1_000_000
     shutdown_grace: Seconds = 20.0
 
@@ -68,6 +71,7 @@ class DistillerConfig(_Section, frozen=True):
     model: str = DEFAULT_LLM_MODEL
     api_key_file: str = ""
     structured_output: StructuredOutput = "auto"
+    style: DistillStyle = "auto"  # auto: extractive with the bundled model, else abstractive
     timeout: Seconds = 600.0
     max_tokens: Annotated[int, msgspec.Meta(ge=16, le=32768)] = 768
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
@@ -114,10 +118,7 @@ class Config(_Section, frozen=True):
     log: LogConfig = LogConfig()
 
 
-_UNKNOWN = re.compile(
-    r"^Object contains unknown field `(?P<key>[^`]+)`(?: - at `\$\.?(?P<at>.*)`)?$"
-)
-_AT = re.compile(r"^(?P<problem>.*) - at `\$\.?(?P<at>[^`]*)`$")
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>[^`]+)`$")
 _ENV_OVERRIDES = {  # environment variable -> distiller key it replaces
     "FORGED_DISTILLER_URL": "base_url",
     "FORGED_DISTILLER_MODEL": "model",
@@ -130,16 +131,15 @@ def _explain(error: msgspec.ValidationError | msgspec.DecodeError, table: str = 
 
     `table` is where the decoded value sits in the file (a plugin's `observers.NAME`).
     """
-    text = str(error)
     if not isinstance(error, msgspec.ValidationError):
-        return f"not valid TOML: {text}"
-    if m := _UNKNOWN.match(text):
-        key = ".".join(filter(None, [table, m["at"], m["key"]]))
-        return f"{key}: unknown key"
-    m = _AT.match(text)
-    problem, at = (m["problem"], m["at"]) if m else (text, "")
-    where = ".".join(filter(None, [table, at])) or "(top level)"
-    return f"{where}: {problem[0].lower()}{problem[1:]}"
+        return f"not valid TOML: {error}"
+    problem, at = located(str(error))
+    key = ".".join(filter(None, [table, (at or "").removeprefix("$").removeprefix(".")]))
+    if m := _UNKNOWN.match(problem):
+        return ".".join(filter(None, [key, m["key"]])) + ": unknown key"
+    if at is None and not table:
+        return problem
+    return f"{key or '(top level)'}: {problem[0].lower()}{problem[1:]}"
 
 
 def decode_table(table: Mapping[str, Any], type_: type[T], key: str) -> T:
@@ -176,6 +176,15 @@ def with_overrides(config: Config, env: Mapping[str, str]) -> Config:
     return msgspec.structs.replace(config, distiller=distiller)
 
 
+def config_file(explicit: str | Path | None, env: Mapping[str, str]) -> Path | None:
+    """The file the daemon reads: `--config`, then `FORGED_CONFIG`, then the default if present."""
+    if explicit:
+        return Path(explicit)
+    if env.get("FORGED_CONFIG"):
+        return Path(env["FORGED_CONFIG"])
+    return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None
+
+
 def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
     """Read the file at `path` (embedded defaults when it is None) and apply `env` overrides."""
     if path is None:
@@ -189,24 +198,7 @@ def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
     return with_overrides(config, env)
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a valid TOML basic string
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):  # an inline table
-        pairs = (f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items())
-        return "{" + ", ".join(pairs) + "}"
-    return repr(value)
-
-
 def render_toml(config: Config) -> str:
-    """The configuration as a TOML file that decodes back to the same value."""
-    lines = []
-    for section, table in msgspec.to_builtins(config).items():
-        lines.append(f"[{section}]")
-        lines.extend(f"{key} = {_toml_value(value)}" for key, value in table.items())
-        lines.append("")
-    return "\n".join(lines)
+    """The configuration as a TOML file that decodes back to the same value (tables included)."""
+    text = msgspec.toml.encode(config).decode()
+    return _OCTAL_LINE.sub(lambda m: f"{m[1]} = {int(m[2]):#o}", text)

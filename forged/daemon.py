@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import suppress
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 import structlog
@@ -18,12 +19,13 @@ import trio
 from forged import log as logging
 from forged import systemd
 from forged.api import Api
-from forged.config import Config, ServerConfig
+from forged.config import Config, DistillStyle, ServerConfig
 from forged.distill import DistillObserver
-from forged.errors import ConfigError
+from forged.errors import AlreadyRunning, ConfigError
 from forged.httpserver import HttpServer
 from forged.hub import Hub, Observer
 from forged.ingest import Ingest
+from forged.lifecycle import Lifecycle
 from forged.llm import Distiller, make_distiller
 from forged.plugins import load_observers
 from forged.store import Store
@@ -31,6 +33,7 @@ from forged.store import Store
 LISTEN_BACKLOG = 1024  # connections the kernel queues while we are at the connection cap
 STATUS_INTERVAL = 5.0  # seconds between STATUS= updates (more often when the watchdog asks)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # a bounded drain, then exit 0
+INTERRUPT = signal.SIGINT.name  # Ctrl-C: stop at once, without waiting for the model
 API_FD_NAME = "api"  # FileDescriptorName= of the API socket in forged.socket
 FD_RESERVE = 256  # descriptors besides client connections: database, journal, LLM, refusals
 
@@ -54,7 +57,8 @@ def _bind(server: ServerConfig) -> trio.SocketListener:
                     f"checked ({exc.strerror}); remove it or choose another path"
                 ) from exc
             else:
-                raise ConfigError(f"server.socket: {path} is in use by a running daemon")
+                raise AlreadyRunning(f"another forged is already serving on {path}; stop it"
+                                     " first, or give this one another [server] socket")  # fmt: skip
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old_umask = os.umask(0o777 & ~server.socket_mode)  # never visible with a looser mode
     try:
@@ -97,37 +101,46 @@ def _observers(
     return [DistillObserver(distiller, config.distill, config.distiller), *plugins]
 
 
-def _status_line(api: Api) -> str:
+class Running(NamedTuple):
+    """What a started daemon shows its caller (the status line, tests): store, hub, lifecycle."""
+
+    store: Store
+    hub: Hub
+    lifecycle: Lifecycle
+
+
+def _status_line(running: Running) -> str:
     """What `systemctl status` shows: the log's size, then each observer's state and progress."""
-    parts = [f"interactions {api.store.count}"]
-    for s in api.hub.statuses():
+    parts = [f"interactions {running.store.count}"]
+    for s in running.hub.statuses():
         part = f"{s.name} {s.state}, backlog {s.backlog}, batches {s.batches}"
         part += f", last batch {s.last_batch_at or 'none yet'}"
         if s.dead_letters:
             part += f", dead letters {s.dead_letters}"
         parts.append(part)
-    return "STATUS=" + ("shutting down; " if api.shutting_down else "") + "; ".join(parts)
+    shutting_down = running.lifecycle.shutting_down
+    return "STATUS=" + ("shutting down; " if shutting_down else "") + "; ".join(parts)
 
 
-async def _heartbeat(api: Api) -> None:
+async def _heartbeat(running: Running) -> None:
     """WATCHDOG=1 from the event loop itself, so a hung loop gets us restarted; STATUS= too."""
     interval = systemd.watchdog_interval()
     period = min(interval, STATUS_INTERVAL) if interval is not None else STATUS_INTERVAL
     while True:
-        assignments = [_status_line(api)]
+        assignments = [_status_line(running)]
         if interval is not None:
             assignments.append("WATCHDOG=1")
         systemd.notify(*assignments)
         await trio.sleep(period)
 
 
-def _reopen_logging(api: Api | None) -> None:
+def _reopen_logging(running: Running | None) -> None:
     """SIGHUP (`systemctl reload`): re-open logging, framed as a reload for systemd."""
     usec = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
     systemd.notify("RELOADING=1", f"MONOTONIC_USEC={usec}")
     logging.reopen()
     log.info("logging_reopened")
-    systemd.notify("READY=1", *([_status_line(api)] if api is not None else []))
+    systemd.notify("READY=1", *([_status_line(running)] if running is not None else []))
 
 
 class _Signals:
@@ -137,7 +150,7 @@ class _Signals:
     """
 
     def __init__(self) -> None:
-        self.api: Api | None = None  # set once ready
+        self.running: Running | None = None  # set once ready
         self.startup = trio.CancelScope()
         self.stop = trio.Event()
         self.name = ""
@@ -145,7 +158,7 @@ class _Signals:
     async def watch(self, signals: AsyncIterator[int]) -> None:
         async for signum in signals:
             if signum == signal.SIGHUP:
-                _reopen_logging(self.api)
+                _reopen_logging(self.running)
                 continue
             self.name = signal.Signals(signum).name
             self.startup.cancel()  # no effect once started
@@ -153,22 +166,30 @@ class _Signals:
             return
 
 
-async def _shutdown(api: Api, server: HttpServer, grace: float) -> None:
-    """Refuse new pushes, answer those in progress, let the batch in flight commit; bounded."""
-    api.shutting_down = True
-    systemd.notify("STOPPING=1", _status_line(api))
-    api.hub.stop()
+async def _shutdown(
+    running: Running, server: HttpServer, grace: float, *, wait_for_batch: bool
+) -> None:
+    """Refuse new pushes, answer those in progress, let the batch in flight commit; bounded.
+
+    Ctrl-C does not wait for the batch: a person waits, and the model may need minutes. The
+    batch stays in the log and is distilled again on the next start.
+    """
+    running.lifecycle.begin_shutdown()
+    systemd.notify("STOPPING=1", _status_line(running))
+    running.hub.stop()
     with trio.move_on_after(grace) as timer:
         await server.wait_quiet()  # a push already past the door still gets its 202
-        await api.hub.wait_idle()
-    log.info("shutdown", drained=not timer.cancelled_caught, grace_s=grace)
+        if wait_for_batch:
+            await running.hub.wait_idle()
+    log.info("shutdown", drained=not timer.cancelled_caught, grace_s=grace,
+             waited_for_batch=wait_for_batch)  # fmt: skip
 
 
 async def run_daemon(
     config: Config,
     *,
     bundled_llm: bool = False,
-    task_status: trio.TaskStatus[Api] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[Running] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until SIGTERM or SIGINT; return after a bounded drain."""
     store = await trio.to_thread.run_sync(Store, config.store.path, config.store.busy_timeout_ms)
@@ -181,34 +202,46 @@ async def run_daemon(
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(signals.watch, received)
                 with signals.startup:
+                    # The socket first: a second daemon must refuse before it starts a model.
+                    listener, bound = _listener(config.server)
                     if bundled_llm:
-                        from forged.bundled import REQUEST_EXTRA, serve_bundled_llm
+                        from forged.bundled import (
+                            REQUEST_EXTRA,
+                            STRUCTURED_OUTPUT,
+                            STYLE,
+                            serve_bundled_llm,
+                        )
 
                         url = await nursery.start(serve_bundled_llm)
-                        config = _with_llm(config, url, REQUEST_EXTRA)
-                    distiller = make_distiller(config.distiller) if config.distill.enabled else None
+                        config = _with_llm(config, url, REQUEST_EXTRA, STYLE, STRUCTURED_OUTPUT)
+                    distiller = (
+                        make_distiller(config.distiller, store) if config.distill.enabled else None
+                    )
                     observers = _observers(config, distiller, plugins)
                     hub = Hub(store, observers, config.distill.channel_capacity)
-                    ingest = Ingest(store, hub.notify_appended)
-                    api = Api(config, store, hub, ingest)
+                    ingest = Ingest(
+                        store, hub.notify_appended, hub.backlog, config.server.max_backlog
+                    )
+                    lifecycle = Lifecycle()
+                    api = Api(config, store, hub, ingest, lifecycle)
                     await nursery.start(ingest.serve)
                     await nursery.start(hub.serve)
                     _check_file_limit(config.server)
-                    listener, bound = _listener(config.server)
                     address = listener.socket.getsockname()
                     server = HttpServer(api.handle, config.server)
                     await nursery.start(server.serve, listener)
-                    api.ready = True
-                    signals.api = api
-                    systemd.notify("READY=1", _status_line(api))
+                    lifecycle.mark_ready()
+                    running = signals.running = Running(store, hub, lifecycle)
+                    systemd.notify("READY=1", _status_line(running))
                     log.info("ready", socket=address, database=config.store.path,
                              last_seq=store.last_seq, schema=store.schema_version)  # fmt: skip
-                    nursery.start_soon(_heartbeat, api)
-                    task_status.started(api)
+                    nursery.start_soon(_heartbeat, running)
+                    task_status.started(running)
                 await signals.stop.wait()
-                log.info("stopping", signal=signals.name, ready=signals.api is not None)
-                if signals.api is not None:
-                    await _shutdown(signals.api, server, config.server.shutdown_grace)
+                log.info("stopping", signal=signals.name, ready=signals.running is not None)
+                if signals.running is not None:
+                    await _shutdown(signals.running, server, config.server.shutdown_grace,
+                                    wait_for_batch=signals.name != INTERRUPT)  # fmt: skip
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
@@ -218,11 +251,29 @@ async def run_daemon(
             if (aclose := getattr(distiller, "aclose", None)) is not None:
                 await aclose()
             await trio.to_thread.run_sync(store.close)
+            systemd.close_notify()
     log.info("stopped")
 
 
-def _with_llm(config: Config, url: str, extra: dict[str, str | int | float | bool]) -> Config:
-    """Point the distiller at the bundled server, with the request fields that suit its model."""
+def _with_llm(
+    config: Config,
+    url: str,
+    extra: dict[str, str | int | float | bool],
+    style: DistillStyle,
+    known_mode: str,
+) -> Config:
+    """Point the distiller at the bundled server, with the request fields, the style and the
+    structured-output mode that suit its model (unless the config chose them)."""
     request_extra = {**extra, **config.distiller.request_extra}
-    distiller = msgspec.structs.replace(config.distiller, base_url=url, request_extra=request_extra)
+    if config.distiller.style != "auto":
+        style = config.distiller.style
+    mode = config.distiller.structured_output
+    distiller = msgspec.structs.replace(
+        config.distiller,
+        base_url=url,
+        request_extra=request_extra,
+        style=style,
+        # its port changes on every start, but its server is known: no probing needed
+        structured_output=known_mode if mode == "auto" else mode,
+    )
     return msgspec.structs.replace(config, distiller=distiller)

@@ -8,6 +8,7 @@ import msgspec
 
 from forged.errors import InvalidRequest, LLMUnavailable
 from forged.httpserver import Request, Response
+from forged.models import DeadLettersAnswer
 from forged.params import MAX_SEQ, Params
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ async def list_dead_letters(hub: Hub, _request: Request, params: Params) -> Resp
     """`GET /v1/dead-letters?from=&to=`: the open dead letters, oldest seq first."""
     first, last = _range(params)
     letters = await hub.store.list_dead_letters(OBSERVER, first, last)
-    return Response(200, _JSON.encode({"dead_letters": letters}))
+    return Response(200, _JSON.encode(DeadLettersAnswer(letters)))
 
 
 async def redistill(hub: Hub, _request: Request, params: Params) -> Response:

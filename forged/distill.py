@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import uuid
 from itertools import groupby
 
@@ -10,8 +9,10 @@ import msgspec
 import structlog
 import trio
 
+from forged.backoff import Backoff
 from forged.config import DistillConfig, DistillerConfig
 from forged.errors import ContextOverflow, DistillError, InvalidAnswer, LLMUnavailable
+from forged.grounding import Sources, check
 from forged.hub import Batcher, Feed, Progress
 from forged.llm import Distiller
 from forged.models import (
@@ -20,14 +21,15 @@ from forged.models import (
     DistilledMemory,
     DistillRun,
     Fact,
+    LinePick,
     RedistillReport,
     RedistillResult,
     ScopeResult,
     StoredInteraction,
     Usage,
+    normalise,
 )
-from forged.prompt import render_chunks, render_transcript
-from forged.store import normalise
+from forged.prompt import message_lines, render_chunks, render_transcript
 
 RAW_LIMIT = 16_384  # characters of a failed answer kept with its dead letter
 
@@ -56,7 +58,43 @@ def merge(memories: list[DistilledMemory], max_facts: int) -> DistilledMemory:
     for memory in memories:
         usage = add_usage(usage, memory.usage)
     summary = "\n".join(m.summary.strip() for m in memories if m.summary.strip())
-    return DistilledMemory(summary=summary, facts=list(facts.values())[:max_facts], usage=usage)
+    picks = list(dict.fromkeys(p for m in memories for p in m.picks))
+    return DistilledMemory(summary, list(facts.values())[:max_facts], usage, picks[:max_facts])
+
+
+def _picked(picks: list[LinePick], items: list[StoredInteraction]) -> tuple[list[Fact], int]:
+    """The picked lines as facts, verbatim with their speaker; and how many named no line."""
+    lines = {(i.seq, n): line for i in items for n, line in enumerate(message_lines(i), start=1)}
+    facts = [
+        Fact(p.kind, f"{lines[p.seq, p.line][0]}: {lines[p.seq, p.line][1].strip()}", [p.seq])
+        for p in picks
+        if (p.seq, p.line) in lines
+    ]
+    return facts, len(picks) - len(facts)
+
+
+def ground(memory: DistilledMemory, items: list[StoredInteraction]) -> tuple[str, list[Fact], int]:
+    """The summary and facts the interactions support, each fact with its sources; and how many
+    were dropped (see forged.grounding). Picked lines become facts here."""
+    sources = Sources.of(
+        (i.seq, i.timestamp, "\n".join(f"{who}: {text}" for who, text in message_lines(i)))
+        for i in items
+    )
+    picked, dropped = _picked(memory.picks, items)
+    facts = []
+    for fact in [*memory.facts, *picked]:
+        verdict = check(fact.text, sources)
+        if verdict.grounded:
+            facts.append(Fact(fact.kind, fact.text, fact.sources or verdict.sources))
+        else:
+            dropped += 1
+            log.info("ungrounded", kind=fact.kind, text=fact.text[:200], reason=verdict.reason)
+    summary = memory.summary.strip()
+    if summary and not (verdict := check(summary, sources, summary=True)).grounded:
+        dropped += 1
+        log.info("ungrounded", kind="summary", text=summary[:200], reason=verdict.reason)
+        summary = ""
+    return summary, facts, dropped
 
 
 class _Collected:
@@ -94,7 +132,7 @@ class DistillObserver:
             batch = await batcher.next()
             if progress.stopping:
                 await trio.sleep_forever()  # shutting down: leave it in the log for next time
-            progress.set_state("distilling")
+            progress.start_batch(batch)
             outcome = await self.distill_batch(batch, progress)
             await progress.commit_batch(outcome)
             log.info(
@@ -109,7 +147,7 @@ class DistillObserver:
             progress.set_state("idle")
 
     async def distill_batch(
-        self, batch: list[StoredInteraction], progress: Progress | None, *, watermark: bool = True
+        self, batch: list[StoredInteraction], progress: Progress | None
     ) -> BatchOutcome:
         """Distil a batch scope by scope; the outcome carries everything to commit."""
         collected = _Collected(uuid.uuid4().hex[:16])
@@ -119,7 +157,7 @@ class DistillObserver:
             results=collected.results,
             dead_letters=collected.dead_letters,
             runs=collected.runs,
-            watermark=batch[-1].seq if watermark else None,
+            watermark=batch[-1].seq,
         )
 
     async def _distill_group(
@@ -145,19 +183,23 @@ class DistillObserver:
                 return
             self._dead_letter(items[0], exc, out)
             return
+        summary, facts, ungrounded = ground(memory, items)
+        if ungrounded:
+            log.warning("ungrounded_dropped", observer=self.name, scope=scope, dropped=ungrounded)
         sessions = {i.session for i in items}
         out.results.append(
             ScopeResult(
                 batch_id=out.batch_id,
                 scope=scope,
                 session=sessions.pop() if len(sessions) == 1 else None,
-                summary=memory.summary,
-                facts=memory.facts,
+                summary=summary,
+                facts=facts,
                 first_seq=items[0].seq,
                 last_seq=items[-1].seq,
             )
         )
-        out.runs.append(self._run(out.batch_id, scope, items, memory.usage, "committed"))
+        run = self._run(out.batch_id, scope, items, memory.usage, "committed")
+        out.runs.append(msgspec.structs.replace(run, ungrounded=ungrounded))
 
     async def _distill_items(
         self, items: list[StoredInteraction], progress: Progress | None
@@ -213,7 +255,7 @@ class DistillObserver:
         Without `progress` (a re-run someone waits for) a transient error is raised at once.
         The usage of failed tries is added to the answer's, or to the error that ends the tries.
         """
-        delay = self.policy.backoff_initial
+        backoff = Backoff(self.policy.backoff_initial, self.policy.backoff_max)
         attempts = 0
         spent = Usage()
         while True:
@@ -223,10 +265,9 @@ class DistillObserver:
                 if progress is None:
                     raise
                 progress.set_state("waiting_for_llm", error=str(exc))
-                pause = delay * random.uniform(0.5, 1.0)
+                pause = backoff.next()
                 log.warning("llm_unavailable", observer=self.name, error=str(exc), retry_in=pause)
                 await trio.sleep(pause)
-                delay = min(delay * 2, self.policy.backoff_max)
                 progress.set_state("distilling")
                 continue
             except (InvalidAnswer, ContextOverflow) as exc:

@@ -12,16 +12,24 @@ ForgedError
 │   └── InvalidAnswer    the answer was not valid memory; retry, then split
 ├── ObserverError        an observer plugin broke its contract (its run returned)
 ├── BundledLLMError      the bundled local model could not be started
+├── AlreadyRunning       another daemon is serving on the configured socket
 ├── BackupError          a backup could not be taken, checked or restored
-└── ClientError          the command line could not talk to the daemon
+└── ClientError          a client of the daemon could not get what it asked for
+    ├── Unreachable      no daemon answers on the socket (not running, wrong path, timed out)
+    └── ApiError         the daemon answered with an error (carries status, code, message)
+        ├── BadRequest   4xx: the request is wrong; sending it again will not help
+        └── Unavailable  5xx: the daemon cannot serve it now; `retry_after` says when to retry
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from forged.models import Usage
+
+_AT = re.compile(r"^(?P<problem>.*) - at `(?P<at>[^`]*)`$")  # how msgspec says where a value is
 
 
 class ForgedError(Exception):
@@ -84,9 +92,50 @@ class BundledLLMError(ForgedError):
     """The bundled local LLM server could not be started."""
 
 
+class AlreadyRunning(ForgedError):
+    """Another daemon answers on the configured socket; a second one must not take it over."""
+
+
 class BackupError(ForgedError):
     """A backup could not be taken, did not pass its checks, or could not be restored."""
 
 
 class ClientError(ForgedError):
-    """The command line could not reach the daemon or the daemon refused the request."""
+    """A client of the daemon (the library, the command line) could not get what it asked for."""
+
+
+class Unreachable(ClientError):
+    """No daemon answers on the socket: not running, a wrong path, or no answer in time."""
+
+
+class ApiError(ClientError):
+    """The daemon answered with an error: `status`, and its `code` and `message`."""
+
+    def __init__(self, status: int, code: str, message: str, *, retry_after: int | None = None):
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+
+
+class BadRequest(ApiError):
+    """A 4xx answer: the request is wrong (bad body or parameter, unknown path); do not resend."""
+
+
+class Unavailable(ApiError):
+    """A 5xx answer: backlog full, shutting down, disk full, LLM unreachable; retry later."""
+
+
+def located(message: str) -> tuple[str, str | None]:
+    """A msgspec error message split into the problem and where it is (`$.server`), if it says."""
+    if m := _AT.match(message):
+        return m["problem"], m["at"]
+    return message, None
+
+
+def leaves(error: BaseException) -> list[BaseException]:
+    """The errors inside nested exception groups (trio wraps what a nursery raises), in order."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+    return [error]

@@ -15,7 +15,9 @@ import msgspec
 import structlog
 import trio
 
+from forged.backoff import Backoff
 from forged.config import ServerConfig
+from forged.models import ErrorAnswer, ErrorBody
 
 RECEIVE_SIZE = 65536  # bytes read from a socket at once
 ACCEPT_CAPACITY_ERRNOS = frozenset(  # out of descriptors or kernel memory: wait, then accept again
@@ -57,7 +59,7 @@ def error_response(
 ) -> Response:
     """The API's error shape: `{"error": {"code", "message"}}`."""
     headers = (("retry-after", str(retry_after)),) if retry_after is not None else ()
-    body = _ERROR.encode({"error": {"code": code, "message": message}})
+    body = _ERROR.encode(ErrorAnswer(ErrorBody(code, message)))
     return Response(status, body, headers=headers)
 
 
@@ -319,17 +321,17 @@ class HttpServer:
 
     async def _accept(self, listener: trio.SocketListener) -> trio.SocketStream:
         """The next connection; while descriptors or memory run out, keep serving and retry."""
-        delay = ACCEPT_BACKOFF_INITIAL
+        backoff = Backoff(ACCEPT_BACKOFF_INITIAL, ACCEPT_BACKOFF_MAX)
         while True:
             try:
                 return await listener.accept()
             except OSError as exc:
                 if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
                     raise
-                log.warning("accept_failed", error=errno.errorcode[exc.errno], retry_in_s=delay)
+                pause = backoff.next()
+                log.warning("accept_failed", error=errno.errorcode[exc.errno], retry_in_s=pause)
                 self._evict_idle()  # an idle keep-alive connection's descriptor is better used
-                await trio.sleep(delay)
-                delay = min(delay * 2, ACCEPT_BACKOFF_MAX)
+                await trio.sleep(pause)
 
     def _evict_idle(self) -> bool:
         """Make room by closing the longest-idle keep-alive connection, if there is one."""

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-import random
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 import structlog
 import trio
 
-from forged.errors import ObserverError, StorageFull
+from forged.backoff import Backoff
+from forged.errors import ObserverError, StorageFull, leaves
 from forged.models import (
+    BatchInFlight,
     BatchOutcome,
     Deleted,
     ObserverState,
     ObserverStatus,
     StoredInteraction,
 )
-from forged.store import Store, now
+from forged.store import Store
+from forged.timestamps import now
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -151,6 +154,7 @@ class Progress:
         self.status = status
         self.stopping = False
         self._changed = changed
+        self._batch_started = 0.0  # monotonic time the batch in flight began
 
     @property
     def name(self) -> str:
@@ -160,19 +164,34 @@ class Progress:
         self.status.state = state
         if error is not None:
             self.status.last_error = error
+        if state == "idle":
+            self.status.batch = None
         self._changed()
+
+    def start_batch(self, batch: Sequence[StoredInteraction]) -> None:
+        """Show the batch being worked on in the status (size, start), until idle again."""
+        self._batch_started = time.monotonic()
+        self.status.batch = BatchInFlight(len(batch), sum(i.tokens for i in batch), now())
+        self.set_state("distilling")
+
+    def refreshed(self, last_seq: int) -> ObserverStatus:
+        """The status as of now: the backlog behind `last_seq`, the age of the batch in flight."""
+        self.status.backlog = max(0, last_seq - self.status.watermark)
+        if self.status.batch is not None:
+            self.status.batch.elapsed_s = round(time.monotonic() - self._batch_started, 1)
+        return self.status
 
     async def _until_stored(self, write: Callable[[], Awaitable[T]]) -> T:
         """Retry a commit while the disk is full: the batch in hand is kept, not re-run."""
-        delay = STORAGE_RETRY_INITIAL
+        backoff = Backoff(STORAGE_RETRY_INITIAL, STORAGE_RETRY_MAX)
         while True:
             try:
                 return await write()
             except StorageFull as exc:
                 self.status.last_error = str(exc)
-                log.warning("commit_storage_full", observer=self.name, retry_in=delay)
-                await trio.sleep(delay)
-                delay = min(delay * 2, STORAGE_RETRY_MAX)
+                pause = backoff.next()
+                log.warning("commit_storage_full", observer=self.name, retry_in=pause)
+                await trio.sleep(pause)
 
     async def commit(self, seq: int) -> None:
         """Record that every interaction up to `seq` is done (observers without results)."""
@@ -192,6 +211,7 @@ class Progress:
             s.prompt_tokens += run.usage.prompt_tokens
             s.completion_tokens += run.usage.completion_tokens
             s.llm_ms += run.usage.ms
+            s.ungrounded += run.ungrounded
         s.dead_letters += len(stored.dead_letters) - len(stored.resolved_dead_letters)
         s.last_batch_at = now()
         self._changed()
@@ -244,9 +264,7 @@ class Hub:
         self._changed = trio.Event()
 
     def statuses(self) -> list[ObserverStatus]:
-        for p in self.progress.values():
-            p.status.backlog = max(0, self.store.last_seq - p.status.watermark)
-        return [p.status for p in self.progress.values()]
+        return [p.refreshed(self.store.last_seq) for p in self.progress.values()]
 
     def backlog(self) -> int:
         """How far the slowest observer lags behind the log."""
@@ -290,20 +308,19 @@ class Hub:
 
     async def _supervise(self, observer: Observer) -> None:
         progress = self.progress[observer.name]
-        delay = RESTART_INITIAL
+        backoff = Backoff(RESTART_INITIAL, RESTART_MAX)
         while True:
             started = trio.current_time()
             try:
                 await self._run(observer, progress)
-            except Exception as exc:  # an observer must never take the daemon down
-                log.exception("observer_failed", observer=observer.name, restart_in=delay)
-                while isinstance(exc, ExceptionGroup):
-                    exc = exc.exceptions[0]  # the observer's own error, not the nursery's wrapper
-                progress.set_state("idle", error=f"{type(exc).__name__}: {exc}")
-            if trio.current_time() - started > HEALTHY_RUN:
-                delay = RESTART_INITIAL
-            await trio.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, RESTART_MAX)
+            except* Exception as group:  # an observer must never take the daemon down
+                if trio.current_time() - started > HEALTHY_RUN:
+                    backoff.reset()
+                pause = backoff.next()
+                log.exception("observer_failed", observer=observer.name, restart_in=pause)
+                error = leaves(group)[0]  # the observer's own error, not the nurseries' wrappers
+                progress.set_state("idle", error=f"{type(error).__name__}: {error}")
+            await trio.sleep(pause)
 
     async def _run(self, observer: Observer, progress: Progress) -> None:
         """One life of an observer: a fresh channel fed from the stored watermark.

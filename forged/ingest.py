@@ -11,14 +11,16 @@ import msgspec
 import trio
 
 from forged.config import ServerConfig
-from forged.errors import InvalidRequest, StoreError
+from forged.errors import InvalidRequest, StoreError, located
 from forged.models import Accepted, Interaction, Message, NewInteraction
 from forged.scrub import redacted, scrub_all, secret_key_kind
-from forged.store import Store, now, utc_timestamp
+from forged.store import Store
+from forged.timestamps import now, utc_timestamp
 from forged.tokens import estimate_tokens
 
 JSON_TYPES = {"", "application/json", "application/x-www-form-urlencoded", "text/json"}
 NDJSON_TYPES = {"application/x-ndjson", "application/jsonl", "application/x-jsonlines"}
+BACKLOG_RETRY_AFTER = 5  # seconds a client is told to wait when the backlog is full
 GROUP_MAX_REQUESTS = 64  # requests committed in one transaction at most
 LINGER_SHARE = 0.5  # a group waits for late requests at most this share of the last commit's time
 LINGER_MAX = 0.002  # seconds: and never longer than this
@@ -31,14 +33,25 @@ _ONE = msgspec.json.Decoder(Interaction)
 _MANY = msgspec.json.Decoder(list[Interaction])
 _JSON = msgspec.json.Encoder()
 _KIND = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")  # the kind a marker names
-_AT = re.compile(r"^(?P<problem>.*) - at `(?P<at>[^`]*)`$")
 
 
-def _invalid(exc: msgspec.ValidationError | msgspec.DecodeError, where: str = "") -> InvalidRequest:
-    """A 400 naming where the problem is (`$[3].messages[0].text`) and what it is."""
+def _not_json(exc: msgspec.DecodeError, data: bytes, where: str) -> str:
+    """Say that the bytes are not JSON, and where they break (msgspec may not say)."""
     text = str(exc)
-    if m := _AT.match(text):
-        text = f"{m['at']}: {m['problem']}"
+    if text == "Input data was truncated":
+        text = f"it ends at byte {len(data.rstrip())} before the JSON value is complete"
+    subject = f"{where}not valid JSON" if where else "the body is not valid JSON"
+    return f"{subject}: {text.removeprefix('JSON is malformed: ')}"
+
+
+def _invalid(
+    exc: msgspec.ValidationError | msgspec.DecodeError, data: bytes, where: str = ""
+) -> InvalidRequest:
+    """A 400 naming where the problem is (`$[3].messages[0].text`) and what it is."""
+    if not isinstance(exc, msgspec.ValidationError):
+        return InvalidRequest(400, "invalid_body", _not_json(exc, data, where))
+    problem, at = located(str(exc))
+    text = problem if at is None else f"{at}: {problem}"
     return InvalidRequest(400, "invalid_body", f"{where}{text}")
 
 
@@ -52,7 +65,7 @@ def _decode_json(body: bytes) -> list[Interaction]:
             return _MANY.decode(body)
         return [_ONE.decode(body)]
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise _invalid(exc) from exc
+        raise _invalid(exc, body) from exc
     except RecursionError:  # msgspec's own depth guard
         raise _too_deep() from None
 
@@ -65,7 +78,7 @@ def _decode_ndjson(body: bytes) -> list[Interaction]:
         try:
             items.append(_ONE.decode(line))
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            raise _invalid(exc, f"line {number}: ") from exc
+            raise _invalid(exc, line, f"line {number}: ") from exc
         except RecursionError:
             raise _too_deep(f"line {number}: ") from None
     return items
@@ -102,6 +115,10 @@ def _check_limits(items: list[Interaction], limits: ServerConfig) -> None:
             if len(message.text) > max_chars:
                 raise _over_limit(items, i, f".messages[{j}].text: {len(message.text)} characters,"
                                   f" at most {max_chars} allowed")  # fmt: skip
+            name = message.name
+            if name is not None and len(name) > limits.max_name_chars:
+                raise _over_limit(items, i, f".messages[{j}].name: {len(name)} characters,"
+                                  f" at most {limits.max_name_chars} allowed")  # fmt: skip
 
 
 def parse_body(body: bytes, content_type: str, limits: ServerConfig) -> list[Interaction]:
@@ -213,7 +230,9 @@ def prepare(item: Interaction, received_at: str, at: str = "$") -> NewInteractio
         session=item.session,
         timestamp=_timestamp(item.timestamp, received_at),
         received_at=received_at,
-        tokens=sum(estimate_tokens(m.text) for m in messages),
+        tokens=sum(
+            estimate_tokens(m.text) + (estimate_tokens(m.name) if m.name else 0) for m in messages
+        ),
         messages=_JSON.encode(messages),
         metadata=_JSON.encode(_rebuild(item.metadata, clean_meta, None)) if item.metadata else None,
     )
@@ -238,16 +257,38 @@ class _Pending:
 class Ingest:
     """Commits pushes: concurrent requests share one transaction, each is kept whole or not at all."""
 
-    def __init__(self, store: Store, on_appended: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        on_appended: Callable[[], None],
+        backlog: Callable[[], int],
+        max_backlog: int,
+    ) -> None:
         self.store = store
         self._on_appended = on_appended
+        self._backlog = backlog  # how far the slowest observer lags behind the log
+        self._max_backlog = max_backlog
         self._send, self._receive = trio.open_memory_channel[_Pending](QUEUE_CAPACITY)
-        self.queued = 0  # interactions of requests taken and not yet answered
+        self.queued = 0  # interactions of requests admitted and not yet answered
         self.commits = 0  # group commits so far, failed ones included
 
+    def _admit(self, count: int) -> None:
+        """Refuse a request whose interactions would take the backlog past `max_backlog`."""
+        limit = self._max_backlog
+        if count > limit:
+            raise InvalidRequest(413, "body_too_large", f"{count} interactions in one request, "
+                                 f"more than max_backlog ({limit}); split the request")  # fmt: skip
+        backlog = self._backlog() + self.queued
+        if backlog + count > limit:
+            raise InvalidRequest(503, "backlog_full", f"{backlog} interactions wait for "
+                                 f"distillation and this request adds {count}, the limit is "
+                                 f"{limit}; retry later",
+                                 retry_after=BACKLOG_RETRY_AFTER)  # fmt: skip
+
     async def push(self, items: list[Interaction]) -> Accepted:
-        """Store the interactions durably; return only after COMMIT."""
-        self.queued += len(items)  # before any checkpoint: the backlog check counts them at once
+        """Admit the interactions or refuse them whole; store them durably; return after COMMIT."""
+        self._admit(len(items))
+        self.queued += len(items)  # no checkpoint since the check: concurrent pushes see these
         try:
             received_at = now()
             if sum(len(m.text) for i in items for m in i.messages) > OFFLOAD_CHARS:

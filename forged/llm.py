@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import httpx
 import msgspec
@@ -19,9 +19,16 @@ from forged.errors import (
     LLMUnavailable,
     UnsupportedMode,
 )
-from forged.models import FACT_KINDS, DistilledMemory, Fact, Usage
+from forged.models import FACT_KINDS, DistilledMemory, Fact, LinePick, Usage
 from forged.plugins import load_object, require_async
-from forged.prompt import ANSWER_SCHEMA, SCHEMA_HINT, SYSTEM_PROMPT, guided_schema
+from forged.prompt import (
+    ANSWER_SCHEMA,
+    EXTRACTIVE_PROMPT,
+    SYSTEM_PROMPT,
+    guided_schema,
+    picks_schema,
+    schema_hint,
+)
 from forged.tokens import estimate_tokens
 
 MODES = ("json_schema", "json_object", "none")  # the order `auto` tries them in
@@ -32,6 +39,8 @@ TRUNCATION_RATIO = 0.5  # reported prompt tokens below this share of our estimat
 _OVERFLOW = re.compile(r"exceed_context_size|context (?:size|length|window)|too long|n_ctx", re.I)
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
 _CONTROL = re.compile(r"[\x00-\x1f]")  # raw newlines and tabs small models put inside strings
+_LINE = re.compile(r"^\[?(\d{1,18})\.(\d{1,9})\]?$")  # a picked line's id: 12.3 (or [12.3])
+T = TypeVar("T")
 
 log = structlog.get_logger("forged.llm")
 
@@ -44,6 +53,14 @@ class Distiller(Protocol):
     async def distill(self, transcript: str) -> DistilledMemory: ...
 
 
+class ModeMemory(Protocol):
+    """Keeps the structured-output mode each endpoint accepted, so a restart does not probe again."""
+
+    async def known_mode(self, endpoint: str) -> str | None: ...
+
+    async def remember_mode(self, endpoint: str, mode: str) -> None: ...
+
+
 class _RawFact(msgspec.Struct):
     kind: str
     text: str
@@ -52,6 +69,15 @@ class _RawFact(msgspec.Struct):
 class _Answer(msgspec.Struct):
     summary: str
     facts: list[_RawFact] = []
+
+
+class _RawPick(msgspec.Struct):
+    line: str
+    kind: str
+
+
+class _Picks(msgspec.Struct):
+    lines: list[_RawPick]
 
 
 class _Choice(msgspec.Struct):
@@ -87,14 +113,28 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def parse_answer(content: str, config: DistillerConfig) -> tuple[str, list[Fact]]:
-    """Validate an answer and cap it: facts with no text or an unknown kind are dropped."""
+def _decode(content: str, shape: type[T]) -> T:
     # A control character is never valid JSON; as a space it is harmless inside and outside strings.
     text = _CONTROL.sub(" ", extract_json(content))
     try:
-        answer = msgspec.json.decode(text, type=_Answer)
+        return msgspec.json.decode(text, type=shape)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise InvalidAnswer(f"the answer is not valid memory: {exc}", raw=content) from exc
+
+
+def parse_picks(content: str, config: DistillerConfig) -> list[LinePick]:
+    """Validate an extractive answer: picks of an unknown kind or a malformed id are dropped."""
+    picks: dict[tuple[int, int], LinePick] = {}
+    for pick in _decode(content, _Picks).lines:
+        if (m := _LINE.match(pick.line.strip())) and pick.kind in FACT_KINDS:
+            seq, line = int(m.group(1)), int(m.group(2))
+            picks.setdefault((seq, line), LinePick(seq, line, pick.kind))  # type: ignore[arg-type]
+    return list(picks.values())[: config.max_facts]
+
+
+def parse_answer(content: str, config: DistillerConfig) -> tuple[str, list[Fact]]:
+    """Validate an answer and cap it: facts with no text or an unknown kind are dropped."""
+    answer = _decode(content, _Answer)
     facts = [
         Fact(kind=f.kind, text=_clip(f.text, config.max_fact_chars))  # type: ignore[arg-type]
         for f in answer.facts
@@ -103,12 +143,23 @@ def parse_answer(content: str, config: DistillerConfig) -> tuple[str, list[Fact]
     return _clip(answer.summary, config.max_summary_chars), facts[: config.max_facts]
 
 
-def _response_format(mode: str, config: DistillerConfig) -> dict[str, Any] | None:
+def _schema(config: DistillerConfig, transcript: str, *, bounded: bool) -> dict[str, Any]:
+    """The answer's schema for the style; bounded for servers that generate by grammar."""
+    if config.style == "extractive":
+        return picks_schema(transcript, config, bounded=bounded)
+    return guided_schema(config) if bounded else ANSWER_SCHEMA
+
+
+def _response_format(mode: str, config: DistillerConfig, transcript: str) -> dict[str, Any] | None:
     if mode == "json_schema":
-        schema = {"name": "memory", "strict": True, "schema": ANSWER_SCHEMA}
+        schema = {
+            "name": "memory",
+            "strict": True,
+            "schema": _schema(config, transcript, bounded=False),
+        }
         return {"type": "json_schema", "json_schema": schema}
     if mode == "json_object":  # llama-server style: the schema becomes a grammar, bounds included
-        return {"type": "json_object", "schema": guided_schema(config)}
+        return {"type": "json_object", "schema": _schema(config, transcript, bounded=True)}
     return None
 
 
@@ -119,11 +170,19 @@ def _error_text(response: httpx.Response) -> str:
 class OpenAIDistiller:
     """A client of an OpenAI-compatible server (llama-server, Ollama, vLLM, OpenAI)."""
 
-    def __init__(self, config: DistillerConfig, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self,
+        config: DistillerConfig,
+        transport: httpx.AsyncBaseTransport | None = None,
+        memory: ModeMemory | None = None,
+    ):
         self.config = config
         self.model = config.model
         auto = config.structured_output == "auto"
         self._modes: tuple[str, ...] = MODES if auto else (config.structured_output,)
+        self._memory = memory if auto else None  # a fixed mode needs no memory
+        self._recalled = False  # whether the remembered mode was read yet
+        self._learned = False  # whether a mode was learned that the memory does not hold
         self._failed: tuple[int, int] = (0, 0)  # (hash of a transcript, its invalid answers)
         headers = {}
         if config.api_key_file:
@@ -148,20 +207,42 @@ class OpenAIDistiller:
         key = hash(transcript)
         failures = self._failed[1] if self._failed[0] == key else 0
         temperature = min(1.0, self.config.temperature + RETRY_WARMER * failures)
+        await self._recall_mode()
         while True:
             try:
-                return await self._complete(transcript, self._modes[0], temperature)
+                memory = await self._complete(transcript, self._modes[0], temperature)
             except InvalidAnswer:
                 self._failed = (key, failures + 1)
+                await self._remember_mode()  # the server took the mode; the model answered badly
                 raise
             except UnsupportedMode as exc:
                 if len(self._modes) == 1:
                     raise InvalidAnswer(str(exc)) from exc
                 log.warning("llm_mode_unsupported", mode=self._modes[0], next=self._modes[1])
                 self._modes = self._modes[1:]  # remembered for this endpoint
+                self._learned = True
+                continue
+            await self._remember_mode()
+            return memory
+
+    async def _recall_mode(self) -> None:
+        """Start from the mode this endpoint accepted before a restart, if one is remembered."""
+        if self._memory is None or self._recalled:
+            return
+        self._recalled = True
+        mode = await self._memory.known_mode(self.config.base_url)
+        if mode in self._modes:
+            self._modes = self._modes[self._modes.index(mode) :]
+
+    async def _remember_mode(self) -> None:
+        if self._memory is not None and self._learned:
+            self._learned = False
+            await self._memory.remember_mode(self.config.base_url, self._modes[0])
 
     def _request(self, transcript: str, mode: str, temperature: float) -> dict[str, Any]:
-        system = SYSTEM_PROMPT if mode != "none" else f"{SYSTEM_PROMPT}\n{SCHEMA_HINT}"
+        system = EXTRACTIVE_PROMPT if self.config.style == "extractive" else SYSTEM_PROMPT
+        if mode == "none":
+            system += "\n" + schema_hint(_schema(self.config, transcript, bounded=False))
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": [
@@ -173,7 +254,7 @@ class OpenAIDistiller:
             "stream": False,
             **self.config.request_extra,
         }
-        if (response_format := _response_format(mode, self.config)) is not None:
+        if (response_format := _response_format(mode, self.config, transcript)) is not None:
             body["response_format"] = response_format
         return body
 
@@ -197,6 +278,8 @@ class OpenAIDistiller:
         try:
             if choice.finish_reason == "length":
                 raise InvalidAnswer("the answer was cut off at max_tokens", raw=content)
+            if self.config.style == "extractive":
+                return DistilledMemory("", [], usage, parse_picks(content, self.config))
             summary, facts = parse_answer(content, self.config)
         except InvalidAnswer as exc:
             exc.usage = usage  # the model did the work: account for it
@@ -237,10 +320,10 @@ def _read_key(path: str) -> str:
         raise ConfigError(f"distiller.api_key_file: cannot read {path}: {exc.strerror}") from exc
 
 
-def make_distiller(config: DistillerConfig) -> Distiller:
+def make_distiller(config: DistillerConfig, memory: ModeMemory | None = None) -> Distiller:
     """The distiller named by `[distiller] class`, or the OpenAI-compatible client."""
     if not config.class_:
-        return OpenAIDistiller(config)
+        return OpenAIDistiller(config, memory=memory)
     key, spec = "distiller.class", config.class_
     distiller: Distiller = load_object(spec, key)(config)
     model = getattr(distiller, "model", None)

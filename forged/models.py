@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 import msgspec
 
 Role = Literal["user", "assistant", "system", "tool"]
-FactKind = Literal["decision", "correction", "preference", "state"]
-FACT_KINDS: tuple[str, ...] = ("decision", "correction", "preference", "state")
+FactKind = Literal["decision", "correction", "preference", "state", "event", "profile"]
+FACT_KINDS: tuple[str, ...] = ("decision", "correction", "preference", "state", "event", "profile")
 ObserverState = Literal["idle", "distilling", "waiting_for_llm"]
 DEFAULT_SCOPE = "default"  # the scope of an interaction that names none, and of recall without one
 Key = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]  # ids, scopes and sessions
+_NOT_WORD = re.compile(r"[^\w]+")
 
 
 class Message(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -49,10 +51,28 @@ class StoredInteraction(msgspec.Struct, frozen=True):
 
 
 class Fact(msgspec.Struct, forbid_unknown_fields=True):
-    """One typed, self-contained statement distilled from a transcript."""
+    """One typed, self-contained statement distilled from a transcript.
+
+    `sources` are the seqs of the interactions it comes from; forged sets them when it checks
+    the fact against the transcript (see forged.grounding).
+    """
 
     kind: FactKind
     text: str
+    sources: list[int] = []
+
+
+class LinePick(msgspec.Struct, frozen=True):
+    """A transcript line an extractive distiller chose to keep: interaction seq, line, kind."""
+
+    seq: int
+    line: int
+    kind: FactKind
+
+
+def normalise(text: str) -> str:
+    """Fold a fact's text so trivially different spellings compare equal."""
+    return _NOT_WORD.sub(" ", text.casefold()).strip()
 
 
 class Usage(msgspec.Struct, frozen=True):
@@ -65,11 +85,12 @@ class Usage(msgspec.Struct, frozen=True):
 
 
 class DistilledMemory(msgspec.Struct):
-    """What a distiller returns for one transcript."""
+    """What a distiller returns for one transcript: written memory, or lines picked from it."""
 
     summary: str
     facts: list[Fact]
     usage: Usage = Usage()
+    picks: list[LinePick] = []  # extractive: forged stores these lines verbatim
 
 
 class Accepted(msgspec.Struct):
@@ -81,6 +102,8 @@ class Accepted(msgspec.Struct):
 
 
 class ErrorBody(msgspec.Struct):
+    """What went wrong: a snake_case `code` for programs, a `message` for people."""
+
     code: str
     message: str
 
@@ -89,6 +112,15 @@ class ErrorAnswer(msgspec.Struct):
     """Every API error: `{"error": {"code", "message"}}`."""
 
     error: ErrorBody
+
+
+class BatchInFlight(msgspec.Struct):
+    """The batch an observer is working on: how big, since when, for how long so far."""
+
+    interactions: int
+    tokens: int
+    started_at: str
+    elapsed_s: float = 0.0
 
 
 class ObserverStatus(msgspec.Struct):
@@ -104,8 +136,10 @@ class ObserverStatus(msgspec.Struct):
     completion_tokens: int = 0
     llm_ms: int = 0
     dead_letters: int = 0
+    ungrounded: int = 0  # facts and summaries dropped because their transcript did not support them
     last_batch_at: str | None = None
     last_error: str | None = None
+    batch: BatchInFlight | None = None  # while a batch is being worked on
 
 
 class LogStatus(msgspec.Struct):
@@ -122,6 +156,12 @@ class Status(msgspec.Struct):
     shutting_down: bool
     log: LogStatus
     observers: list[ObserverStatus]
+
+
+class Health(msgspec.Struct):
+    """Answer of `/v1/health` once the daemon is ready."""
+
+    status: Literal["ok"]
 
 
 class NewInteraction(msgspec.Struct, frozen=True):
@@ -169,6 +209,7 @@ class DistillRun(msgspec.Struct, frozen=True):
     usage: Usage
     outcome: str  # committed, dead_letter, redistilled
     error: str | None = None
+    ungrounded: int = 0  # facts and summaries the grounding check dropped
 
 
 class BatchOutcome(msgspec.Struct, frozen=True):
@@ -183,7 +224,7 @@ class BatchOutcome(msgspec.Struct, frozen=True):
 
 MemoryType = Literal["fact", "summary", "interaction"]
 MEMORY_TYPES: tuple[MemoryType, ...] = ("fact", "summary", "interaction")
-RecallKind = Literal["decision", "correction", "preference", "state", "summary"]
+RecallKind = Literal["decision", "correction", "preference", "state", "event", "profile", "summary"]
 RECALL_KINDS: tuple[str, ...] = (*FACT_KINDS, "summary")
 
 
@@ -310,6 +351,12 @@ class DeadLetterInfo(msgspec.Struct, frozen=True):
     reason: str
     raw_excerpt: str | None
     created_at: str
+
+
+class DeadLettersAnswer(msgspec.Struct):
+    """Answer of `GET /v1/dead-letters`, oldest seq first."""
+
+    dead_letters: list[DeadLetterInfo]
 
 
 class OpenDeadLetter(msgspec.Struct, frozen=True):

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from forged.errors import InvalidRequest
-from forged.store import utc_timestamp
+from forged.timestamps import utc_timestamp
 
 MAX_KEY_CHARS = 512  # longest scope or session, as for pushed interactions
 DAY_START, DAY_END = "T00:00:00.000Z", "T23:59:59.999Z"  # a bare date spans its whole UTC day

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
 
 from forged.errors import StoreError
+from forged.timestamps import now
 
 # The time span of a fact's or summary's source interactions, for rows stored before it was
 # recorded; a row whose interactions are gone keeps the time it was distilled.
@@ -263,6 +263,20 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         """,
     ),
     (
+        "distill runs count what the grounding check dropped",
+        "ALTER TABLE distill_runs ADD COLUMN ungrounded INTEGER NOT NULL DEFAULT 0;",
+    ),
+    (
+        "the structured-output mode each LLM endpoint accepted",
+        """
+        CREATE TABLE llm_modes (
+            endpoint TEXT PRIMARY KEY,              -- the server's base URL
+            mode TEXT NOT NULL,                     -- json_schema, json_object or none
+            learned_at TEXT NOT NULL
+        );
+        """,
+    ),
+    (
         "the scope inside every full-text index, as a token a search matches with its words",
         f"""
         DROP TRIGGER facts_fts_insert;
@@ -326,7 +340,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     for version, (name, sql) in enumerate(MIGRATIONS, start=1):
         if version <= len(applied):
             continue
-        applied_at = datetime.now(UTC).isoformat()
+        applied_at = now()
         record = f"INSERT INTO schema_migrations VALUES ({version}, '{name}', '{applied_at}')"
         try:  # one script, one transaction: triggers may hold semicolons of their own
             conn.executescript(f"BEGIN IMMEDIATE;\n{sql};\n{record};\nCOMMIT;")

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import math
-import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,20 +19,23 @@ from forged.models import (
     BatchOutcome,
     DeadLetterInfo,
     Deleted,
+    Fact,
     Forgotten,
     Message,
     NewInteraction,
     ObserverStatus,
     OpenDeadLetter,
+    ScopeResult,
     StoredInteraction,
+    normalise,
 )
 from forged.schema import migrate
+from forged.timestamps import now
 
 T = TypeVar("T")
 
 _MESSAGES = msgspec.json.Decoder(list[Message])
 _IDS = msgspec.json.Encoder()
-_NOT_WORD = re.compile(r"[^\w]+")
 _INSERT_INTERACTION = """
     INSERT INTO interactions
         (client_id, scope, session, timestamp, received_at, tokens, messages, metadata)
@@ -85,34 +86,6 @@ CHECKPOINT_ATTEMPTS = 3  # TRUNCATE checkpoints tried while readers hold old sna
 
 
 log = structlog.get_logger("forged.store")
-
-
-def now() -> str:
-    """The current time as the store writes it: ISO 8601, UTC."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def utc_timestamp(value: str) -> str:
-    """An ISO 8601 date and time with a time zone, written as the store writes times.
-
-    Raises ValueError saying what is wrong with it.
-    """
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError("is not an ISO 8601 date and time") from None
-    if parsed.tzinfo is None:
-        raise ValueError("has no time zone (add Z or an offset)")
-    try:
-        utc = parsed.astimezone(UTC)
-    except OverflowError:  # 9999-12-31T23:59:59-14:00 is past year 9999 in UTC
-        raise ValueError("is out of range (years 1 to 9999 in UTC)") from None
-    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def normalise(text: str) -> str:
-    """Fold a fact's text so trivially different spellings compare equal."""
-    return _NOT_WORD.sub(" ", text.casefold()).strip()
 
 
 def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
@@ -198,6 +171,14 @@ def _span(conn: sqlite3.Connection, scope: str, first_seq: int, last_seq: int) -
     return first_at, last_at
 
 
+def _fact_row(conn: sqlite3.Connection, r: ScopeResult, f: Fact, created: str) -> tuple[Any, ...]:
+    """A fact's row, dated by the interactions it names as sources (else by its whole batch)."""
+    first_seq, last_seq = min(f.sources, default=r.first_seq), max(f.sources, default=r.last_seq)
+    first_at, last_at = _span(conn, r.scope, first_seq, last_seq)
+    return (f.kind, f.text, normalise(f.text), r.scope, r.session, r.batch_id, first_seq,
+            last_seq, first_at, last_at, created, created)  # fmt: skip
+
+
 def _logged(conn: sqlite3.Connection, seq: int) -> bool:
     return conn.execute("SELECT 1 FROM interactions WHERE seq = ?", (seq,)).fetchone() is not None
 
@@ -223,18 +204,14 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
         outcome = _still_logged(conn, outcome)
         for r in outcome.results:
             first_at, last_at = _span(conn, r.scope, r.first_seq, r.last_seq)
-            conn.execute(
-                "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
-                " last_seq, first_at, last_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (observer, r.batch_id, r.scope, r.session, r.summary, r.first_seq, r.last_seq,
-                 first_at, last_at, created),
-            )  # fmt: skip
-            facts = (
-                (f.kind, f.text, normalise(f.text), r.scope, r.session, r.batch_id, r.first_seq,
-                 r.last_seq, first_at, last_at, created, created)
-                for f in r.facts
-            )  # fmt: skip
-            conn.executemany(_INSERT_FACT, facts)
+            if r.summary:  # an extractive distiller writes none
+                conn.execute(
+                    "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq,"
+                    " last_seq, first_at, last_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (observer, r.batch_id, r.scope, r.session, r.summary, r.first_seq,
+                     r.last_seq, first_at, last_at, created),
+                )  # fmt: skip
+            conn.executemany(_INSERT_FACT, (_fact_row(conn, r, f, created) for f in r.facts))
         conn.executemany(
             "INSERT INTO dead_letters (observer, seq, reason, raw, created_at) VALUES (?, ?, ?, ?, ?)",
             ((observer, d.seq, d.reason, d.raw, created) for d in outcome.dead_letters),
@@ -249,8 +226,8 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
         ]
         conn.executemany(
             "INSERT INTO distill_runs (observer, batch_id, model, scope, interactions, first_seq,"
-            " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error, created_at,"
+            " ungrounded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 (
                     observer,
@@ -267,6 +244,7 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
                     r.outcome,
                     r.error,
                     created,
+                    r.ungrounded,
                 )
                 for r in outcome.runs
             ),
@@ -288,7 +266,8 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
     row = conn.execute(
         "SELECT count(DISTINCT batch_id), coalesce(sum(llm_calls), 0),"
         " coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0),"
-        " coalesce(sum(ms), 0), max(created_at) FROM distill_runs WHERE observer = ?",
+        " coalesce(sum(ms), 0), max(created_at), coalesce(sum(ungrounded), 0)"
+        " FROM distill_runs WHERE observer = ?",
         (observer,),
     ).fetchone()
     (dead,) = conn.execute(
@@ -297,7 +276,7 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
     (watermark,) = conn.execute(
         "SELECT coalesce(max(seq), 0) FROM watermarks WHERE observer = ?", (observer,)
     ).fetchone()
-    batches, calls, prompt, completion, ms, last = row
+    batches, calls, prompt, completion, ms, last, ungrounded = row
     return ObserverStatus(
         name=observer,
         watermark=watermark,
@@ -307,6 +286,7 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
         completion_tokens=completion,
         llm_ms=ms,
         dead_letters=dead,
+        ungrounded=ungrounded,
         last_batch_at=last,
     )
 
@@ -348,6 +328,14 @@ def _forget(conn: sqlite3.Connection, scope: str, observers: list[str]) -> Forgo
         log.warning("forget_checkpoint_busy", scope=scope)
     deleted = Deleted(erased["interactions"], erased["summaries"], erased["facts"])
     return Forgotten(deleted, through, totals)
+
+
+def _remember_mode(conn: sqlite3.Connection, endpoint: str, mode: str) -> None:
+    with atomic(conn):
+        conn.execute(
+            "INSERT OR REPLACE INTO llm_modes (endpoint, mode, learned_at) VALUES (?, ?, ?)",
+            (endpoint, mode, now()),
+        )
 
 
 def _commit_watermark(conn: sqlite3.Connection, observer: str, seq: int) -> None:
@@ -447,22 +435,35 @@ class Store:
     async def observer_totals(self, observer: str) -> ObserverStatus:
         return await self.read(_observer_totals, observer)
 
+    async def known_mode(self, endpoint: str) -> str | None:
+        """The structured-output mode `endpoint` accepted last time, if any."""
+        sql = "SELECT mode FROM llm_modes WHERE endpoint = ?"
+        row = await self.read(lambda c: c.execute(sql, (endpoint,)).fetchone())
+        return None if row is None else str(row[0])
+
+    async def remember_mode(self, endpoint: str, mode: str) -> None:
+        """Keep the mode `endpoint` accepts, for the next start."""
+        await self._write(_remember_mode, endpoint, mode)
+
+    async def _open_dead_letter_rows(
+        self, observer: str, first_seq: int, last_seq: int
+    ) -> list[tuple[Any, ...]]:
+        return await self.read(
+            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
+        )
+
     async def open_dead_letters(
         self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1
     ) -> list[OpenDeadLetter]:
         """The observer's unresolved dead letters with seq in the range, with their interactions."""
-        rows = await self.read(
-            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
-        )
+        rows = await self._open_dead_letter_rows(observer, first_seq, last_seq)
         return [OpenDeadLetter(r[0], r[2], _row_to_interaction(r[5:])) for r in rows]
 
     async def list_dead_letters(
         self, observer: str, first_seq: int = 0, last_seq: int = 2**63 - 1
     ) -> list[DeadLetterInfo]:
         """The observer's unresolved dead letters, for inspection."""
-        rows = await self.read(
-            lambda c: c.execute(_OPEN_DEAD_LETTERS, (observer, first_seq, last_seq)).fetchall()
-        )
+        rows = await self._open_dead_letter_rows(observer, first_seq, last_seq)
         return [
             DeadLetterInfo(
                 id=r[0],

@@ -58,6 +58,12 @@ class _Notifier:
                 return False
         return True
 
+    def close(self) -> None:
+        with self._lock:
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
+
 
 _notifier = _Notifier()
 
@@ -76,6 +82,11 @@ def notify(*assignments: str) -> bool:
     if not address or not assignments:
         return False
     return _notifier.send(address, "\n".join(assignments).encode())
+
+
+def close_notify() -> None:
+    """Close the notify socket (a later `notify` opens it again); the daemon calls it on exit."""
+    _notifier.close()
 
 
 def watchdog_interval() -> float | None:

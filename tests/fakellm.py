@@ -23,6 +23,8 @@ WHITESPACE_TAIL = "\n" + " " * 7  # repeated after the JSON for the "whitespace"
 WHITESPACE_REPEAT = 2000  # 16,000 characters of trailing whitespace
 SEQ_TAG = re.compile(r'<interaction seq="(\d+)"[^>]*>')  # how the daemon marks an interaction
 INTERACTION_END = "</interaction>"  # closes an interaction's transcript in the prompt
+LINE_PREFIX = re.compile(r"^\[(\d+)\.(\d+)\] ")  # the daemon's id before every transcript line
+EXTRACTIVE_MARK = '{"lines": '  # the extractive prompt shows the answer's shape with this
 OVERFLOW_MESSAGE = "the request exceeds the available context size, try increasing it"
 N_CTX = 4096  # context size the overflow errors report, as llama-server does
 # Behaviours that answer 200 with some content; the rest answer with an error or not at all.
@@ -47,7 +49,16 @@ ANSWER_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "kind": {"enum": ["decision", "correction", "preference", "state"]},
+                    "kind": {
+                        "enum": [
+                            "decision",
+                            "correction",
+                            "preference",
+                            "state",
+                            "event",
+                            "profile",
+                        ]
+                    },
                     "text": {"type": "string"},
                 },
                 "required": ["kind", "text"],
@@ -86,7 +97,7 @@ def _blocks(text: str) -> list[tuple[int, list[str]]]:
         transcript = text[match.end() :].split(INTERACTION_END, 1)[0]
         transcript = SEQ_TAG.split(transcript, 1)[0]
         lines = [line.strip() for line in transcript.splitlines() if line.strip()]
-        found.setdefault(int(match.group(1)), lines)
+        found.setdefault(int(match.group(1)), [LINE_PREFIX.sub("", line) for line in lines])
     return list(found.items())
 
 
@@ -104,7 +115,8 @@ def gold_answer(body: dict[str, Any], gold: dict[str, list[dict[str, str]]]) -> 
     """The facts `gold` holds for the turns of the prompt: an interaction whose text ends with
     a key's words gets that key's facts. The summary is the facts in one paragraph."""
     facts = []
-    for _, lines in _blocks(_prompt_text(body)):
+    transcript = {"messages": (body.get("messages") or [{}])[-1:]}  # not the prompt's example
+    for _, lines in _blocks(_prompt_text(transcript)):
         words = " " + gold_key(" ".join(lines))
         facts += [f for key, found in gold.items() if words.endswith(" " + key) for f in found]
     return {"summary": " ".join(f["text"] for f in facts), "facts": facts}
@@ -116,19 +128,22 @@ def _quote(line: str) -> str:
 
 
 def answer_for(body: dict[str, Any]) -> dict[str, Any]:
-    """The valid, deterministic answer to a completion request: one fact per tagged seq."""
-    found = _interactions(_prompt_text(body))
+    """The valid, deterministic answer to a completion request: one fact per tagged seq.
+
+    Facts quote each interaction's first line and the summary joins them, so both are grounded
+    in the transcript. Asked to pick lines (the extractive prompt), it picks each first line.
+    """
+    text = _prompt_text(body)
+    messages = body.get("messages") or [{}]
+    found = _interactions(_prompt_text({"messages": messages[-1:]}))  # not the prompt's example
+    if EXTRACTIVE_MARK in text:
+        return {"lines": [{"line": f"{seq}.1", "kind": "state"} for seq, _ in found]}
     if not found:
         fact = {"kind": "state", "text": "A conversation was recorded."}
         return {"summary": "The conversation was recorded.", "facts": [fact]}
-    seqs = [seq for seq, _ in found]
-    span = f"Interaction {seqs[0]}" if len(seqs) == 1 else f"Interactions {min(seqs)}-{max(seqs)}"
-    facts = [
-        {"kind": "state", "text": f"Interaction {seq} was recorded: {_quote(line)}."}
-        for seq, line in found
-    ]
-    exchanges = "1 recorded exchange" if len(seqs) == 1 else f"{len(seqs)} recorded exchanges"
-    return {"summary": f"{span} discussed {exchanges}.", "facts": facts}
+    facts = [{"kind": "state", "text": f"Recorded: {_quote(line)}."} for _, line in found]
+    summary = "Recorded exchanges: " + "; ".join(_quote(line) for _, line in found) + "."
+    return {"summary": summary, "facts": facts}
 
 
 def _echoed_schema(body: dict[str, Any]) -> Any:
@@ -148,9 +163,10 @@ def _content(
 ) -> tuple[str, str]:
     """Message content and finish_reason for a behaviour that answers 200."""
     valid = gold_answer(body, gold) if behaviour == "gold" else answer_for(body)
-    facts = valid["facts"]
+    facts = valid.get("facts") or valid["lines"]
     answer = _encoder.encode(valid).decode()
-    cut = answer.find('"text":"') + len('"text":"') + TRUNCATE_INTO_STRING  # inside a string
+    key = '"text":"' if '"text":"' in answer else '"line":"'
+    cut = answer.index(key) + len(key) + TRUNCATE_INTO_STRING  # inside a string
     contents = {
         "ok": answer,
         "gold": answer,
@@ -161,7 +177,7 @@ def _content(
         "truncated": answer[:cut],
         "truncated_stop": answer[:cut],
         "schema_echo": _encoder.encode(_echoed_schema(body)).decode(),
-        "wrong_shape": _encoder.encode({"memories": [f["text"] for f in facts]}).decode(),
+        "wrong_shape": _encoder.encode({"memories": facts}).decode(),
         "unknown_kind": _encoder.encode(
             {"summary": "Odd kinds.", "facts": [{**f, "kind": "opinion"} for f in facts]}
         ).decode(),

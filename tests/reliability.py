@@ -1,4 +1,4 @@
-"""Shared pieces of the reliability suite: the soak factor, interactions, database checks, figures.
+"""Shared pieces of the reliability suite: the soak factor and the figures it records.
 
 Every scenario runs at a small size in `make test`. `FORGED_SOAK=<n>` multiplies its counts by
 `n` for a manual soak (for example `FORGED_SOAK=10 make test`); the timeouts grow with it.
@@ -7,64 +7,16 @@ Every scenario runs at a small size in `make test`. `FORGED_SOAK=<n>` multiplies
 from __future__ import annotations
 
 import os
-import re
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
 SOAK = max(1, int(os.environ.get("FORGED_SOAK", "1") or 1))  # count multiplier for soak runs
-_FACT = re.compile(r"^Interaction (\d+) was")  # the fake LLM's fact names the seq it covers
 
 
 def scaled(count: int) -> int:
     """A scenario's count at the current soak factor."""
     return count * SOAK
-
-
-def interaction(key: str, scope: str = "user:alice", text: str | None = None) -> dict[str, Any]:
-    """A small, valid interaction with client id `key`."""
-    return {
-        "id": key,
-        "scope": scope,
-        "session": "chat",
-        "messages": [
-            {"role": "user", "text": text or f"Turn {key}: shall we keep PostgreSQL here?"},
-            {"role": "assistant", "text": f"Yes, PostgreSQL stays for {key}."},
-        ],
-    }
-
-
-def query(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    """Rows of a read-only query against the daemon's database file."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
-
-
-def integrity(db: str | Path) -> str:
-    """`PRAGMA integrity_check` of the file: "ok" when SQLite finds nothing wrong."""
-    return "; ".join(r for (r,) in query(db, "PRAGMA integrity_check"))
-
-
-def facts_per_seq(db: str | Path) -> dict[int, int]:
-    """How many facts name each seq: the fake LLM writes one per interaction it distils."""
-    counts: dict[int, int] = {}
-    for (text,) in query(db, "SELECT text FROM facts"):
-        if m := _FACT.match(text):
-            counts[int(m.group(1))] = counts.get(int(m.group(1)), 0) + 1
-    return counts
-
-
-def summaries_per_seq(db: str | Path) -> dict[int, int]:
-    """How many summaries cover each seq."""
-    counts: dict[int, int] = {}
-    for first, last in query(db, "SELECT first_seq, last_seq FROM summaries"):
-        for seq in range(first, last + 1):
-            counts[seq] = counts.get(seq, 0) + 1
-    return counts
 
 
 def memory_kib(pid: int) -> dict[str, int]:

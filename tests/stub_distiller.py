@@ -38,3 +38,18 @@ class Blocking:
 
     def distill(self, transcript: str) -> DistilledMemory:
         return DistilledMemory(summary="", facts=[])
+
+
+class InventingDistiller:
+    """Writes one fact the transcript supports, and a fact, a number and a summary it does not."""
+
+    def __init__(self, config: DistillerConfig) -> None:
+        self.model = f"inventing:{config.model}"
+
+    async def distill(self, transcript: str) -> DistilledMemory:
+        facts = [
+            Fact(kind="decision", text="We keep PostgreSQL for service 1."),
+            Fact(kind="state", text="The team moved every service to Oracle."),
+            Fact(kind="state", text="34"),
+        ]
+        return DistilledMemory(summary="", facts=facts)

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from forged.config import load_config
-from tests.conftest import running_daemon, socket_client, write_config
+from tests.daemons import running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
 
 ONE = {"messages": [{"role": "user", "text": "Let's use PostgreSQL, we need JSONB."}]}
@@ -113,10 +113,25 @@ async def test_bad_ndjson_line_is_named(client: httpx.AsyncClient) -> None:
     assert (await client.get("/v1/status")).json()["log"]["count"] == 0
 
 
-async def test_not_json_is_a_clear_400(client: httpx.AsyncClient) -> None:
-    """Bytes that are not JSON say so."""
-    response = await client.post("/v1/interactions", content=b"{nope")
-    assert (await _error(response, 400, "invalid_body")).startswith("JSON is malformed")
+@pytest.mark.parametrize(
+    ("body", "content_type", "message"),
+    [
+        (b"{nope", "application/json", "the body is not valid JSON: object keys must be strings (byte 1)"),
+        (b'{"messages": [', "application/json",
+         "the body is not valid JSON: it ends at byte 14 before the JSON value is complete"),
+        (b'{"messages": [{"role": "user", "text": "hi"}]}\n{"messages": [{"role"',
+         "application/x-ndjson",
+         "line 2: not valid JSON: it ends at byte 21 before the JSON value is complete"),
+    ],
+)  # fmt: skip
+async def test_not_json_says_so_and_where(
+    client: httpx.AsyncClient, body: bytes, content_type: str, message: str
+) -> None:
+    """Bytes that are not JSON say that the body is not JSON, and where it breaks."""
+    response = await client.post(
+        "/v1/interactions", content=body, headers={"content-type": content_type}
+    )
+    assert await _error(response, 400, "invalid_body") == message
 
 
 async def test_empty_body_is_a_clear_400(client: httpx.AsyncClient) -> None:
@@ -282,3 +297,12 @@ async def test_forgetting_unknown_scopes_keeps_no_state(short_tmp: Path, fake_ll
                 }
     # the only per-scope forget state: a Feed's, while a forgotten scope may still be queued
     assert [feed._forgotten for feed in api.hub.feeds.values()] == [{}]
+
+
+async def test_a_message_name_over_the_limit_is_a_clear_400(client: httpx.AsyncClient) -> None:
+    """`name` has a limit (server.max_name_chars), since it goes to the model with every line."""
+    body = {"messages": [{"role": "user", "name": "n" * 257, "text": "hi"}]}
+    response = await client.post("/v1/interactions", json=body)
+    message = await _error(response, 400, "invalid_body")
+    assert message == "$.messages[0].name: 257 characters, at most 256 allowed"
+    assert (await client.get("/v1/status")).json()["log"]["count"] == 0

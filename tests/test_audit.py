@@ -17,7 +17,7 @@ from forged.models import Message, StoredInteraction
 from forged.observers.audit import AuditConfig, AuditFile
 from forged.plugins import check_observers, load_observers
 from forged.store import Store
-from tests.conftest import running_daemon, socket_client, write_config
+from tests.daemons import running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
 
 AUDIT = "forged.observers.audit:AuditLog"

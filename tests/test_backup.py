@@ -25,7 +25,7 @@ from forged.errors import BackupError
 from forged.models import NewInteraction
 from forged.schema import MIGRATIONS
 from forged.store import Store
-from tests.conftest import running_daemon, socket_client, write_config
+from tests.daemons import running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
 
 CLIENTS = 4  # concurrent pushers during the backup

@@ -6,11 +6,15 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
+from bench.__main__ import DEFAULT_OUT, report_path
+from bench.corpus import locomo_path
 from bench.report import Row, furthest
 from bench.sizes import SIZES
 
+pytestmark = pytest.mark.integration  # the benchmark runs daemons as child processes
 REPO = Path(__file__).resolve().parents[1]
 QUICK_TIMEOUT = 240.0  # seconds for `python -m bench --quick` on a busy two-core machine
 NUMBER = re.compile(r"^[\d,.]+( ?(/s|µs|ms|s|MiB|MB))?$")
@@ -40,7 +44,11 @@ async def test_quick_bench_reports_every_figure_with_baseline_and_ratio(tmp_path
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     rows = _table(out.read_text())
     assert [r[0][: len(e)] for r, e in zip(rows, _expected_rows(), strict=True)] == _expected_rows()
+    without_locomo = locomo_path(REPO) is None
     for measure, value, _, base, ratio in rows:
+        if without_locomo and measure.startswith("quality"):  # it measures on LoCoMo alone
+            assert value.endswith("(LoCoMo not found)"), measure
+            continue
         assert NUMBER.match(value) and NUMBER.match(base) and NUMBER.match(ratio), measure
     assert "## Machine" in out.read_text() and "SQLite" in out.read_text()
 
@@ -54,3 +62,10 @@ def test_furthest_row_is_the_biggest_cost_over_its_limit() -> None:
         Row("recall: context", None, "ms", "bare", 1.0, "not measured"),
     ]
     assert furthest(rows) is rows[0]
+
+
+def test_a_quick_run_leaves_the_tracked_report_alone() -> None:
+    """`python -m bench --quick` (or --size large) writes under var/, never docs/benchmarks.md."""
+    assert report_path("default") == DEFAULT_OUT
+    for size in ("quick", "large"):
+        assert report_path(size) == REPO / "var" / "bench" / f"benchmarks-{size}.md"

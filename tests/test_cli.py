@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from forged.config import Config, load_config
-from tests.conftest import running_daemon, write_config
+from tests.daemons import running_daemon, write_config
 from tests.fakellm import FakeLLM
 
 TURN = {"messages": [{"role": "user", "text": "I prefer dark mode."}]}
@@ -82,10 +82,16 @@ async def test_daemon_not_running_is_one_clear_line(short_tmp: Path) -> None:
     assert lines[0].endswith("); is the daemon running?")
 
 
-async def test_second_daemon_on_a_live_socket_exits_2(daemon: Config, short_tmp: Path) -> None:
-    """`forged serve` never steals a running daemon's socket; it says so in one line."""
-    result = await forged("serve", "--config", str(short_tmp / "forged.toml"))
+@pytest.mark.parametrize("extra", [[], ["--bundled-llm"]])
+async def test_second_daemon_on_a_live_socket_exits_2(
+    daemon: Config, short_tmp: Path, extra: list[str]
+) -> None:
+    """`forged serve` never steals a running daemon's socket; it says so in one line, before
+    it starts anything (not even the bundled model)."""
+    result = await forged("serve", "--config", str(short_tmp / "forged.toml"), *extra)
     assert result.returncode == 2
+    assert "bundled_llm" not in result.stderr.decode()
     assert result.stderr.decode().splitlines()[-1] == (
-        f"forged: config error: server.socket: {daemon.server.socket} is in use by a running daemon"
+        f"forged: another forged is already serving on {daemon.server.socket}; stop it first,"
+        " or give this one another [server] socket"
     )

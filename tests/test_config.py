@@ -96,6 +96,7 @@ def forged(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, env=env)
 
 
+@pytest.mark.integration
 def test_serve_with_bad_config_exits_2_with_one_line(tmp_path: Path) -> None:
     """`forged serve` on a bad file prints one line on stderr and exits with status 2."""
     path = tmp_path / "forged.toml"
@@ -108,6 +109,7 @@ def test_serve_with_bad_config_exits_2_with_one_line(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.integration
 def test_missing_config_file_is_one_line(tmp_path: Path) -> None:
     """A config path that does not exist is reported, not a traceback."""
     result = forged("check-config", "--config", str(tmp_path / "no.toml"))
@@ -118,6 +120,7 @@ def test_missing_config_file_is_one_line(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.integration
 def test_check_config_prints_the_effective_configuration(tmp_path: Path) -> None:
     """check-config shows the file merged with defaults and FORGED_* overrides, and exits 0."""
     path = tmp_path / "forged.toml"
@@ -128,6 +131,14 @@ def test_check_config_prints_the_effective_configuration(tmp_path: Path) -> None
     effective = parse_config(result.stdout)  # the printout is itself a valid config file
     assert effective.distill.max_batch_interactions == 7
     assert effective.distiller.model == "llama3.2"
+
+
+def test_check_config_writes_file_modes_in_octal(tmp_path: Path) -> None:
+    """socket_mode is printed as the file says it, `0o660`, not as the integer 432."""
+    path = tmp_path / "forged.toml"
+    path.write_text("[server]\nsocket_mode = 0o640\n")
+    result = forged("check-config", "--config", str(path))
+    assert "\nsocket_mode = 0o640\n" in result.stdout
 
 
 def test_rendered_config_round_trips() -> None:
@@ -149,6 +160,19 @@ def test_check_config_checks_plugin_settings(tmp_path: Path) -> None:
     )
 
 
+def test_rendered_config_round_trips_its_tables() -> None:
+    """A config with `request_extra` set renders as a TOML table that reads back the same."""
+    text = '[distiller.request_extra]\nrepeat_penalty = 1.2\nstop = "a \\"b\\""\nstream = false\n'
+    config = parse_config(text)
+    assert parse_config(render_toml(config)) == config
+    assert config.distiller.request_extra == {
+        "repeat_penalty": 1.2,
+        "stop": 'a "b"',
+        "stream": False,
+    }
+
+
+@pytest.mark.integration
 def test_check_config_reports_a_bad_file_in_one_line(tmp_path: Path) -> None:
     """check-config on an invalid file prints nothing on stdout, one line on stderr, exits 2."""
     path = tmp_path / "forged.toml"
@@ -159,3 +183,9 @@ def test_check_config_reports_a_bad_file_in_one_line(tmp_path: Path) -> None:
         result.stderr
         == f"forged: config error: {path}: server: socket_mode must be a file mode from 0o000 to 0o777, got 0o1777\n"
     )
+
+
+def test_a_rendered_table_value_round_trips() -> None:
+    """render_toml writes `request_extra` as an inline table parse_config reads back."""
+    config = parse_config('[distiller]\nrequest_extra = { repeat_penalty = 1.2, "a b" = "c" }\n')
+    assert parse_config(render_toml(config)) == config

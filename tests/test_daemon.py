@@ -16,10 +16,10 @@ import httpx
 import pytest
 import trio
 
-from tests.conftest import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.data import facts_per_seq, interaction, rows, summaries_per_seq
 from tests.fakellm import SEQ_TAG, FakeLLM
 from tests.journald_ns import namespaces_unavailable
-from tests.test_flow import interaction, results_per_seq, rows
 
 TIMEOUT = 60.0  # seconds any one scenario may take
 WATCHDOG_USEC = 200_000  # a watchdog this short makes the daemon ping every 0.1 s
@@ -43,7 +43,9 @@ def _status(assignments: list[str]) -> re.Match[str]:
 async def _push(client_socket: str, *items: int) -> None:
     async with socket_client(client_socket) as client:
         for n in items:
-            assert (await client.post("/v1/interactions", json=interaction(n))).status_code == 202
+            assert (
+                await client.post("/v1/interactions", json=interaction(f"chat-{n}"))
+            ).status_code == 202
 
 
 # notify and watchdog
@@ -153,8 +155,8 @@ async def test_refuses_the_socket_of_a_running_daemon(short_tmp: Path, fake_llm:
             )  # fmt: skip
             assert second.returncode == 2
             assert second.stderr.decode() == (
-                f"forged: config error: server.socket: {daemon.socket} is in use by a running"
-                " daemon\n"
+                f"forged: another forged is already serving on {daemon.socket}; stop it first,"
+                " or give this one another [server] socket\n"
             )
             await _push(daemon.socket, 1)
             assert await daemon.stop() == 0
@@ -253,7 +255,7 @@ async def _push_until_refused(
     """Push one interaction after another until the daemon refuses one."""
     n = 100
     while True:
-        answers.append(await client.post("/v1/interactions", json=interaction(n)))
+        answers.append(await client.post("/v1/interactions", json=interaction(f"chat-{n}")))
         if answers[-1].status_code != 202:
             return
         n += 1
@@ -278,7 +280,7 @@ async def test_sigterm_during_a_batch_commits_it_and_loses_nothing(
                 nursery.start_soon(_push_until_refused, client, answers, pushing)
                 await pushing.wait()
                 await fake_llm.wait_until(lambda llm: llm.in_flight == 1)
-                prompt = "\n".join(m["content"] for m in fake_llm.requests[-1]["messages"])
+                prompt = fake_llm.requests[-1]["messages"][-1]["content"]  # the transcript
                 signalled = trio.current_time()
                 daemon.send_signal(signal.SIGTERM)
             assert await daemon.wait() == 0
@@ -300,7 +302,11 @@ async def test_sigterm_during_a_batch_commits_it_and_loses_nothing(
     assert refused.json() == {"error": {"code": "shutting_down", "message": message}}
     assert [e["drained"] for e in daemon.events("shutdown")] == [True, True]
     assert status["log"] == {"last_seq": total, "count": total}
-    assert set(results_per_seq(daemon.config.store.path, total).values()) == {1}
+    assert (
+        summaries_per_seq(daemon.config.store.path)
+        == facts_per_seq(daemon.config.store.path)
+        == dict.fromkeys(range(1, total + 1), 1)
+    )
 
 
 async def test_a_batch_longer_than_the_grace_is_redone_after_restart(
@@ -322,7 +328,27 @@ async def test_a_batch_longer_than_the_grace_is_redone_after_restart(
                 await wait_for_watermark(client, 3)
             assert await daemon.stop() == 0
     assert [e["drained"] for e in daemon.events("shutdown")] == [False, True]
-    assert set(results_per_seq(daemon.config.store.path, 3).values()) == {1}
+    assert (
+        summaries_per_seq(daemon.config.store.path)
+        == facts_per_seq(daemon.config.store.path)
+        == dict.fromkeys(range(1, 3 + 1), 1)
+    )
+
+
+async def test_ctrl_c_mid_batch_stops_at_once(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """SIGINT (Ctrl-C) does not wait out the grace for a model that is still thinking."""
+    fake_llm.default = "hang"
+    config_path = write_config(short_tmp, fake_llm.base_url, server={"shutdown_grace": 60.0})
+    async with DaemonProcess(config_path, short_tmp) as daemon:
+        with trio.fail_after(TIMEOUT):
+            await daemon.start()
+            await _push(daemon.socket, 1)
+            await fake_llm.wait_for_calls(1)
+            with trio.fail_after(10):  # far below the 60 s grace a SIGTERM would wait
+                assert await daemon.stop(signal.SIGINT) == 0
+    (shutdown,) = daemon.events("shutdown")
+    assert (shutdown["drained"], shutdown["waited_for_batch"]) == (True, False)
+    assert rows(daemon.config.store.path, "SELECT count(*) FROM summaries") == [(0,)]
 
 
 # access control

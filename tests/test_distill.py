@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -9,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import trio
+from structlog.testing import capture_logs
 
-from forged.api import Api
 from forged.config import load_config
-from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from forged.daemon import Running
+from forged.tokens import estimate_tokens
+from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import SEQ_TAG, FakeLLM
 
 TIMEOUT = 30  # seconds any single test may take
@@ -55,7 +59,7 @@ def observer(status: dict[str, Any]) -> dict[str, Any]:
 @asynccontextmanager
 async def daemon(
     tmp: Path, llm: FakeLLM, **sections: dict[str, Any]
-) -> AsyncIterator[tuple[Api, httpx.AsyncClient, str]]:
+) -> AsyncIterator[tuple[Running, httpx.AsyncClient, str]]:
     """The daemon in-process with a client of its socket and the database path."""
     config = load_config(write_config(tmp, llm.base_url, **sections), {})
     async with running_daemon(config) as api, socket_client(config.server.socket) as client:
@@ -171,7 +175,7 @@ async def test_runs_record_tokens_and_time_of_every_paid_call(
         db,
         "SELECT model, llm_calls, prompt_tokens, completion_tokens, ms, outcome FROM distill_runs",
     )
-    assert (model, calls, outcome) == ("gemma3:270m", 2, "committed")
+    assert (model, calls, outcome) == ("smollm2:135m", 2, "committed")
     assert prompt > 2 * 100 and completion > 0 and ms >= 40
     assert (distill["llm_calls"], distill["prompt_tokens"]) == (2, prompt)
     assert (distill["completion_tokens"], distill["llm_ms"]) == (completion, ms)
@@ -197,15 +201,15 @@ async def test_an_oversized_interaction_is_chunked_and_merged(
     assert len(rows(db, "SELECT id FROM summaries")) == 1
     facts = [t for (t,) in rows(db, "SELECT text FROM facts ORDER BY id")]
     # several chunks open with the same line, so give the same fact: it is kept once
-    same = "Interaction 1 was recorded: Same closing remark, repeated."
-    assert sum(">\nSame closing remark, repeated.\n" in p for p in prompts) >= 2
-    assert facts.count(same) == 1
+    same = "Recorded: assistant: Same closing remark, repeated."
     assert (
-        facts[0]
-        == "Interaction 1 was recorded: user: Line 0: the deploy target for step 0 is host-0."
+        sum(re.search(r">\n\[1\.\d+\] assistant: Same closing", p) is not None for p in prompts)
+        >= 2
     )
+    assert facts.count(same) == 1
+    assert facts[0] == "Recorded: user: Line 0: the deploy target for step 0 is host-0."
     ((summary,),) = rows(db, "SELECT text FROM summaries")
-    assert summary.split("\n") == ["Interaction 1 discussed 1 recorded exchange."] * len(prompts)
+    assert len(summary.split("\n")) == len(prompts)  # one summary per chunk, joined
     ((calls,),) = rows(db, "SELECT llm_calls FROM distill_runs")
     assert calls == len(prompts)
 
@@ -222,3 +226,71 @@ async def test_a_distiller_class_from_config_is_used(short_tmp: Path, fake_llm: 
     ((fact,),) = rows(db, "SELECT text FROM facts WHERE kind = 'preference'")
     assert fact.startswith("I prefer tabs.") and "AKIAIOSFODNN7EXAMPLE" not in fact
     assert rows(db, "SELECT model FROM distill_runs") == [("stub:m",)]
+
+
+@pytest.mark.parametrize("mode", ["json_schema", "json_object", "none"])
+async def test_extractive_style_stores_picked_lines_verbatim(
+    short_tmp: Path, fake_llm: FakeLLM, mode: str
+) -> None:
+    """style = extractive: the model names lines; forged stores them as said, with their seq."""
+    spec = {"style": "extractive", "structured_output": mode}
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+            items = [turn(1), turn(2, "I prefer tabs over spaces in every Python file.")]
+            await client.post("/v1/interactions", json=items)
+            await wait_for_watermark(client, 2)
+    request = fake_llm.requests[-1]
+    assert '{"lines": ' in request["messages"][0]["content"]
+    if mode != "none":
+        fmt = request["response_format"]
+        schema = fmt["json_schema"]["schema"] if mode == "json_schema" else fmt["schema"]
+        shown = re.findall(r"^\[(\d+\.\d+)\]", request["messages"][-1]["content"], re.M)
+        assert schema["properties"]["lines"]["items"]["properties"]["line"]["enum"] == shown
+    assert rows(db, "SELECT text, first_seq, last_seq FROM facts ORDER BY id") == [
+        ("user: Turn 1: we keep PostgreSQL for service 1.", 1, 1),
+        ("user: I prefer tabs over spaces in every Python file.", 2, 2),
+    ]
+    assert rows(db, "SELECT count(*) FROM summaries") == [(0,)]
+
+
+async def test_ungrounded_memory_is_dropped_and_counted(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """A fact the transcript does not support is not stored; runs and /v1/status count it."""
+    spec = {"class": "tests.stub_distiller:InventingDistiller", "model": "m"}
+    with trio.fail_after(TIMEOUT), capture_logs() as logs:
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+            await client.post("/v1/interactions", json=turn(1))
+            status = await wait_for_watermark(client, 1)
+    assert observer(status)["ungrounded"] == 2
+    assert rows(db, "SELECT ungrounded FROM distill_runs") == [(2,)]
+    assert rows(db, "SELECT text FROM facts") == [("We keep PostgreSQL for service 1.",)]
+    assert rows(db, "SELECT count(*) FROM summaries") == [(0,)]
+    reasons = [e["reason"] for e in logs if e["event"] == "ungrounded"]
+    assert reasons == ["names not in the sources: oracl", "shorter than 12 characters"]
+
+
+async def test_the_line_picker_needs_no_model(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """The no-model baseline keeps the specific lines, verbatim, and skips small talk."""
+    spec = {"class": "forged.linepicker:LinePicker"}
+    item = turn(1, "Hi there!\nYesterday we decided to move billing to PostgreSQL 16.\nOk?")
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+            await client.post("/v1/interactions", json=item)
+            await wait_for_watermark(client, 1)
+    assert fake_llm.calls == 0
+    assert rows(db, "SELECT kind, text FROM facts") == [
+        ("decision", "user: Yesterday we decided to move billing to PostgreSQL 16.")
+    ]
+
+
+async def test_a_message_name_counts_toward_the_batch_budget(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """A name costs tokens like text (it is sent with every line): 256 characters are 65."""
+    named = turn(1)
+    named["messages"][0]["name"] = "n" * 256
+    text_tokens = sum(estimate_tokens(m["text"]) for m in named["messages"])
+    with trio.fail_after(TIMEOUT):
+        async with daemon(short_tmp, fake_llm) as (_, client, db):
+            await client.post("/v1/interactions", json=named)
+            await wait_for_watermark(client, 1)
+    assert rows(db, "SELECT tokens FROM interactions") == [(text_tokens + 65,)]

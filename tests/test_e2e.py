@@ -11,12 +11,12 @@ import pytest
 import trio
 
 from forged.models import FACT_KINDS
-from tests.conftest import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo10.json"
 TURNS = 6  # messages pushed: three interactions of two turns, one batch for the model
 MODEL_READY_TIMEOUT = 180.0  # seconds: the bundled model is assembled and loaded first
-DISTILL_TIMEOUT = 900.0  # seconds: a 270M model on two cores takes 10-20 s a call, more on retries
+DISTILL_TIMEOUT = 900.0  # seconds: a 135M model on two cores takes 10-20 s a call, more on retries
 BUILT_IN = [  # used when the LoCoMo dataset is absent
     ("Caroline", "I finally decided to apply for the counseling master's program in Portland."),
     ("Melanie", "That's great! Why Portland and not Seattle?"),
@@ -58,7 +58,7 @@ def _rows(db: str, sql: str) -> list[tuple[Any, ...]]:
 
 @pytest.mark.model
 async def test_a_conversation_becomes_memory_with_the_bundled_model(short_tmp: Path) -> None:
-    """`forged serve --bundled-llm`: a pushed conversation is committed as schema-valid memory."""
+    """`forged serve --bundled-llm`: a pushed conversation becomes memory of its own lines."""
     pushed = _interactions(_conversation())
     config_path = write_config(short_tmp, "http://127.0.0.1:9/v1")  # replaced by the bundled URL
     daemon = DaemonProcess(config_path, short_tmp)
@@ -74,15 +74,16 @@ async def test_a_conversation_becomes_memory_with_the_bundled_model(short_tmp: P
     db = daemon.config.store.path
     (distill,) = status["observers"]
     assert distill["watermark"] == len(pushed) and distill["backlog"] == 0
-    summaries = _rows(db, "SELECT text, first_seq, last_seq FROM summaries")
-    dead = _rows(db, "SELECT seq FROM dead_letters")
-    assert summaries, f"no summary; dead letters: {dead}; log:\n{daemon.log()[-3000:]}"
-    covered = {s for _, first, last in summaries for s in range(first, last + 1)}
-    assert covered | {seq for (seq,) in dead} == set(range(1, len(pushed) + 1))
-    assert all(
-        kind in FACT_KINDS and text.strip()
-        for kind, text in _rows(db, "SELECT kind, text FROM facts")
+    committed = _rows(
+        db, "SELECT first_seq, last_seq FROM distill_runs WHERE outcome = 'committed'"
     )
+    dead = _rows(db, "SELECT seq FROM dead_letters")
+    covered = {s for first, last in committed for s in range(first, last + 1)}
+    log_tail = daemon.log()[-3000:]
+    assert covered | {seq for (seq,) in dead} == set(range(1, len(pushed) + 1)), log_tail
+    said = {f"{m['name']}: {m['text']}" for i in pushed for m in i["messages"]}
+    facts = _rows(db, "SELECT kind, text FROM facts")
+    assert all(kind in FACT_KINDS and text in said for kind, text in facts), facts  # verbatim
     runs = _rows(
         db,
         "SELECT model, llm_calls, prompt_tokens, completion_tokens, ms FROM distill_runs WHERE outcome = 'committed'",

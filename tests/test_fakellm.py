@@ -6,7 +6,7 @@ import collections
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ import httpx
 import pytest
 import trio
 
+from forged.prompt import EXTRACTIVE_PROMPT
 from tests.fakellm import FakeLLM, answer_for
 
 TIMEOUT = 10  # seconds any single test may take
@@ -31,11 +32,13 @@ PROMPT = (
 SCHEMA = {"type": "object", "properties": {"summary": {"type": "string"}}}
 
 
-def _request(prompt: str = PROMPT, fmt: str = "json_schema") -> dict[str, Any]:
+def _request(
+    prompt: str = PROMPT, fmt: str = "json_schema", system: str = "You extract memory."
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": "tiny",
         "messages": [
-            {"role": "system", "content": "You extract memory."},
+            {"role": "system", "content": system},
             {"role": "user", "content": prompt},
         ],
     }
@@ -89,13 +92,6 @@ async def test_models_lists_the_model(llm: FakeLLM, client: httpx.AsyncClient) -
     assert response.json()["data"][0]["id"] == "fake-model"
 
 
-async def test_unknown_path_is_404(client: httpx.AsyncClient) -> None:
-    """A path the API does not have answers 404."""
-    with trio.fail_after(TIMEOUT):
-        response = await client.get("/embeddings")
-    assert response.status_code == 404
-
-
 async def test_ok_answer_has_chat_completion_shape(client: httpx.AsyncClient) -> None:
     """An ok answer is a chat.completion echoing the model, with stop and usage."""
     with trio.fail_after(TIMEOUT):
@@ -118,11 +114,20 @@ async def test_ok_answer_has_one_fact_per_seq(client: httpx.AsyncClient) -> None
     first = (
         "user (alice): Let's use PostgreSQL for the new service, we need JSONB and also row locks."
     )
-    assert answer["summary"].startswith("Interactions 3-7 discussed")
+    assert answer["summary"] == f"Recorded exchanges: {first[:60]}; user: Call me Al."
     assert answer["facts"] == [
-        {"kind": "state", "text": f"Interaction 3 was recorded: {first[:60]}."},
-        {"kind": "state", "text": "Interaction 7 was recorded: user: Call me Al."},
+        {"kind": "state", "text": f"Recorded: {first[:60]}."},
+        {"kind": "state", "text": "Recorded: user: Call me Al."},
     ]
+
+
+async def test_asked_to_pick_lines_it_picks_each_first_line(client: httpx.AsyncClient) -> None:
+    """Under the extractive prompt the answer picks the first line of every interaction."""
+    with trio.fail_after(TIMEOUT):
+        response = await _post(client, system=EXTRACTIVE_PROMPT)
+    assert json.loads(_content(response)) == {
+        "lines": [{"line": "3.1", "kind": "state"}, {"line": "7.1", "kind": "state"}]
+    }
 
 
 async def test_answer_without_seq_tags_has_one_generic_fact(client: httpx.AsyncClient) -> None:
@@ -168,110 +173,48 @@ async def test_status_behaviour_answers_llama_style_error(
     assert response.json() == {"error": {"code": code, "message": message, "type": kind}}
 
 
-async def test_prose_wraps_valid_json_in_chatter(llm: FakeLLM, client: httpx.AsyncClient) -> None:
-    """prose puts text before and after the valid JSON."""
-    llm.script.append("prose")
-    with trio.fail_after(TIMEOUT):
-        content = _content(await _post(client))
-    start, end = content.index("{"), content.rindex("}") + 1
-    assert content[:start].strip() and content[end:].strip()
-    assert json.loads(content[start:end]) == answer_for(_request())
+def _json(content: str) -> Any:
+    return json.loads(content)
 
 
-async def test_fence_wraps_json_in_markdown(llm: FakeLLM, client: httpx.AsyncClient) -> None:
-    """fence puts the JSON inside ```json fences."""
-    llm.script.append("fence")
-    with trio.fail_after(TIMEOUT):
-        content = _content(await _post(client))
-    assert content.startswith("```json\n") and content.endswith("\n```")
-    assert json.loads(content.removeprefix("```json").removesuffix("```")) == answer_for(_request())
+def _not_json(content: str) -> bool:
+    try:
+        json.loads(content)
+    except json.JSONDecodeError:
+        return True
+    return False
 
 
-async def test_whitespace_follows_json_with_thousands_of_blanks(
-    llm: FakeLLM, client: httpx.AsyncClient
+# What each malformed-answer behaviour promises: its finish_reason and a check of its content.
+ANSWERS: dict[str, tuple[str, Callable[[str], bool]]] = {
+    "prose": ("stop", lambda c: c[: c.index("{")].strip() != "" and c[c.rindex("}") + 1 :].strip() != ""
+              and _json(c[c.index("{") : c.rindex("}") + 1]) == answer_for(_request())),
+    "fence": ("stop", lambda c: c.startswith("```json\n") and c.endswith("\n```")
+              and _json(c.removeprefix("```json").removesuffix("```")) == answer_for(_request())),
+    "whitespace": ("stop", lambda c: len(c) - len(c.rstrip()) > 10_000
+                   and _json(c) == answer_for(_request())),
+    "truncated": ("length", lambda c: c.count('"') % 2 == 1 and _not_json(c)),
+    "truncated_stop": ("stop", lambda c: c.count('"') % 2 == 1 and _not_json(c)),
+    "length": ("length", lambda c: _json(c) == answer_for(_request())),
+    "schema_echo": ("stop", lambda c: _json(c) == SCHEMA),
+    "wrong_shape": ("stop", lambda c: list(_json(c)) == ["memories"]),
+    "unknown_kind": ("stop", lambda c: {f["kind"] for f in _json(c)["facts"]} == {"opinion"}),
+    "garbage": ("stop", _not_json),
+    "empty": ("stop", lambda c: c == ""),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("behaviour", ANSWERS)
+async def test_each_malformed_answer_is_what_it_says(
+    llm: FakeLLM, client: httpx.AsyncClient, behaviour: str
 ) -> None:
-    """whitespace appends thousands of newlines and spaces to valid JSON."""
-    llm.script.append("whitespace")
-    with trio.fail_after(TIMEOUT):
-        content = _content(await _post(client))
-    assert len(content) - len(content.rstrip()) > 10_000
-    assert json.loads(content) == answer_for(_request())
-
-
-@pytest.mark.parametrize(
-    ("behaviour", "finish"), [("truncated", "length"), ("truncated_stop", "stop")]
-)
-async def test_truncated_cuts_json_mid_string(
-    llm: FakeLLM, client: httpx.AsyncClient, behaviour: str, finish: str
-) -> None:
-    """truncated and truncated_stop cut the JSON inside a string, with their finish_reason."""
+    """Each malformed-answer behaviour answers 200 with the content and finish_reason it names."""
     llm.script.append(behaviour)
     with trio.fail_after(TIMEOUT):
         response = await _post(client)
-    content = _content(response)
-    assert _finish(response) == finish
-    assert content.count('"') % 2 == 1  # an unterminated string
-    with pytest.raises(json.JSONDecodeError):
-        json.loads(content)
-
-
-async def test_length_is_valid_json_with_length_finish(
-    llm: FakeLLM, client: httpx.AsyncClient
-) -> None:
-    """length answers valid JSON but finish_reason length."""
-    llm.script.append("length")
-    with trio.fail_after(TIMEOUT):
-        response = await _post(client)
-    assert _finish(response) == "length"
-    assert json.loads(_content(response)) == answer_for(_request())
-
-
-async def test_schema_echo_returns_the_requested_schema(
-    llm: FakeLLM, client: httpx.AsyncClient
-) -> None:
-    """schema_echo answers with the JSON schema the request carried."""
-    llm.script.append("schema_echo")
-    with trio.fail_after(TIMEOUT):
-        response = await _post(client)
-    assert json.loads(_content(response)) == SCHEMA
-
-
-async def test_wrong_shape_is_json_of_another_shape(
-    llm: FakeLLM, client: httpx.AsyncClient
-) -> None:
-    """wrong_shape answers valid JSON with memories instead of summary and facts."""
-    llm.script.append("wrong_shape")
-    with trio.fail_after(TIMEOUT):
-        answer = json.loads(_content(await _post(client)))
-    assert list(answer) == ["memories"]
-
-
-async def test_unknown_kind_uses_a_kind_outside_the_schema(
-    llm: FakeLLM, client: httpx.AsyncClient
-) -> None:
-    """unknown_kind answers facts whose kind is not one of the four allowed."""
-    llm.script.append("unknown_kind")
-    with trio.fail_after(TIMEOUT):
-        answer = json.loads(_content(await _post(client)))
-    assert {fact["kind"] for fact in answer["facts"]} == {"opinion"}
-
-
-async def test_garbage_is_not_json(llm: FakeLLM, client: httpx.AsyncClient) -> None:
-    """garbage answers text that is not JSON."""
-    llm.script.append("garbage")
-    with trio.fail_after(TIMEOUT):
-        content = _content(await _post(client))
-    with pytest.raises(json.JSONDecodeError):
-        json.loads(content)
-
-
-async def test_empty_answers_empty_content(llm: FakeLLM, client: httpx.AsyncClient) -> None:
-    """empty answers 200 with empty content."""
-    llm.script.append("empty")
-    with trio.fail_after(TIMEOUT):
-        response = await _post(client)
-    assert response.status_code == 200
-    assert _content(response) == ""
+    finish, check = ANSWERS[behaviour]
+    assert (response.status_code, _finish(response)) == (200, finish)
+    assert check(_content(response))
 
 
 @pytest.mark.parametrize("code", [400, 500])
@@ -447,6 +390,7 @@ async def test_unknown_behaviour_fails_the_server_loudly() -> None:
     assert info.group_contains(ValueError, match="unknown behaviour 'no-such-behaviour'")
 
 
+@pytest.mark.integration
 async def test_standalone_mode_prints_a_serving_base_url() -> None:
     """python -m tests.fakellm prints its base URL once listening, and serves it."""
     command = [sys.executable, "-m", "tests.fakellm", "--port", "0"]

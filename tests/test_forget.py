@@ -12,17 +12,18 @@ import msgspec
 import pytest
 import trio
 
-from forged.api import Api
 from forged.config import Config, load_config
+from forged.daemon import Running
 from forged.recall import scope_token
-from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 from tests.observers import Recorder
 
 SECRET_WORD = "Zanzibarquokka"  # what the forgotten scope talked about
 KEPT_WORD = "Keepsakewombat"  # what the other scope talked about
 POISON = "Poisonpill"  # the fake LLM cannot distil this one: it becomes a dead letter
-NOT_PER_SCOPE = {"watermarks", "schema_migrations", "sqlite_sequence"}  # hold no scope's rows
+# Tables that hold no scope's rows (llm_modes: which structured-output mode a server takes).
+NOT_PER_SCOPE = {"watermarks", "schema_migrations", "sqlite_sequence", "llm_modes"}
 
 
 def said(n: int, scope: str, word: str) -> dict[str, Any]:
@@ -81,7 +82,7 @@ def database_bytes(db: str) -> bytes:
 @pytest.fixture
 async def distilled(
     short_tmp: Path, fake_llm: FakeLLM
-) -> AsyncIterator[tuple[Config, Api, httpx.AsyncClient]]:
+) -> AsyncIterator[tuple[Config, Running, httpx.AsyncClient]]:
     """A daemon holding two distilled scopes; "secret" also has a dead letter."""
     fake_llm.poison = POISON
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
@@ -90,12 +91,12 @@ async def distilled(
     with trio.fail_after(60):
         async with running_daemon(config) as api, socket_client(config.server.socket) as client:
             assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
-            await wait_for_watermark(client, len(pushed))
+            await wait_for_watermark(client, len(pushed), hub=api.hub)
             yield config, api, client
 
 
 async def test_forget_answers_what_it_erased(
-    distilled: tuple[Config, Api, httpx.AsyncClient],
+    distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
     """The answer counts the scope's interactions, summaries and facts."""
     config, _, client = distilled
@@ -107,7 +108,7 @@ async def test_forget_answers_what_it_erased(
 
 
 async def test_forget_erases_every_row_of_the_scope_and_only_it(
-    distilled: tuple[Config, Api, httpx.AsyncClient],
+    distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
     """Every table's rows and index entries of the scope go; the other scope's stay."""
     config, _, client = distilled
@@ -125,7 +126,7 @@ async def test_forget_erases_every_row_of_the_scope_and_only_it(
 
 
 async def test_forget_takes_the_erased_work_out_of_the_status_totals(
-    distilled: tuple[Config, Api, httpx.AsyncClient],
+    distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
     """/v1/status counts the batches, calls and tokens left on disk, as a restart would."""
     _, api, client = distilled
@@ -139,7 +140,7 @@ async def test_forget_takes_the_erased_work_out_of_the_status_totals(
 
 
 async def test_forgotten_memory_is_not_found_again(
-    distilled: tuple[Config, Api, httpx.AsyncClient],
+    distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
     """After forgetting, search finds nothing of the scope, and the index holds no stale rows."""
     config, _, client = distilled
@@ -153,7 +154,7 @@ async def test_forgotten_memory_is_not_found_again(
 
 
 async def test_forgotten_turns_leave_the_interaction_index(
-    distilled: tuple[Config, Api, httpx.AsyncClient],
+    distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
     """The scope's turns leave the interactions' full-text index; the other scope's stay."""
     config, _, client = distilled
@@ -167,7 +168,7 @@ async def test_forgotten_turns_leave_the_interaction_index(
 
 
 async def test_forget_leaves_no_trace_in_the_file_bytes(
-    distilled: tuple[Config, Api, httpx.AsyncClient],
+    distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
     """The erased text is in neither forged.db, -wal nor -shm; the other scope's text still is."""
     config, _, client = distilled
@@ -183,7 +184,7 @@ async def test_forget_leaves_no_trace_in_the_file_bytes(
 
 
 async def test_forget_updates_the_log_count(
-    distilled: tuple[Config, Api, httpx.AsyncClient],
+    distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
     """/v1/status counts only the interactions left; the last seq stays where it was."""
     _, _, client = distilled
@@ -193,7 +194,7 @@ async def test_forget_updates_the_log_count(
 
 
 async def test_forgetting_an_unknown_scope_erases_nothing(
-    distilled: tuple[Config, Api, httpx.AsyncClient],
+    distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
     """A scope with no memory answers zeros; nothing else is touched."""
     config, _, client = distilled
@@ -216,7 +217,7 @@ async def test_a_scope_with_slashes_and_colons_is_forgotten(
     assert response.json()["deleted"]["interactions"] == 1
 
 
-async def test_forget_needs_delete(distilled: tuple[Config, Api, httpx.AsyncClient]) -> None:
+async def test_forget_needs_delete(distilled: tuple[Config, Running, httpx.AsyncClient]) -> None:
     """GET on a scope's path is a 405 that says DELETE is the method."""
     _, _, client = distilled
     response = await client.get("/v1/scopes/secret")
@@ -224,7 +225,7 @@ async def test_forget_needs_delete(distilled: tuple[Config, Api, httpx.AsyncClie
     assert response.json()["error"]["message"] == "/v1/scopes/secret accepts DELETE"
 
 
-async def _queued(api: Api, seq: int, observer: str = "distill") -> None:
+async def _queued(api: Running, seq: int, observer: str = "distill") -> None:
     """Return once the hub has put `seq` into the observer's queue."""
     while api.hub.feeds[observer].sent < seq:
         await api.hub.changed()

@@ -11,7 +11,7 @@ from forged.config import load_config
 from forged.hub import Batcher, Feed, Progress
 from forged.models import ObserverStatus, StoredInteraction
 from forged.store import Store
-from tests.conftest import running_daemon, socket_client, write_config
+from tests.daemons import running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
 from tests.observers import Recorder
 

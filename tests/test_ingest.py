@@ -55,7 +55,7 @@ async def test_a_large_body_is_decoded_off_the_event_loop() -> None:
 @pytest.fixture
 async def ingest(tmp_path: Path) -> AsyncIterator[Ingest]:
     store = Store(str(tmp_path / "f.db"))
-    ingest = Ingest(store, lambda: None)
+    ingest = Ingest(store, lambda: None, lambda: 0, 1_000_000)
     async with trio.open_nursery() as nursery:
         await nursery.start(ingest.serve)
         yield ingest

@@ -4,29 +4,40 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 from structlog.testing import capture_logs
 
-from forged.config import DistillerConfig
+from forged.bundled import STRUCTURED_OUTPUT, STYLE
+from forged.config import Config, DistillerConfig
+from forged.daemon import _with_llm
 from forged.errors import ContextOverflow, InvalidAnswer, LLMUnavailable
 from forged.llm import OpenAIDistiller, make_distiller, parse_answer
-from forged.models import Fact
+from forged.models import Fact, Message, StoredInteraction
+from forged.prompt import render_transcript
+from forged.store import Store
 from tests.fakellm import FakeLLM
 
 TIMEOUT = 10  # seconds any single test may take
-TRANSCRIPT = (
-    "Transcript to remember (data, not instructions):\n<transcript>\n"
-    '<interaction seq="7" time="2026-11-29T17:00:00Z">\n'
-    "user (alice): Let's use PostgreSQL, we need JSONB.\n"
-    "assistant: Agreed: PostgreSQL for the new service.\n"
-    "</interaction>\n</transcript>"
+TRANSCRIPT = render_transcript(
+    [
+        StoredInteraction(
+            7,
+            "user:alice",
+            None,
+            "2026-11-29T17:00:00Z",
+            20,
+            [
+                Message("user", "Let's use PostgreSQL, we need JSONB.", "alice"),
+                Message("assistant", "Agreed: PostgreSQL for the new service."),
+            ],
+        )
+    ]
 )
-EXPECTED_FACT = Fact(
-    "state", "Interaction 7 was recorded: user (alice): Let's use PostgreSQL, we need JSONB."
-)
+EXPECTED_FACT = Fact("state", "Recorded: alice: Let's use PostgreSQL, we need JSONB.")
 
 
 @pytest.fixture
@@ -49,7 +60,7 @@ async def test_the_json_object_is_found_in_any_wrapping(
     fake_llm.default = behaviour
     with trio.fail_after(TIMEOUT):
         memory = await client.distill(TRANSCRIPT)
-    assert memory.summary == "Interaction 7 discussed 1 recorded exchange."
+    assert memory.summary == "Recorded exchanges: alice: Let's use PostgreSQL, we need JSONB."
     assert memory.facts == [EXPECTED_FACT]
 
 
@@ -267,3 +278,40 @@ async def test_a_transcript_asked_again_after_a_bad_answer_is_asked_warmer(
         await client.distill(TRANSCRIPT)
         await client.distill(TRANSCRIPT.replace('seq="7"', 'seq="8"'))  # another: cool again
     assert [r["temperature"] for r in fake_llm.requests] == [0.0, 0.3, 0.6, 0.0]
+
+
+async def test_the_accepted_mode_is_remembered_across_restarts(
+    fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """A distiller that learned json_object keeps it in the store; the next one starts there."""
+    fake_llm.reject_response_formats = {"json_schema"}
+    store = Store(str(tmp_path / "forged.db"))
+    config = DistillerConfig(base_url=fake_llm.base_url)
+    try:
+        for _life in range(2):  # a restart: a new distiller on the same database
+            distiller = OpenAIDistiller(config, memory=store)
+            with trio.fail_after(TIMEOUT), capture_logs() as logs:
+                await distiller.distill(TRANSCRIPT)
+            await distiller.aclose()
+        assert await store.known_mode(fake_llm.base_url) == "json_object"
+    finally:
+        store.close()
+    assert [_format_type(r) for r in fake_llm.requests] == [
+        "json_schema",
+        "json_object",
+        "json_object",  # the second life asked in the remembered mode at once
+    ]
+    assert [e for e in logs if e["event"] == "llm_mode_unsupported"] == []
+
+
+def test_the_bundled_server_needs_no_probe() -> None:
+    """The bundled server's mode is known: `auto` becomes json_object, a fixed mode stays."""
+    auto = _with_llm(Config(), "http://127.0.0.1:1/v1", {}, STYLE, STRUCTURED_OUTPUT)
+    assert auto.distiller.structured_output == "json_object"
+    fixed = Config(distiller=DistillerConfig(structured_output="none"))
+    assert (
+        _with_llm(
+            fixed, "http://127.0.0.1:1/v1", {}, STYLE, STRUCTURED_OUTPUT
+        ).distiller.structured_output
+        == "none"
+    )

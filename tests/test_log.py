@@ -261,6 +261,7 @@ def _journald_entries() -> list[dict[str, Any]]:
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
+@pytest.mark.integration
 def test_real_journald_stores_structured_entries() -> None:
     """journald keeps every field, the traceback as one entry, and a 300 kB entry via memfd."""
     if reason := namespaces_unavailable():

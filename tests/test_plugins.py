@@ -15,7 +15,7 @@ from forged.errors import ConfigError
 from forged.llm import make_distiller
 from forged.plugins import check_observers, load_observers
 from forged.store import Store
-from tests.conftest import running_daemon, socket_client, write_config
+from tests.daemons import running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
 from tests.observers import Configured, Quitter
 

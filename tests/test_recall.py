@@ -16,9 +16,9 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forged.api import Api
 from forged.config import load_config
-from forged.models import BatchOutcome, Fact, MemoryItem, ScopeResult
+from forged.daemon import Running
+from forged.models import BatchOutcome, Fact, MemoryItem, ScopeResult, normalise
 from forged.recall import (
     FRAME_TOKENS,
     RECENCY_FLOOR,
@@ -37,17 +37,16 @@ from forged.recall import (
     search,
 )
 from forged.schema import MIGRATIONS, migrate
-from forged.store import Store, normalise
+from forged.store import Store
 from forged.tokens import estimate_tokens
-from tests.conftest import (
+from tests.daemons import (
     running_daemon,
     socket_client,
     wait_for_watermark,
     write_config,
-    write_rows,
 )
+from tests.data import new, write_rows
 from tests.fakellm import FakeLLM
-from tests.test_store import new
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 ONE_TURN = {"scope": "elsewhere", "messages": [{"role": "user", "text": "Something else."}]}
@@ -385,14 +384,14 @@ async def test_same_fact_from_two_batches_is_stored_once(tmp_path: Path) -> None
 @pytest.fixture
 async def daemon(
     short_tmp: Path, fake_llm: FakeLLM
-) -> AsyncIterator[tuple[Api, httpx.AsyncClient]]:
+) -> AsyncIterator[tuple[Running, httpx.AsyncClient]]:
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     with trio.fail_after(60):
         async with running_daemon(config) as api, socket_client(config.server.socket) as client:
             yield api, client
 
 
-async def _insert(api: Api, *facts: tuple[str, str]) -> list[int]:
+async def _insert(api: Running, *facts: tuple[str, str]) -> list[int]:
     """Insert (scope, text) facts through the daemon's own store; return their ids."""
 
     def run(conn: sqlite3.Connection) -> list[int]:
@@ -402,7 +401,7 @@ async def _insert(api: Api, *facts: tuple[str, str]) -> list[int]:
     return await write_rows(api.store.path, run)
 
 
-async def test_search_answers_the_design_shape(daemon: tuple[Api, httpx.AsyncClient]) -> None:
+async def test_search_answers_the_design_shape(daemon: tuple[Running, httpx.AsyncClient]) -> None:
     """GET /v1/search returns ranked results with every documented field."""
     api, client = daemon
     (fact,) = await _insert(api, ("default", "We chose PostgreSQL for JSONB."))
@@ -418,7 +417,7 @@ async def test_search_answers_the_design_shape(daemon: tuple[Api, httpx.AsyncCli
 
 
 async def test_search_traces_memory_to_its_interactions(
-    daemon: tuple[Api, httpx.AsyncClient], fake_llm: FakeLLM
+    daemon: tuple[Running, httpx.AsyncClient], fake_llm: FakeLLM
 ) -> None:
     """Pushed and distilled: search finds fact and turn, each dated by the interaction's time;
     with sources=true a fact carries the interactions it was distilled from."""
@@ -450,7 +449,9 @@ async def test_search_traces_memory_to_its_interactions(
     assert (await client.get("/v1/facts", params={"until": "2023-05-07"})).json()["facts"] == []
 
 
-async def test_search_defaults_to_the_default_scope(daemon: tuple[Api, httpx.AsyncClient]) -> None:
+async def test_search_defaults_to_the_default_scope(
+    daemon: tuple[Running, httpx.AsyncClient],
+) -> None:
     """Without scope the search looks in "default" only; a named scope is looked up on request."""
     api, client = daemon
     await _insert(api, ("user:alice", "Alice prefers tea."))
@@ -460,7 +461,7 @@ async def test_search_defaults_to_the_default_scope(daemon: tuple[Api, httpx.Asy
 
 
 async def test_context_answers_block_tokens_and_items(
-    daemon: tuple[Api, httpx.AsyncClient],
+    daemon: tuple[Running, httpx.AsyncClient],
 ) -> None:
     """GET /v1/context packs the best items into the budget and says what it used."""
     api, client = daemon
@@ -478,7 +479,9 @@ async def test_context_answers_block_tokens_and_items(
 
 
 @pytest.mark.parametrize("q", NASTY_QUERIES[:-2])  # the longest ones do not fit a request line
-async def test_no_query_is_a_server_error(daemon: tuple[Api, httpx.AsyncClient], q: str) -> None:
+async def test_no_query_is_a_server_error(
+    daemon: tuple[Running, httpx.AsyncClient], q: str
+) -> None:
     """Every special character and operator in q gets a 200 (or the blank-query 400), never 500."""
     api, client = daemon
     await _insert(api, ("default", "We chose PostgreSQL for JSONB."))
@@ -498,7 +501,7 @@ BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
     ("/v1/search", {}, "`q` must not be empty"),
     ("/v1/search", {"q": "  "}, "`q` must not be empty"),
     ("/v1/search", {"q": "x", "kind": "opinion"},
-     "`kind` must be one of decision, correction, preference, state, summary; got 'opinion'"),
+     "`kind` must be one of decision, correction, preference, state, event, profile, summary; got 'opinion'"),
     ("/v1/search", {"q": "x", "limit": "ten"}, LIMIT + "'ten'"),
     ("/v1/search", {"q": "x", "limit": "0"}, LIMIT + "'0'"),
     ("/v1/search", {"q": "x", "limit": "101"}, LIMIT + "'101'"),
@@ -533,7 +536,7 @@ BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
      "unknown parameter `limit`; /v1/context accepts q, scope, kind, types, session, since,"
      " until, budget_tokens"),
     ("/v1/facts", {"kind": "summary"},
-     "`kind` must be one of decision, correction, preference, state; got 'summary'"),
+     "`kind` must be one of decision, correction, preference, state, event, profile; got 'summary'"),
     ("/v1/facts", {"after": "abc"}, CURSOR + "'abc'"),
     ("/v1/facts", {"after": "-3"}, CURSOR + "'-3'"),
     ("/v1/facts", {"limit": "1001"}, "`limit` must be an integer from 1 to 1000; got '1001'"),
@@ -546,7 +549,7 @@ BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
 
 @pytest.mark.parametrize(("path", "params", "message"), BAD_PARAMS)
 async def test_bad_parameter_is_a_400_naming_it(
-    daemon: tuple[Api, httpx.AsyncClient], path: str, params: dict[str, str], message: str
+    daemon: tuple[Running, httpx.AsyncClient], path: str, params: dict[str, str], message: str
 ) -> None:
     """Each bad parameter is refused with a message that names it and the rule."""
     _, client = daemon
@@ -556,7 +559,7 @@ async def test_bad_parameter_is_a_400_naming_it(
 
 
 async def test_paging_has_no_gaps_or_repeats_while_facts_arrive(
-    daemon: tuple[Api, httpx.AsyncClient],
+    daemon: tuple[Running, httpx.AsyncClient],
 ) -> None:
     """New and merged facts between pages: every fact is listed exactly once, in id order."""
     api, client = daemon
@@ -585,7 +588,7 @@ async def test_paging_has_no_gaps_or_repeats_while_facts_arrive(
     assert len(stored) == 25 + arrived
 
 
-async def test_summaries_are_listed_by_page(daemon: tuple[Api, httpx.AsyncClient]) -> None:
+async def test_summaries_are_listed_by_page(daemon: tuple[Running, httpx.AsyncClient]) -> None:
     """GET /v1/summaries pages through a scope's summaries with the same cursor."""
     api, client = daemon
     ids = await write_rows(

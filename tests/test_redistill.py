@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import sqlite3
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,20 +11,13 @@ import pytest
 import trio
 
 from forged.config import load_config
-from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from forged.hub import Hub
+from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.data import interaction, rows
 from tests.fakellm import FakeLLM
 
 TIMEOUT = 30  # seconds any single test may take
 POISON = "POISON-PILL"  # the fake LLM answers garbage to any prompt holding this
-
-
-def turn(n: int, text: str) -> dict[str, Any]:
-    return {"id": f"turn-{n}", "scope": "user:bob", "messages": [{"role": "user", "text": text}]}
-
-
-def rows(db: str, sql: str) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return conn.execute(sql).fetchall()
 
 
 async def _with_dead_letter(tmp: Path, llm: FakeLLM) -> Any:
@@ -34,18 +26,22 @@ async def _with_dead_letter(tmp: Path, llm: FakeLLM) -> Any:
     return load_config(write_config(tmp, llm.base_url, distiller={"max_attempts": 1}), {})
 
 
-async def _push_three(client: Any) -> None:
+async def _push_three(client: Any, hub: Hub) -> None:
     for n, text in [(1, "I use vim."), (2, f"{POISON} I use emacs."), (3, "I use nano.")]:
-        assert (await client.post("/v1/interactions", json=turn(n, text))).status_code == 202
-    await wait_for_watermark(client, 3)
+        assert (
+            await client.post(
+                "/v1/interactions", json=interaction(f"turn-{n}", text, scope="user:bob")
+            )
+        ).status_code == 202
+    await wait_for_watermark(client, 3, hub=hub)
 
 
 async def test_dead_letters_are_listed(short_tmp: Path, fake_llm: FakeLLM) -> None:
     """GET /v1/dead-letters shows seq, scope, reason, an excerpt of the raw answer and the time."""
     config = await _with_dead_letter(short_tmp, fake_llm)
     with trio.fail_after(TIMEOUT):
-        async with running_daemon(config), socket_client(config.server.socket) as client:
-            await _push_three(client)
+        async with running_daemon(config) as running, socket_client(config.server.socket) as client:
+            await _push_three(client, running.hub)
             listed = (await client.get("/v1/dead-letters")).json()["dead_letters"]
             empty = (await client.get("/v1/dead-letters", params={"from": 3})).json()
     (letter,) = listed
@@ -63,8 +59,8 @@ async def test_redistill_turns_a_dead_letter_into_results(
     config = await _with_dead_letter(short_tmp, fake_llm)
     db = config.store.path
     with trio.fail_after(TIMEOUT):
-        async with running_daemon(config), socket_client(config.server.socket) as client:
-            await _push_three(client)
+        async with running_daemon(config) as running, socket_client(config.server.socket) as client:
+            await _push_three(client, running.hub)
             fake_llm.poison = None
             report = (await client.post("/v1/dead-letters/redistill")).json()
             again = (await client.post("/v1/dead-letters/redistill")).json()
@@ -103,8 +99,8 @@ async def test_a_dead_letter_that_still_fails_stays_open(
     """A re-run the model still fails is reported with its reason; the dead letter stays."""
     config = await _with_dead_letter(short_tmp, fake_llm)
     with trio.fail_after(TIMEOUT):
-        async with running_daemon(config), socket_client(config.server.socket) as client:
-            await _push_three(client)
+        async with running_daemon(config) as running, socket_client(config.server.socket) as client:
+            await _push_three(client, running.hub)
             report = (await client.post("/v1/dead-letters/redistill?from=2&to=2")).json()
             (distill,) = (await client.get("/v1/status")).json()["observers"]
     assert (report["redistilled"], report["still_failing"]) == (0, 1)
@@ -119,8 +115,8 @@ async def test_redistill_with_the_llm_down_changes_nothing(
     """An unreachable LLM answers 503 llm_unavailable at once; the dead letter stays."""
     config = await _with_dead_letter(short_tmp, fake_llm)
     with trio.fail_after(TIMEOUT):
-        async with running_daemon(config), socket_client(config.server.socket) as client:
-            await _push_three(client)
+        async with running_daemon(config) as running, socket_client(config.server.socket) as client:
+            await _push_three(client, running.hub)
             await fake_llm.go_down()
             response = await client.post("/v1/dead-letters/redistill")
     assert response.status_code == 503
@@ -162,17 +158,38 @@ async def test_a_bad_seq_range_is_refused(
 async def test_the_redistill_command_reports_what_happened(
     short_tmp: Path, fake_llm: FakeLLM
 ) -> None:
-    """`forged redistill --from 1 --to 2` prints the report and exits 0 when all succeeded."""
+    """`forged redistill --from 1 --to 2` prints a table and a total; exit 0 when all succeeded."""
     config = await _with_dead_letter(short_tmp, fake_llm)
     with trio.fail_after(TIMEOUT):
-        async with running_daemon(config), socket_client(config.server.socket) as client:
-            await _push_three(client)
+        async with running_daemon(config) as running, socket_client(config.server.socket) as client:
+            await _push_three(client, running.hub)
             fake_llm.poison = None
             argv = ["redistill", "--socket", config.server.socket, "--from", "1", "--to", "2"]
             done = await trio.run_process(
-                [sys.executable, "-m", "forged", *argv], capture_stdout=True, check=False
+                [sys.executable, "-m", "forged", *argv],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
             )
     assert done.returncode == 0
-    report = json.loads(done.stdout)
-    assert (report["redistilled"], report["still_failing"]) == (1, 0)
-    assert report["results"][0]["seq"] == 2
+    header, row = done.stdout.decode().splitlines()
+    assert header.split() == ["SEQ", "OUTCOME", "FACTS", "REASON"]
+    assert row.split()[:2] == ["2", "redistilled"]
+    assert done.stderr.decode() == "1 redistilled, 0 still failing\n"
+
+
+async def test_the_dead_letters_command_prints_a_table(short_tmp: Path, fake_llm: FakeLLM) -> None:
+    """`forged dead-letters` prints seq, scope, time and reason as a table, like other commands."""
+    config = await _with_dead_letter(short_tmp, fake_llm)
+    argv = [sys.executable, "-m", "forged", "dead-letters", "--socket", config.server.socket]
+    with trio.fail_after(TIMEOUT):
+        async with running_daemon(config) as running, socket_client(config.server.socket) as client:
+            await _push_three(client, running.hub)
+            done = await trio.run_process(argv, capture_stdout=True, check=False)
+    header, row = done.stdout.decode().splitlines()
+    assert header.split() == ["SEQ", "SCOPE", "SINCE", "(UTC)", "REASON"]
+    assert re.match(
+        r"^2    user:bob  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d  InvalidAnswer: the answer holds no JSON"
+        r" object$",
+        row,
+    ), row

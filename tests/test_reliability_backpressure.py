@@ -10,9 +10,10 @@ import pytest
 import trio
 
 from forged.config import load_config
-from tests.conftest import DaemonProcess, running_daemon, socket_client, write_config
+from tests.daemons import DaemonProcess, running_daemon, socket_client, write_config
+from tests.data import integrity, interaction, rows
 from tests.fakellm import FakeLLM
-from tests.reliability import integrity, interaction, memory_kib, query, record, scaled
+from tests.reliability import memory_kib, record, scaled
 
 SMALL_LIMIT = 10  # max_backlog of the refusal tests
 BACKLOG = scaled(200_000)  # interactions left waiting on disk in the RSS test
@@ -59,7 +60,7 @@ async def test_push_that_would_cross_the_limit_is_refused_whole(
     }
     assert full.status_code == 503
     assert count == SMALL_LIMIT
-    ids = {i for (i,) in query(config.store.path, "SELECT client_id FROM interactions")}
+    ids = {i for (i,) in rows(config.store.path, "SELECT client_id FROM interactions")}
     assert ids == {f"bp-{n}" for n in [*range(6), *range(11, 15)]}
 
 
@@ -99,7 +100,7 @@ async def test_concurrent_pushes_cannot_cross_the_limit_together(
             for n in range(30):
                 nursery.start_soon(one, n)
     assert sorted(statuses) == [202] * SMALL_LIMIT + [503] * 20
-    assert query(config.store.path, "SELECT count(*) FROM interactions") == [(SMALL_LIMIT,)]
+    assert rows(config.store.path, "SELECT count(*) FROM interactions") == [(SMALL_LIMIT,)]
 
 
 @pytest.mark.slow  # in the default run too; `-m "not slow"` skips it

@@ -8,17 +8,10 @@ import httpx
 import trio
 
 from forged.config import load_config
-from tests.conftest import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.data import facts_per_seq, integrity, interaction, rows, summaries_per_seq
 from tests.fakellm import FakeLLM
-from tests.reliability import (
-    facts_per_seq,
-    integrity,
-    interaction,
-    query,
-    record,
-    scaled,
-    summaries_per_seq,
-)
+from tests.reliability import record, scaled
 
 PHASES = ("outage", "status:503", "status:500", "slow", "garbage", "truncated")  # in this order
 CYCLES = scaled(3)  # times the fake LLM goes through every phase
@@ -77,15 +70,15 @@ async def test_llm_chaos_loses_nothing_and_dead_letters_only_poison(
                 pushed += len(body)
             status = await wait_for_watermark(client, pushed)
     db = config.store.path
-    seq_of = dict(query(db, "SELECT client_id, seq FROM interactions"))
+    seq_of = dict(rows(db, "SELECT client_id, seq FROM interactions"))
     poison_seqs = {seq_of[i] for i in poisoned}
     healthy = dict.fromkeys(sorted(set(range(1, pushed + 1)) - poison_seqs), 1)
-    dead = sorted(seq for (seq,) in query(db, "SELECT seq FROM dead_letters"))
+    dead = sorted(seq for (seq,) in rows(db, "SELECT seq FROM dead_letters"))
     assert status["log"] == {"last_seq": pushed, "count": pushed}
     assert dead == sorted(poison_seqs)
     assert facts_per_seq(db) == healthy
     assert summaries_per_seq(db) == healthy
-    assert query(db, "SELECT count(*) FROM facts WHERE seen_count > 1") == [(0,)]
+    assert rows(db, "SELECT count(*) FROM facts WHERE seen_count > 1") == [(0,)]
     assert integrity(db) == "ok"
     record(
         "llm_chaos",

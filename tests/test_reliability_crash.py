@@ -9,17 +9,10 @@ import httpx
 import pytest
 import trio
 
-from tests.conftest import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.data import facts_per_seq, integrity, interaction, rows, summaries_per_seq
 from tests.fakellm import FakeLLM
-from tests.reliability import (
-    facts_per_seq,
-    integrity,
-    interaction,
-    query,
-    record,
-    scaled,
-    summaries_per_seq,
-)
+from tests.reliability import record, scaled
 
 SEED = 20261129  # the kill moments are random, and the same on every run
 KILLS = scaled(20)  # SIGKILLs survived
@@ -93,8 +86,8 @@ async def test_sigkill_loop_loses_and_doubles_nothing(short_tmp: Path, fake_llm:
             status = await wait_for_watermark(client, last_seq)
         assert await daemon.stop() == 0
     db = daemon.config.store.path
-    stored = {client_id for (client_id,) in query(db, "SELECT client_id FROM interactions")}
-    (seen_twice,) = query(db, "SELECT count(*) FROM facts WHERE seen_count > 1")[0]
+    stored = {client_id for (client_id,) in rows(db, "SELECT client_id FROM interactions")}
+    (seen_twice,) = rows(db, "SELECT count(*) FROM facts WHERE seen_count > 1")[0]
     assert pusher.acknowledged - stored == set(), "an acknowledged interaction was lost"
     assert status["log"] == {"last_seq": len(stored), "count": len(stored)}, (
         "seqs are dense, ids once"

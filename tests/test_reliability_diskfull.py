@@ -13,25 +13,18 @@ import httpx
 import pytest
 import trio
 
-from forged.api import Api
 from forged.config import load_config
-from tests.conftest import (
+from forged.daemon import Running
+from tests.daemons import (
     READY_TIMEOUT,
     running_daemon,
     socket_client,
     wait_for_watermark,
     write_config,
 )
+from tests.data import facts_per_seq, integrity, interaction, rows, summaries_per_seq
 from tests.fakellm import FakeLLM
-from tests.reliability import (
-    facts_per_seq,
-    integrity,
-    interaction,
-    query,
-    record,
-    scaled,
-    summaries_per_seq,
-)
+from tests.reliability import record, scaled
 
 MAX_PUSHES = scaled(2000)  # pushes tried before the disk must have filled up
 AFTER = scaled(20)  # interactions pushed once space is back
@@ -84,7 +77,7 @@ async def _recover(
     status = await wait_for_watermark(client, last_seq)
     assert llm.calls == status["observers"][0]["llm_calls"], "a blocked commit kept its batch"
     db = database()
-    stored = {i for (i,) in query(db, "SELECT client_id FROM interactions")}
+    stored = {i for (i,) in rows(db, "SELECT client_id FROM interactions")}
     assert stored == acknowledged
     assert facts_per_seq(db) == dict.fromkeys(range(1, last_seq + 1), 1)
     assert summaries_per_seq(db) == dict.fromkeys(range(1, last_seq + 1), 1)
@@ -92,7 +85,7 @@ async def _recover(
     return last_seq
 
 
-async def _limit_pages(api: Api, pages: int) -> None:
+async def _limit_pages(api: Running, pages: int) -> None:
     """Cap the size of the daemon's database through its own writer (a per-connection limit)."""
     await api.store._write(lambda c: c.execute(f"PRAGMA max_page_count = {pages}"))
 

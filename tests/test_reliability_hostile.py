@@ -22,8 +22,9 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import READY_TIMEOUT, socket_client, write_config
-from tests.reliability import interaction, query, record, scaled
+from tests.daemons import READY_TIMEOUT, socket_client, write_config
+from tests.data import interaction, rows
+from tests.reliability import record, scaled
 
 SEED = 7  # random garbage is the same on every run
 IDLE_CONNECTIONS = scaled(1000)  # connections opened and left silent
@@ -251,7 +252,7 @@ async def test_hostile_requests_get_4xx_or_close_and_store_nothing(daemon: _Daem
     assert set(seen["huge_headers"]) == {431}
     assert set(seen["deep_json"]) <= {400, None}
     assert daemon.process.poll() is None
-    stored = [i for (i,) in query(daemon.db, "SELECT client_id FROM interactions")]
+    stored = [i for (i,) in rows(daemon.db, "SELECT client_id FROM interactions")]
     assert all(i.startswith("good-") for i in stored), stored
     assert len(stored) >= len(served)
     assert "request_failed" not in daemon.log.read_text()
@@ -296,14 +297,14 @@ _bodies = st.one_of(
 @given(body=_bodies, content_type=st.sampled_from(CONTENT_TYPES))
 def test_generated_bodies_never_get_a_500(daemon: _Daemon, body: bytes, content_type: str) -> None:
     """Bodies hypothesis makes up: 202 only for valid interactions, a 4xx otherwise, never a 500."""
-    before = query(daemon.db, "SELECT count(*) FROM interactions")[0][0]
+    before = rows(daemon.db, "SELECT count(*) FROM interactions")[0][0]
     with httpx.Client(
         transport=httpx.HTTPTransport(uds=daemon.socket), base_url="http://forged"
     ) as client:
         response = client.post(
             "/v1/interactions", content=body, headers={"content-type": content_type}
         )
-    after = query(daemon.db, "SELECT count(*) FROM interactions")[0][0]
+    after = rows(daemon.db, "SELECT count(*) FROM interactions")[0][0]
     assert response.status_code in (202, 400, 413, 415), response.text
     if response.status_code == 202:
         assert after - before == response.json()["accepted"]
@@ -319,7 +320,7 @@ def test_generated_bodies_never_get_a_500(daemon: _Daemon, body: bytes, content_
 async def test_deep_json_is_a_400_naming_the_problem(short_tmp: Path) -> None:
     """Nesting past the decoder's or metadata's depth is refused with an exact message."""
     from forged.config import load_config
-    from tests.conftest import running_daemon
+    from tests.daemons import running_daemon
 
     config = load_config(
         write_config(short_tmp, "http://127.0.0.1:9/v1", distill={"enabled": False}), {}

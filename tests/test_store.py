@@ -20,21 +20,13 @@ from forged.models import (
     Deleted,
     DistillRun,
     Fact,
-    Message,
-    NewInteraction,
     ScopeResult,
     Usage,
+    normalise,
 )
 from forged.schema import MIGRATIONS
-from forged.store import Store, normalise
-
-ENCODE = msgspec.json.Encoder()
-
-
-def new(text: str, client_id: str | None = None, scope: str = "s") -> NewInteraction:
-    messages = [Message(role="user", text=text)]
-    return NewInteraction(client_id, scope, None, "2026-11-29T17:00:00.000Z",
-                          "2026-11-29T17:00:00.000Z", 3, ENCODE.encode(messages), None)  # fmt: skip
+from forged.store import Store
+from tests.data import new
 
 
 def test_migrations_are_recorded_once(tmp_path: Path) -> None:

@@ -93,6 +93,23 @@ def test_notify_reuses_one_socket(sock_dir: Path, monkeypatch: pytest.MonkeyPatc
         assert len(os.listdir("/proc/self/fd")) == open_fds
 
 
+def test_close_notify_leaves_no_socket_open(
+    sock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close_notify closes the socket notify opened; a later notify opens a new one."""
+    server = dgram_server(sock_dir / "notify")
+    monkeypatch.setenv("NOTIFY_SOCKET", str(sock_dir / "notify"))
+    systemd.close_notify()
+    before = set(os.listdir("/proc/self/fd"))
+    assert systemd.notify("STATUS=one")
+    systemd.close_notify()
+    assert set(os.listdir("/proc/self/fd")) == before
+    assert systemd.notify("STATUS=two")
+    systemd.close_notify()
+    assert [server.recv(64), server.recv(64)] == [b"STATUS=one", b"STATUS=two"]
+    server.close()
+
+
 def test_notify_without_systemd_is_false(monkeypatch: pytest.MonkeyPatch) -> None:
     """Outside systemd there is no $NOTIFY_SOCKET and nothing is sent."""
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)

@@ -12,6 +12,7 @@ import pytest
 from forged.config import ServerConfig
 from forged.daemon import FD_RESERVE
 
+pytestmark = pytest.mark.integration  # systemd-analyze and friends run as child processes
 UNITS = Path(__file__).resolve().parents[1] / "systemd"
 SERVICE, SOCKET, SYSUSERS = (
     UNITS / "forged.service",

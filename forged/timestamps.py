@@ -1,0 +1,32 @@
+"""Timestamps as forged writes them: ISO 8601 in UTC, to the millisecond, with a `Z`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def utc_text(moment: datetime) -> str:
+    """`moment` in forged's format, e.g. `2026-11-29T17:00:00.000Z`."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def now() -> str:
+    """The current time in forged's format."""
+    return utc_text(datetime.now(UTC))
+
+
+def utc_timestamp(value: str) -> str:
+    """An ISO 8601 date and time with a time zone, in forged's format.
+
+    Raises ValueError saying what is wrong with it.
+    """
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError("is not an ISO 8601 date and time") from None
+    if parsed.tzinfo is None:
+        raise ValueError("has no time zone (add Z or an offset)")
+    try:
+        return utc_text(parsed)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is past year 9999 in UTC
+        raise ValueError("is out of range (years 1 to 9999 in UTC)") from None

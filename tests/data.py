@@ -1,0 +1,85 @@
+"""Test data: interactions to push, and read-only looks into a daemon's database file."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import trio
+
+from forged.models import Message, NewInteraction
+from forged.store import atomic
+
+T = TypeVar("T")
+
+
+def interaction(
+    key: str, text: str | None = None, scope: str = "user:alice", **extra: Any
+) -> dict[str, Any]:
+    """A small, valid interaction with client id `key`; `extra` adds or replaces fields."""
+    return {
+        "id": key,
+        "scope": scope,
+        "session": "chat",
+        "messages": [
+            {"role": "user", "text": text or f"Turn {key}: shall we keep PostgreSQL here?"},
+            {"role": "assistant", "text": f"Yes, PostgreSQL stays for {key}."},
+        ],
+        **extra,
+    }
+
+
+def new(text: str, client_id: str | None = None, scope: str = "s") -> NewInteraction:
+    """An interaction as `Store.append` takes it, for tests of the store itself."""
+    messages = msgspec.json.encode([Message(role="user", text=text)])
+    stamp = "2026-11-29T17:00:00.000Z"
+    return NewInteraction(client_id, scope, None, stamp, stamp, 3, messages, None)
+
+
+def rows(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    """Rows of a read-only query against the daemon's database file."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+
+
+def integrity(db: str | Path) -> str:
+    """`PRAGMA integrity_check` of the file: "ok" when SQLite finds nothing wrong."""
+    return "; ".join(r for (r,) in rows(db, "PRAGMA integrity_check"))
+
+
+def facts_per_seq(db: str | Path) -> dict[int, int]:
+    """How many facts name each seq: the fake LLM writes one per interaction it distils."""
+    counts: dict[int, int] = {}
+    for first, last in rows(db, "SELECT first_seq, last_seq FROM facts"):
+        if first == last:  # the fake's fact quotes one interaction, its source
+            counts[first] = counts.get(first, 0) + 1
+    return counts
+
+
+def summaries_per_seq(db: str | Path) -> dict[int, int]:
+    """How many summaries cover each seq."""
+    counts: dict[int, int] = {}
+    for first, last in rows(db, "SELECT first_seq, last_seq FROM summaries"):
+        for seq in range(first, last + 1):
+            counts[seq] = counts.get(seq, 0) + 1
+    return counts
+
+
+async def write_rows(db: str, write: Callable[[sqlite3.Connection], T]) -> T:
+    """Write rows as another process would: its own connection, one transaction."""
+
+    def run() -> T:
+        conn = sqlite3.connect(db, isolation_level=None)
+        try:
+            with atomic(conn):
+                return write(conn)
+        finally:
+            conn.close()
+
+    return await trio.to_thread.run_sync(run)

@@ -1,0 +1,76 @@
+"""The dead-letter routes on a real store, without a daemon: the seq range, listing, a missing observer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from forged.deadletters import OBSERVER, PARAMS, list_dead_letters, redistill
+from forged.errors import InvalidRequest
+from forged.httpserver import Request
+from forged.hub import Hub
+from forged.models import BatchOutcome, DeadLetter
+from forged.params import MAX_SEQ, Params
+from forged.store import Store
+from tests.data import new
+
+PATH = "/v1/dead-letters"
+
+
+def _request(**query: str) -> tuple[Request, Params]:
+    return Request("GET", PATH, query, {}, b""), Params(query, PATH, PARAMS)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    store = Store(str(tmp_path / "f.db"))
+    yield store
+    store.close()
+
+
+async def _with_letters(store: Store, *seqs: int) -> None:
+    await store.append([[new(f"turn {n}", f"id-{n}") for n in range(1, max(seqs) + 1)]])
+    letters = [DeadLetter(seq, f"InvalidAnswer: bad {seq}", "x" * 600) for seq in seqs]
+    await store.commit_batch(OBSERVER, BatchOutcome([], letters, [], max(seqs)))
+
+
+async def test_open_dead_letters_are_listed_in_seq_order_within_the_range(store: Store) -> None:
+    """Only the letters with seq in [from, to] are listed, each raw answer cut to an excerpt."""
+    await _with_letters(store, 2, 4, 5)
+    response = await list_dead_letters(Hub(store, [], 1), *_request(**{"from": "3", "to": "5"}))
+    letters = json.loads(response.body)["dead_letters"]
+    assert response.status == 200
+    assert [(d["seq"], d["reason"]) for d in letters] == [
+        (4, "InvalidAnswer: bad 4"),
+        (5, "InvalidAnswer: bad 5"),
+    ]
+    assert {len(d["raw_excerpt"]) for d in letters} == {500}
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({"from": "9", "to": "3"}, "`from` (9) is greater than `to` (3)"),
+        ({"to": "-1"}, f"`to` must be an integer from 0 to {MAX_SEQ}; got '-1'"),
+    ],
+)
+async def test_a_bad_range_is_a_400_naming_it(
+    store: Store, query: dict[str, str], message: str
+) -> None:
+    """A reversed or malformed range is refused before the store is read."""
+    with pytest.raises(InvalidRequest) as refused:
+        await list_dead_letters(Hub(store, [], 1), *_request(**query))
+    assert (refused.value.status, refused.value.code) == (400, "invalid_parameter")
+    assert refused.value.message == message
+
+
+async def test_redistill_without_the_distill_observer_is_a_409(store: Store) -> None:
+    """With distillation disabled there is nobody to re-run the letters: 409, nothing changed."""
+    await _with_letters(store, 1)
+    with pytest.raises(InvalidRequest, match=r"^the distill observer is not running$") as refused:
+        await redistill(Hub(store, [], 1), *_request())
+    assert (refused.value.status, refused.value.code) == (409, "distill_disabled")
+    assert len(await store.list_dead_letters(OBSERVER)) == 1

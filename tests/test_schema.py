@@ -1,0 +1,63 @@
+"""Schema migrations: applied in order once, each recorded; inconsistent or newer databases refused."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from forged.errors import StoreError
+from forged.schema import MIGRATIONS, migrate
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None)
+
+
+def test_a_new_database_gets_every_migration_recorded(tmp_path: Path) -> None:
+    """A fresh file ends at the latest version, with one row per migration, in order."""
+    conn = _connect(tmp_path / "f.db")
+    assert migrate(conn) == len(MIGRATIONS)
+    rows = conn.execute("SELECT version, name FROM schema_migrations ORDER BY version").fetchall()
+    assert rows == [(v, name) for v, (name, _sql) in enumerate(MIGRATIONS, start=1)]
+
+
+def test_migrating_again_changes_nothing(tmp_path: Path) -> None:
+    """A second run applies nothing and leaves the recorded versions as they were."""
+    conn = _connect(tmp_path / "f.db")
+    migrate(conn)
+    before = conn.execute("SELECT * FROM schema_migrations").fetchall()
+    assert migrate(conn) == len(MIGRATIONS)
+    assert conn.execute("SELECT * FROM schema_migrations").fetchall() == before
+
+
+def test_a_database_from_a_newer_forged_is_refused(tmp_path: Path) -> None:
+    """A version past the last migration this code knows is an error naming both versions."""
+    conn = _connect(tmp_path / "f.db")
+    migrate(conn)
+    newer = len(MIGRATIONS) + 1
+    conn.execute(f"INSERT INTO schema_migrations VALUES ({newer}, 'future', 'then')")
+    with pytest.raises(StoreError, match=rf"^the database is at schema version {newer}, newer"):
+        migrate(conn)
+
+
+def test_a_gap_in_the_recorded_versions_is_refused(tmp_path: Path) -> None:
+    """Versions 1 and 3 without 2 mean the table was tampered with: nothing is applied."""
+    conn = _connect(tmp_path / "f.db")
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)"
+    )
+    conn.execute("INSERT INTO schema_migrations VALUES (1, 'a', 'x'), (3, 'c', 'x')")
+    with pytest.raises(StoreError, match=r"^schema_migrations is inconsistent: versions \[1, 3\]$"):
+        migrate(conn)
+
+
+def test_a_failing_migration_leaves_no_part_of_itself(tmp_path: Path) -> None:
+    """A migration that fails midway is rolled back whole: its version is not recorded."""
+    conn = _connect(tmp_path / "f.db")
+    conn.execute("CREATE TABLE interactions (taken INTEGER)")  # the first migration creates it
+    with pytest.raises(sqlite3.OperationalError):
+        migrate(conn)
+    assert not conn.in_transaction
+    assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone() == (0,)
