@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
+from forged.config import Config, load_config
+from tests.daemons import running_daemon, write_config
 from tests.fakellm import FakeLLM
 from tests.observers import Recorder
 
@@ -46,3 +48,12 @@ def recorder() -> Iterator[type[Recorder]]:
     """The recording plugin, reset: nothing seen, held back until the test sets its gate."""
     Recorder.seen, Recorder.gate, Recorder.fail_once_at, Recorder.lives = [], trio.Event(), None, 0
     yield Recorder
+
+
+@pytest.fixture
+async def daemon(short_tmp: Path, fake_llm: FakeLLM) -> AsyncIterator[Config]:
+    """A daemon in this process on the test config, distilling with the fake LLM: its config."""
+    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
+    with trio.fail_after(60):
+        async with running_daemon(config):
+            yield config

@@ -163,10 +163,11 @@ def _content(
 ) -> tuple[str, str]:
     """Message content and finish_reason for a behaviour that answers 200."""
     valid = gold_answer(body, gold) if behaviour == "gold" else answer_for(body)
-    facts = valid.get("facts") or valid["lines"]
+    facts = valid["facts"] if "facts" in valid else valid["lines"]
     answer = _encoder.encode(valid).decode()
     key = '"text":"' if '"text":"' in answer else '"line":"'
-    cut = answer.index(key) + len(key) + TRUNCATE_INTO_STRING  # inside a string
+    at = answer.find(key)  # an answer with nothing to remember has neither: cut it in half
+    cut = at + len(key) + TRUNCATE_INTO_STRING if at >= 0 else len(answer) // 2  # inside a string
     contents = {
         "ok": answer,
         "gold": answer,

@@ -5,15 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import trio
 
-from forged.config import Config, load_config
-from tests.daemons import running_daemon, write_config
-from tests.fakellm import FakeLLM
+from forged.config import Config
 
 TURN = {"messages": [{"role": "user", "text": "I prefer dark mode."}]}
 
@@ -27,14 +24,6 @@ async def forged(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[
         capture_stderr=True,
         check=False,
     )
-
-
-@pytest.fixture
-async def daemon(short_tmp: Path, fake_llm: FakeLLM) -> AsyncIterator[Config]:
-    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
-    with trio.fail_after(60):
-        async with running_daemon(config):
-            yield config
 
 
 async def test_push_file_prints_the_answer(daemon: Config, short_tmp: Path) -> None:

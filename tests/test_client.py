@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -32,14 +31,6 @@ TURN = Interaction(
     id="chat-1:turn-1",
     scope="user:alice",
 )
-
-
-@pytest.fixture
-async def daemon(short_tmp: Path, fake_llm: FakeLLM) -> AsyncIterator[Config]:
-    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
-    with trio.fail_after(TIMEOUT):
-        async with running_daemon(config):
-            yield config
 
 
 async def test_every_route_answers_in_the_daemons_structs(daemon: Config) -> None:

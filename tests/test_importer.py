@@ -6,16 +6,12 @@ import io
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 import trio
 
-from forged.config import Config, load_config
+from forged.config import Config
 from forged.importer import _Progress, read_records
-from tests.daemons import running_daemon, write_config
-from tests.fakellm import FakeLLM
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHATGPT = FIXTURES / "chatgpt-conversations.json"
@@ -106,14 +102,6 @@ def test_progress_only_on_a_terminal() -> None:
     assert terminal.getvalue().endswith("\rimporting: 400 of 400 turns (100%)\n")
     assert terminal.getvalue().startswith("\rimporting: 200 of 400 turns (50%)")
     assert pipe.getvalue() == ""
-
-
-@pytest.fixture
-async def daemon(short_tmp: Path, fake_llm: FakeLLM) -> AsyncIterator[Config]:
-    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
-    with trio.fail_after(TIMEOUT):
-        async with running_daemon(config):
-            yield config
 
 
 async def _import(config: Config, *args: str) -> subprocess.CompletedProcess[bytes]:

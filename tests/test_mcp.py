@@ -8,24 +8,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import mcp_types
-import pytest
 import trio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from forged.config import Config, load_config
-from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
-from tests.fakellm import FakeLLM
+from forged.config import Config
+from tests.daemons import socket_client, wait_for_watermark
 
 TIMEOUT = 60.0  # seconds for a whole scenario: the server child imports pydantic and the SDK
 TOOLS = {"recall", "search", "remember", "list_facts"}
-
-
-@pytest.fixture
-async def daemon(short_tmp: Path, fake_llm: FakeLLM) -> AsyncIterator[Config]:
-    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
-    with trio.fail_after(TIMEOUT):
-        async with running_daemon(config):
-            yield config
 
 
 @asynccontextmanager

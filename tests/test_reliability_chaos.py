@@ -61,7 +61,8 @@ async def test_llm_chaos_loses_nothing_and_dead_letters_only_poison(
     with trio.fail_after(60 * scaled(1)):
         async with running_daemon(config), socket_client(config.server.socket) as client:
             for chunk in range(CYCLES * len(PHASES)):
-                ids = [f"chaos-{chunk}-{n}" for n in range(CHUNK)]
+                # one number each: the source of a fact is found by its words and numbers
+                ids = [f"chaos-{chunk * CHUNK + n}" for n in range(CHUNK)]
                 body = [interaction(i) for i in ids]
                 if chunk % POISON_EVERY == 0:
                     poisoned.add(ids[chunk % CHUNK])
