@@ -55,27 +55,33 @@ _QUOTE_MARK = "\u2039"  # SINGLE LEFT-POINTING ANGLE QUOTATION MARK stands in fo
 # Recency: the score halves with each half-life since it happened, down to RECENCY_FLOOR of
 # it, so that what is recent wins among equals and what is old but relevant is still found.
 _DECAY = "(:floor + (1 - :floor) * pow(0.5, max(0.0, :now - julianday({at})) / :half_life))"
-_ROWS = {  # the candidates the index found, with their recency decay; the filters are SQL's
+_ROWS = {  # the winners' rows, with their recency decay
     "fact": f"""
         SELECT f.id, f.kind, f.scope, f.session, f.text, f.created_at, f.last_seen_at,
                f.first_seq, f.last_seq, f.first_at, f.last_at, {_DECAY.format(at="f.last_at")}
-        FROM facts AS f
-        WHERE f.id IN (SELECT value FROM json_each(:ids)) AND f.scope = :scope {{filters}}
+        FROM facts AS f WHERE f.id IN (SELECT value FROM json_each(:ids))
     """,
     "summary": f"""
         SELECT s.id, 'summary', s.scope, s.session, s.text, s.created_at, s.created_at,
                s.first_seq, s.last_seq, s.first_at, s.last_at, {_DECAY.format(at="s.last_at")}
-        FROM summaries AS s
-        WHERE s.id IN (SELECT value FROM json_each(:ids)) AND s.scope = :scope {{filters}}
+        FROM summaries AS s WHERE s.id IN (SELECT value FROM json_each(:ids))
     """,
     "interaction": f"""
         SELECT i.seq, 'interaction', i.scope, i.session, i.messages, i.received_at,
                i.received_at, i.seq, i.seq, i.timestamp, i.timestamp,
                {_DECAY.format(at="i.timestamp")}
-        FROM interactions AS i
-        WHERE i.seq IN (SELECT value FROM json_each(:ids)) AND i.scope = :scope {{filters}}
+        FROM interactions AS i WHERE i.seq IN (SELECT value FROM json_each(:ids))
     """,
 }
+# The candidates the index found that pass the filters (SQL's), with their recency decay: only
+# the key and a number per candidate, so that reading many costs little.
+_DECAYS = """
+    SELECT {alias}.{key}, {decay} FROM {table} AS {alias}
+    WHERE {alias}.{key} IN (SELECT value FROM json_each(:ids)) AND {alias}.scope = :scope {filters}
+"""
+_KEY_AND_TIME: dict[MemoryType, tuple[str, str]] = {
+    "fact": ("id", "last_at"), "summary": ("id", "last_at"), "interaction": ("seq", "timestamp")
+}  # fmt: skip
 # The index's matches in the scope, best BM25 first ('rank' is BM25 over the text column).
 _MATCHES = "SELECT rowid, -rank FROM {fts} WHERE {fts} MATCH ? ORDER BY rank"
 FIRST_CANDIDATES = 32  # matches looked up at first; each further lookup takes twice as many
@@ -211,8 +217,14 @@ def _scoped_match(scope: str, phrases: list[str]) -> str:
     return f'scope : "{scope_token(scope)}" AND text : ({fts_query(phrases)})'
 
 
-def _better(item: MemoryItem) -> tuple[float, int]:
-    return item.score, item.id
+def _top(
+    conn: sqlite3.Connection, sql: str, params: dict[str, Any], bm25: dict[int, float],
+    best: list[tuple[float, int]], limit: int,
+) -> list[tuple[float, int]]:
+    """The best `limit` of `best` and the candidates `bm25` scores, by BM25 times decay."""
+    params["ids"] = json.dumps(list(bm25))
+    scored = [(bm25[key] * decay, key) for key, decay in conn.execute(sql, params)]
+    return sorted(best + scored, reverse=True)[:limit]
 
 
 def ranked(
@@ -224,9 +236,10 @@ def ranked(
 ) -> list[MemoryItem]:
     """One table's best matches, by BM25 times the decay of when they happened.
 
-    The index gives the scope's matches by BM25 alone; their rows are read best first, a few at
-    a time, and the reading stops once the results are better than BM25 times the largest decay
-    (1) of the next match: nothing after it can enter. The answer is the exact ranking.
+    The index gives the scope's matches by BM25 alone; their decays are read best first, a few
+    at a time, and the reading stops once the results are better than BM25 times the largest
+    decay (1) of the next match: nothing after it can enter. Only the winners' rows are read in
+    full. The answer is the exact ranking.
     """
     phrases = query_phrases(query.q)
     if not phrases:
@@ -234,23 +247,33 @@ def ranked(
     match = _scoped_match(query.scope, _selective(conn, table, phrases))
     params: dict[str, Any] = {"scope": query.scope, "now": now, "half_life": half_life,
                               "floor": RECENCY_FLOOR}  # fmt: skip
-    rows = _ROWS[table].format(filters=_filters(table, query, params))
+    (key, at), alias = _KEY_AND_TIME[table], _ALIAS[table]
+    decays = _DECAYS.format(alias=alias, key=key, table=_CONTENT[table],
+                            decay=_DECAY.format(at=f"{alias}.{at}"),
+                            filters=_filters(table, query, params))  # fmt: skip
     matches = conn.execute(_MATCHES.format(fts=_FTS[table]), (match,))
-    best: list[MemoryItem] = []
+    best: list[tuple[float, int]] = []
     size = FIRST_CANDIDATES
     try:
         while batch := matches.fetchmany(size):
-            if len(best) == query.limit and best[-1].score > batch[0][1]:
+            if len(best) == query.limit and best[-1][0] > batch[0][1]:
                 break
-            bm25 = dict(batch)
-            params["ids"] = json.dumps(list(bm25))
-            for row in conn.execute(rows, params):
-                best.append(_item(table, (*row[:-1], bm25[row[0]] * row[-1])))
-            best = sorted(best, key=_better, reverse=True)[: query.limit]
+            best = _top(conn, decays, params, dict(batch), best, query.limit)
             size *= 2
     finally:
         matches.close()
-    return best
+    return _items(conn, table, best, params)
+
+
+def _items(
+    conn: sqlite3.Connection, table: MemoryType, best: list[tuple[float, int]],
+    params: dict[str, Any],
+) -> list[MemoryItem]:
+    """The winners' rows as items, best first, with the scores that ranked them (a row
+    forgotten since it was ranked is left out)."""
+    params["ids"] = json.dumps([key for _, key in best])
+    rows = {row[0]: row[:-1] for row in conn.execute(_ROWS[table], params)}
+    return [_item(table, (*rows[key], score)) for score, key in best if key in rows]
 
 
 _EXACT = """
@@ -258,9 +281,6 @@ _EXACT = """
     WHERE {fts} MATCH :match AND c.scope = :scope
     ORDER BY -bm25({fts}, 1.0, 0.0) * {decay} DESC, c.{key} DESC LIMIT :limit
 """  # every match of every scope joined to its row: the ranking `ranked` gives, without shortcut
-_KEY_AND_TIME: dict[MemoryType, tuple[str, str]] = {
-    "fact": ("id", "last_at"), "summary": ("id", "last_at"), "interaction": ("seq", "timestamp")
-}  # fmt: skip
 
 
 def exact_ids(
