@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 import json
+import math
 import re
 import sqlite3
 import time
@@ -32,7 +34,9 @@ UNIX_EPOCH_JULIAN_DAY = 2440587.5  # julianday('1970-01-01'), to compare with SQ
 SECONDS_PER_DAY = 86400.0
 SELECTIVE_MIN_ROWS = 1000  # below this many rows every word of a query makes a row match
 RECOUNT_SHARE = 0.1  # a word's share of a table is counted again once the table grew this much
-COMMON_KNOWN = 4096  # words whose share is remembered (then forgotten all at once)
+COUNTS_KEPT = 4096  # phrases whose count of rows is remembered (then forgotten all at once)
+BM25_K1 = 1.2  # FTS5's bm25() term-frequency saturation: a phrase adds under IDF * (k1 + 1)
+RARE_SHARE = 0.5  # a phrase weighing less than this share of the query's heaviest is common
 RECENCY_FLOOR = 0.5  # the least share of its score an item keeps however old it is
 RRF_K = 60  # reciprocal rank fusion: an item scores weight / (RRF_K + its rank in its list)
 FUSION_WEIGHT: dict[str, float] = {"fact": 1.0, "summary": 0.5, "interaction": 1.0}
@@ -110,8 +114,8 @@ _SUMMARY_COLUMNS = (
     " last_at"
 )
 _MESSAGES = msgspec.json.Decoder(list[Message])
-# (database file, index, phrase) -> (rows then, whether in more than half): see _common
-_COMMON: dict[tuple[str, str, str], tuple[int, bool]] = {}
+# (database file, index, phrase) -> (rows then, rows holding the phrase): see _documents
+_COUNTED: dict[tuple[str, str, str], tuple[int, int]] = {}
 
 
 class SearchQuery(msgspec.Struct, frozen=True):
@@ -146,20 +150,32 @@ def fts_query(phrases: list[str]) -> str:
     return " OR ".join(phrases)
 
 
-def _common(conn: sqlite3.Connection, fts: str, phrase: str, rows: int) -> bool:
-    """Whether a phrase is in more than half of an index's `rows`, counted once per database
-    while the table stays within RECOUNT_SHARE of the size it had then."""
+def _documents(
+    conn: sqlite3.Connection, fts: str, phrase: str, rows: int, *, fresh: bool = False
+) -> int:
+    """How many of an index's `rows` hold a phrase (counted up to just over half of them).
+
+    Counting is a pass over the phrase's postings, so a count is kept for the next queries of
+    the same database while the table stays within RECOUNT_SHARE of the size it had then;
+    `fresh` counts again.
+    """
     database = conn.execute("PRAGMA database_list").fetchone()[2]
-    known = _COMMON.get((database, fts, phrase))
-    if database and known and abs(rows - known[0]) <= RECOUNT_SHARE * known[0]:
+    known = _COUNTED.get((database, fts, phrase))
+    if not fresh and database and known and abs(rows - known[0]) <= RECOUNT_SHARE * known[0]:
         return known[1]
-    half = rows // 2  # max(rowid) bounds the row count from above: it never drops too much
     count = f"SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT ?)"
-    common = bool(conn.execute(count, (f"text : {phrase}", half + 1)).fetchone()[0] > half)
-    if len(_COMMON) >= COMMON_KNOWN:
-        _COMMON.clear()
-    _COMMON[(database, fts, phrase)] = (rows, common)
-    return common
+    (documents,) = conn.execute(count, (f"text : {phrase}", rows // 2 + 1)).fetchone()
+    if len(_COUNTED) >= COUNTS_KEPT:
+        _COUNTED.clear()
+    _COUNTED[(database, fts, phrase)] = (rows, documents)
+    return int(documents)
+
+
+def _rows(conn: sqlite3.Connection, table: MemoryType) -> int:
+    """The table's largest key: never fewer than its rows (keys start at 1, never reused)."""
+    key = _KEY_AND_TIME[table][0]
+    (rows,) = conn.execute(f"SELECT coalesce(max({key}), 0) FROM {_CONTENT[table]}").fetchone()
+    return int(rows)
 
 
 def _selective(conn: sqlite3.Connection, table: MemoryType, phrases: list[str]) -> list[str]:
@@ -167,15 +183,39 @@ def _selective(conn: sqlite3.Connection, table: MemoryType, phrases: list[str]) 
 
     BM25 gives such a word no weight (FTS5 clamps its IDF to almost zero), yet in an OR query
     it makes nearly every row a match whose score must be computed: "the" or "was" in a
-    question would cost a pass over the whole index. Counting is itself a pass over the word's
-    postings, so what a count found is kept for the next queries.
+    question would cost a pass over the whole index.
     """
-    key = "seq" if table == "interaction" else "id"
-    (rows,) = conn.execute(f"SELECT coalesce(max({key}), 0) FROM {_CONTENT[table]}").fetchone()
+    rows = _rows(conn, table)
     if rows < SELECTIVE_MIN_ROWS:
         return phrases
-    kept = [p for p in phrases if not _common(conn, _FTS[table], p, rows)]
+    kept = [p for p in phrases if _documents(conn, _FTS[table], p, rows) <= rows // 2]
     return kept or phrases
+
+
+def _idf(rows: int, documents: int) -> float:
+    """FTS5's bm25() weight of a phrase in `documents` of `rows`; more rows, more weight."""
+    return max(1e-6, math.log((rows - documents + 0.5) / (documents + 0.5)))
+
+
+def _ceiling(
+    conn: sqlite3.Connection, table: MemoryType, phrases: list[str], *, fresh: bool = False
+) -> float:
+    """More than the BM25 of any row that holds no phrase but these: FTS5's bm25() gives a
+    phrase less than its weight times (BM25_K1 + 1), and `rows` bounds the row count above."""
+    rows, fts = _rows(conn, table), _FTS[table]
+    weights = (_idf(rows, _documents(conn, fts, p, rows, fresh=fresh)) for p in phrases)
+    return (BM25_K1 + 1) * sum(weights)
+
+
+def _split(
+    conn: sqlite3.Connection, table: MemoryType, phrases: list[str]
+) -> tuple[list[str], list[str]]:
+    """The phrases weighing at least RARE_SHARE of the heaviest one, and the others."""
+    rows, fts = _rows(conn, table), _FTS[table]
+    weight = {p: _idf(rows, _documents(conn, fts, p, rows)) for p in phrases}
+    heaviest = max(weight.values())
+    rare = [p for p in phrases if weight[p] >= RARE_SHARE * heaviest]
+    return rare, [p for p in phrases if weight[p] < RARE_SHARE * heaviest]
 
 
 def julian_now() -> float:
@@ -217,14 +257,17 @@ def _scoped_match(scope: str, phrases: list[str]) -> str:
     return f'scope : "{scope_token(scope)}" AND text : ({fts_query(phrases)})'
 
 
-def _top(
-    conn: sqlite3.Connection, sql: str, params: dict[str, Any], bm25: dict[int, float],
-    best: list[tuple[float, int]], limit: int,
-) -> list[tuple[float, int]]:
-    """The best `limit` of `best` and the candidates `bm25` scores, by BM25 times decay."""
-    params["ids"] = json.dumps(list(bm25))
-    scored = [(bm25[key] * decay, key) for key, decay in conn.execute(sql, params)]
-    return sorted(best + scored, reverse=True)[:limit]
+def _decayed(
+    conn: sqlite3.Connection, sql: str, params: dict[str, Any], keys: Iterable[int]
+) -> dict[int, float]:
+    """The recency decay of each candidate that passes the query's filters."""
+    params["ids"] = json.dumps(list(keys))
+    return dict(conn.execute(sql, params))
+
+
+def _best(bm25: dict[int, float], decay: dict[int, float], limit: int) -> list[tuple[float, int]]:
+    """The `limit` best candidates by BM25 times decay, as (score, key)."""
+    return heapq.nlargest(limit, ((bm25[key] * d, key) for key, d in decay.items()))
 
 
 def ranked(
@@ -244,13 +287,30 @@ def ranked(
     phrases = query_phrases(query.q)
     if not phrases:
         return []
-    match = _scoped_match(query.scope, _selective(conn, table, phrases))
+    phrases = _selective(conn, table, phrases)
     params: dict[str, Any] = {"scope": query.scope, "now": now, "half_life": half_life,
                               "floor": RECENCY_FLOOR}  # fmt: skip
     (key, at), alias = _KEY_AND_TIME[table], _ALIAS[table]
     decays = _DECAYS.format(alias=alias, key=key, table=_CONTENT[table],
                             decay=_DECAY.format(at=f"{alias}.{at}"),
                             filters=_filters(table, query, params))  # fmt: skip
+    rare, common = _split(conn, table, phrases)
+    best = _pruned(conn, table, query, decays, params, rare, common) if common else None
+    if best is None:
+        best = _streamed(conn, table, query, decays, params, phrases)
+    return _items(conn, table, best, params)
+
+
+def _streamed(
+    conn: sqlite3.Connection,
+    table: MemoryType,
+    query: SearchQuery,
+    decays: str,
+    params: dict[str, Any],
+    phrases: list[str],
+) -> list[tuple[float, int]]:
+    """The best of all matches, read best BM25 first until nothing left can enter."""
+    match = _scoped_match(query.scope, phrases)
     matches = conn.execute(_MATCHES.format(fts=_FTS[table]), (match,))
     best: list[tuple[float, int]] = []
     size = FIRST_CANDIDATES
@@ -258,15 +318,47 @@ def ranked(
         while batch := matches.fetchmany(size):
             if len(best) == query.limit and best[-1][0] > batch[0][1]:
                 break
-            best = _top(conn, decays, params, dict(batch), best, query.limit)
+            bm25 = dict(batch)
+            scored = _best(bm25, _decayed(conn, decays, params, bm25), query.limit)
+            best = heapq.nlargest(query.limit, best + scored)
             size *= 2
     finally:
         matches.close()
-    return _items(conn, table, best, params)
+    return best
+
+
+def _pruned(
+    conn: sqlite3.Connection,
+    table: MemoryType,
+    query: SearchQuery,
+    decays: str,
+    params: dict[str, Any],
+    rare: list[str],
+    common: list[str],
+) -> list[tuple[float, int]] | None:
+    """The best of the matches that hold a rare phrase, if no row holding only common ones can
+    beat them (their BM25 stays under `_ceiling`); else None.
+
+    A word common in the scope ("report" in every note of a team) makes every row of it a
+    match whose BM25 must be computed; a rare word of the same query finds far fewer.
+    """
+    fts = _FTS[table]
+    scores = f"SELECT rowid, -rank FROM {fts} WHERE {fts} MATCH ?"
+    with_rare = _scoped_match(query.scope, rare)
+    bm25 = dict(conn.execute(scores, (with_rare,)))  # exact where no common phrase is held too
+    decay = _decayed(conn, decays, params, bm25)
+    best = _best(bm25, decay, query.limit)  # each at most its score: a bound from below
+    if len(best) < query.limit or best[-1][0] <= _ceiling(conn, table, common):
+        return None
+    bm25 |= conn.execute(scores, (f"{with_rare} AND text : ({fts_query(common)})",))
+    best = _best(bm25, decay, query.limit)
+    return best if best[-1][0] > _ceiling(conn, table, common, fresh=True) else None
 
 
 def _items(
-    conn: sqlite3.Connection, table: MemoryType, best: list[tuple[float, int]],
+    conn: sqlite3.Connection,
+    table: MemoryType,
+    best: list[tuple[float, int]],
     params: dict[str, Any],
 ) -> list[MemoryItem]:
     """The winners' rows as items, best first, with the scores that ranked them (a row

@@ -755,6 +755,81 @@ def test_the_search_that_stops_early_gives_the_exact_ranking(
     conn.close()
 
 
+def _skewed(
+    conn: sqlite3.Connection, table: Any, rows: list[tuple[bool, int, float]], others: int
+) -> None:
+    """Rows of scope "a" that all say "report", some "grafana" too; `others` of scope "b"."""
+    conn.executemany(
+        _INSERT[table],
+        [{"text": "grafana " * rare + "report " * (1 + extra) + "note", "norm": f"a{n}",
+          "scope": "a", "at": stamp(d)} for n, (rare, extra, d) in enumerate(rows)]
+        + [{"text": "other note", "norm": f"b{n}", "scope": "b", "at": stamp(0)}
+           for n in range(others)],
+    )  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    table=st.sampled_from(list(_INSERT)),
+    rows=st.lists(
+        st.tuples(st.integers(0, 4).map(lambda n: n == 0), st.integers(0, 3), st.floats(0, 300)),
+        min_size=40,
+        max_size=200,
+    ),
+    others=st.integers(0, 400),
+    limit=st.integers(1, 12),
+)
+def test_the_search_that_skips_rows_with_only_common_words_gives_the_exact_ranking(
+    table: Any, rows: list[tuple[bool, int, float]], others: int, limit: int
+) -> None:
+    """Where one word of the query is in every row of the scope, the results are still the
+    exact ranking, however the two words weigh."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    _skewed(conn, table, rows, others)
+    query = SearchQuery(q="grafana report", scope="a", limit=limit)
+    found = [i.id for i in ranked(conn, table, query, HALF_LIFE, NOW_JD)]
+    assert found == exact_ids(conn, table, query, HALF_LIFE, NOW_JD)
+    conn.close()
+
+
+def test_rows_with_only_a_common_word_are_not_scored_when_none_can_enter() -> None:
+    """A rare word's few matches answer alone once a common word's ceiling is below them."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    _skewed(conn, "fact", [(n % 20 == 0, 0, n / 10) for n in range(400)], 800)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    query = SearchQuery(q="grafana report", scope="a", limit=3)
+    found = [i.id for i in ranked(conn, "fact", query, HALF_LIFE, NOW_JD)]
+    assert not [s for s in statements if "ORDER BY rank" in s]  # no pass over every match
+    conn.set_trace_callback(None)
+    assert found == exact_ids(conn, "fact", query, HALF_LIFE, NOW_JD)
+    conn.close()
+
+
+def test_a_row_with_only_the_common_word_still_wins_when_its_bm25_can() -> None:
+    """The ceiling on rows without a rare word is tight enough to matter: a recent row that
+    says the common word fifty times beats two old rows with the rare one."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    rows = [
+        ("report " * 50, "a", 0.0),
+        ("grafana note", "a", 1000.0),
+        ("grafana note", "a", 1000.0),
+    ]
+    rows += [("report " + "other " * 200, "b", 0.0)] * 10 + [("other " * 200, "b", 0.0)] * 50
+    conn.executemany(
+        _INSERT["fact"],
+        [{"text": t, "norm": f"{n}", "scope": s, "at": stamp(d)}
+         for n, (t, s, d) in enumerate(rows)],
+    )  # fmt: skip
+    query = SearchQuery(q="grafana report", scope="a", limit=1)
+    assert [i.id for i in ranked(conn, "fact", query, HALF_LIFE, NOW_JD)] == [1]
+    assert exact_ids(conn, "fact", query, HALF_LIFE, NOW_JD) == [1]
+    conn.close()
+
+
 SCOPES_ALIKE = [
     "a", "A", "ab", "b", "user:alice", "user alice", "user-alice", "user:alice:x", "é", "e", "",
     "日本", '"', "s0", "OR", "x" * 2000,
