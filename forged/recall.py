@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import math
@@ -33,6 +34,7 @@ MAX_QUERY_TERMS = 64  # words of a query that are searched; an agent may pass a 
 UNIX_EPOCH_JULIAN_DAY = 2440587.5  # julianday('1970-01-01'), to compare with SQLite's dates
 SECONDS_PER_DAY = 86400.0
 SELECTIVE_MIN_ROWS = 1000  # below this many rows every word of a query makes a row match
+STREAMED_MIN_ROWS = 20_000  # below this many rows a search scores every match of the scope
 RECOUNT_SHARE = 0.1  # a word's share of a table is counted again once the table grew this much
 COUNTS_KEPT = 4096  # phrases whose count of rows is remembered (then forgotten all at once)
 BM25_K1 = 1.2  # FTS5's bm25() term-frequency saturation: a phrase adds under IDF * (k1 + 1)
@@ -59,24 +61,27 @@ _QUOTE_MARK = "\u2039"  # SINGLE LEFT-POINTING ANGLE QUOTATION MARK stands in fo
 # Recency: the score halves with each half-life since it happened, down to RECENCY_FLOOR of
 # it, so that what is recent wins among equals and what is old but relevant is still found.
 _DECAY = "(:floor + (1 - :floor) * pow(0.5, max(0.0, :now - julianday({at})) / :half_life))"
-_ROWS = {  # the winners' rows, with their recency decay
-    "fact": f"""
-        SELECT f.id, f.kind, f.scope, f.session, f.text, f.created_at, f.last_seen_at,
-               f.first_seq, f.last_seq, f.first_at, f.last_at, {_DECAY.format(at="f.last_at")}
-        FROM facts AS f WHERE f.id IN (SELECT value FROM json_each(:ids))
-    """,
-    "summary": f"""
-        SELECT s.id, 'summary', s.scope, s.session, s.text, s.created_at, s.created_at,
-               s.first_seq, s.last_seq, s.first_at, s.last_at, {_DECAY.format(at="s.last_at")}
-        FROM summaries AS s WHERE s.id IN (SELECT value FROM json_each(:ids))
-    """,
-    "interaction": f"""
-        SELECT i.seq, 'interaction', i.scope, i.session, i.messages, i.received_at,
-               i.received_at, i.seq, i.seq, i.timestamp, i.timestamp,
-               {_DECAY.format(at="i.timestamp")}
-        FROM interactions AS i WHERE i.seq IN (SELECT value FROM json_each(:ids))
-    """,
+_COLUMNS = {  # an item's row, in the order _item reads it
+    "fact": "f.id, f.kind, f.scope, f.session, f.text, f.created_at, f.last_seen_at, f.first_seq,"
+    " f.last_seq, f.first_at, f.last_at",
+    "summary": "s.id, 'summary', s.scope, s.session, s.text, s.created_at, s.created_at,"
+    " s.first_seq, s.last_seq, s.first_at, s.last_at",
+    "interaction": "i.seq, 'interaction', i.scope, i.session, i.messages, i.received_at,"
+    " i.received_at, i.seq, i.seq, i.timestamp, i.timestamp",
 }
+# The winners' rows, with their recency decay.
+_ROWS = """
+    SELECT {columns}, {decay} FROM {table} AS {alias}
+    WHERE {alias}.{key} IN (SELECT value FROM json_each(:ids))
+"""
+# Every match of the scope scored and joined to its row in one statement: for a small table,
+# fewer round trips than reading matches best first. CROSS JOIN: the index drives.
+_SCORED = """
+    SELECT {columns}, -bm25({fts}, 1.0, 0.0) * {decay}
+    FROM {fts} CROSS JOIN {table} AS {alias} ON {alias}.{key} = {fts}.rowid
+    WHERE {fts} MATCH :match AND {alias}.scope = :scope {filters}
+    ORDER BY 12 DESC, 1 DESC LIMIT :limit
+"""
 # The candidates the index found that pass the filters (SQL's), with their recency decay: only
 # the key and a number per candidate, so that reading many costs little.
 _DECAYS = """
@@ -114,7 +119,7 @@ _SUMMARY_COLUMNS = (
     " last_at"
 )
 _MESSAGES = msgspec.json.Decoder(list[Message])
-# (database file, index, phrase) -> (rows then, rows holding the phrase): see _documents
+# (database file, index, phrase) -> (rows then, rows holding the phrase): see _Counts
 _COUNTED: dict[tuple[str, str, str], tuple[int, int]] = {}
 
 
@@ -150,69 +155,70 @@ def fts_query(phrases: list[str]) -> str:
     return " OR ".join(phrases)
 
 
-def _documents(
-    conn: sqlite3.Connection, fts: str, phrase: str, rows: int, *, fresh: bool = False
-) -> int:
-    """How many of an index's `rows` hold a phrase (counted up to just over half of them).
+class _Counts:
+    """One table's bound on its row count and how many of its rows hold each phrase.
 
     Counting is a pass over the phrase's postings, so a count is kept for the next queries of
-    the same database while the table stays within RECOUNT_SHARE of the size it had then;
-    `fresh` counts again.
+    the same database while the table stays within RECOUNT_SHARE of the size it had then.
     """
-    database = conn.execute("PRAGMA database_list").fetchone()[2]
-    known = _COUNTED.get((database, fts, phrase))
-    if not fresh and database and known and abs(rows - known[0]) <= RECOUNT_SHARE * known[0]:
-        return known[1]
-    count = f"SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT ?)"
-    (documents,) = conn.execute(count, (f"text : {phrase}", rows // 2 + 1)).fetchone()
-    if len(_COUNTED) >= COUNTS_KEPT:
-        _COUNTED.clear()
-    _COUNTED[(database, fts, phrase)] = (rows, documents)
-    return int(documents)
+
+    def __init__(self, conn: sqlite3.Connection, table: MemoryType) -> None:
+        key = _KEY_AND_TIME[table][0]  # keys start at 1 and are never reused: max >= count
+        sql = f"SELECT coalesce(max({key}), 0) FROM {_CONTENT[table]}"
+        self.conn, self.fts, self.rows = conn, _FTS[table], int(conn.execute(sql).fetchone()[0])
+
+    @functools.cached_property
+    def database(self) -> str:
+        """The database file, which the kept counts are of ("" in memory: none kept)."""
+        return str(self.conn.execute("PRAGMA database_list").fetchone()[2])
+
+    def documents(self, phrase: str, *, fresh: bool = False) -> int:
+        """The rows holding a phrase, counted up to just over half; `fresh` counts again."""
+        rows, key = self.rows, (self.database, self.fts, phrase)
+        known = _COUNTED.get(key)
+        if (
+            not fresh
+            and self.database
+            and known
+            and abs(rows - known[0]) <= RECOUNT_SHARE * known[0]
+        ):
+            return known[1]
+        count = f"SELECT count(*) FROM (SELECT 1 FROM {self.fts} WHERE {self.fts} MATCH ? LIMIT ?)"
+        (documents,) = self.conn.execute(count, (f"text : {phrase}", rows // 2 + 1)).fetchone()
+        if len(_COUNTED) >= COUNTS_KEPT:
+            _COUNTED.clear()
+        _COUNTED[key] = (rows, int(documents))
+        return int(documents)
+
+    def weight(self, phrase: str, *, fresh: bool = False) -> float:
+        """FTS5's bm25() IDF of a phrase; with a `fresh` count, never below the true one
+        (more rows, more weight, and `rows` bounds the row count from above)."""
+        documents = self.documents(phrase, fresh=fresh)
+        return max(1e-6, math.log((self.rows - documents + 0.5) / (documents + 0.5)))
 
 
-def _rows(conn: sqlite3.Connection, table: MemoryType) -> int:
-    """The table's largest key: never fewer than its rows (keys start at 1, never reused)."""
-    key = _KEY_AND_TIME[table][0]
-    (rows,) = conn.execute(f"SELECT coalesce(max({key}), 0) FROM {_CONTENT[table]}").fetchone()
-    return int(rows)
-
-
-def _selective(conn: sqlite3.Connection, table: MemoryType, phrases: list[str]) -> list[str]:
+def _selective(counts: _Counts, phrases: list[str]) -> list[str]:
     """Drop the phrases found in more than half the rows of a large table, unless all are.
 
     BM25 gives such a word no weight (FTS5 clamps its IDF to almost zero), yet in an OR query
     it makes nearly every row a match whose score must be computed: "the" or "was" in a
     question would cost a pass over the whole index.
     """
-    rows = _rows(conn, table)
-    if rows < SELECTIVE_MIN_ROWS:
+    if counts.rows < SELECTIVE_MIN_ROWS:
         return phrases
-    kept = [p for p in phrases if _documents(conn, _FTS[table], p, rows) <= rows // 2]
+    kept = [p for p in phrases if counts.documents(p) <= counts.rows // 2]
     return kept or phrases
 
 
-def _idf(rows: int, documents: int) -> float:
-    """FTS5's bm25() weight of a phrase in `documents` of `rows`; more rows, more weight."""
-    return max(1e-6, math.log((rows - documents + 0.5) / (documents + 0.5)))
+def _ceiling(counts: _Counts, phrases: list[str], *, fresh: bool = False) -> float:
+    """More than the BM25 of any row that holds no phrase but these (with `fresh` counts):
+    FTS5's bm25() gives a phrase less than its weight times (BM25_K1 + 1)."""
+    return (BM25_K1 + 1) * sum(counts.weight(p, fresh=fresh) for p in phrases)
 
 
-def _ceiling(
-    conn: sqlite3.Connection, table: MemoryType, phrases: list[str], *, fresh: bool = False
-) -> float:
-    """More than the BM25 of any row that holds no phrase but these: FTS5's bm25() gives a
-    phrase less than its weight times (BM25_K1 + 1), and `rows` bounds the row count above."""
-    rows, fts = _rows(conn, table), _FTS[table]
-    weights = (_idf(rows, _documents(conn, fts, p, rows, fresh=fresh)) for p in phrases)
-    return (BM25_K1 + 1) * sum(weights)
-
-
-def _split(
-    conn: sqlite3.Connection, table: MemoryType, phrases: list[str]
-) -> tuple[list[str], list[str]]:
+def _split(counts: _Counts, phrases: list[str]) -> tuple[list[str], list[str]]:
     """The phrases weighing at least RARE_SHARE of the heaviest one, and the others."""
-    rows, fts = _rows(conn, table), _FTS[table]
-    weight = {p: _idf(rows, _documents(conn, fts, p, rows)) for p in phrases}
+    weight = {p: counts.weight(p) for p in phrases}
     heaviest = max(weight.values())
     rare = [p for p in phrases if weight[p] >= RARE_SHARE * heaviest]
     return rare, [p for p in phrases if weight[p] < RARE_SHARE * heaviest]
@@ -282,20 +288,22 @@ def ranked(
     The index gives the scope's matches by BM25 alone; their decays are read best first, a few
     at a time, and the reading stops once the results are better than BM25 times the largest
     decay (1) of the next match: nothing after it can enter. Only the winners' rows are read in
-    full. The answer is the exact ranking.
+    full. The answer is the exact ranking. A table under STREAMED_MIN_ROWS rows has too few
+    matches for this to pay: one statement scores them all.
     """
     phrases = query_phrases(query.q)
     if not phrases:
         return []
-    phrases = _selective(conn, table, phrases)
+    counts = _Counts(conn, table)
+    phrases = _selective(counts, phrases)
     params: dict[str, Any] = {"scope": query.scope, "now": now, "half_life": half_life,
                               "floor": RECENCY_FLOOR}  # fmt: skip
-    (key, at), alias = _KEY_AND_TIME[table], _ALIAS[table]
-    decays = _DECAYS.format(alias=alias, key=key, table=_CONTENT[table],
-                            decay=_DECAY.format(at=f"{alias}.{at}"),
-                            filters=_filters(table, query, params))  # fmt: skip
-    rare, common = _split(conn, table, phrases)
-    best = _pruned(conn, table, query, decays, params, rare, common) if common else None
+    filters = _filters(table, query, params)
+    if counts.rows < STREAMED_MIN_ROWS:
+        return _small(conn, table, query, phrases, params, filters)
+    decays = _DECAYS.format(filters=filters, **_names(table))
+    rare, common = _split(counts, phrases)
+    best = _pruned(conn, counts, query, decays, params, rare, common) if common else None
     if best is None:
         best = _streamed(conn, table, query, decays, params, phrases)
     return _items(conn, table, best, params)
@@ -329,7 +337,7 @@ def _streamed(
 
 def _pruned(
     conn: sqlite3.Connection,
-    table: MemoryType,
+    counts: _Counts,
     query: SearchQuery,
     decays: str,
     params: dict[str, Any],
@@ -342,17 +350,16 @@ def _pruned(
     A word common in the scope ("report" in every note of a team) makes every row of it a
     match whose BM25 must be computed; a rare word of the same query finds far fewer.
     """
-    fts = _FTS[table]
-    scores = f"SELECT rowid, -rank FROM {fts} WHERE {fts} MATCH ?"
+    scores = f"SELECT rowid, -rank FROM {counts.fts} WHERE {counts.fts} MATCH ?"
     with_rare = _scoped_match(query.scope, rare)
     bm25 = dict(conn.execute(scores, (with_rare,)))  # exact where no common phrase is held too
     decay = _decayed(conn, decays, params, bm25)
     best = _best(bm25, decay, query.limit)  # each at most its score: a bound from below
-    if len(best) < query.limit or best[-1][0] <= _ceiling(conn, table, common):
+    if len(best) < query.limit or best[-1][0] <= _ceiling(counts, common):
         return None
     bm25 |= conn.execute(scores, (f"{with_rare} AND text : ({fts_query(common)})",))
     best = _best(bm25, decay, query.limit)
-    return best if best[-1][0] > _ceiling(conn, table, common, fresh=True) else None
+    return best if best[-1][0] > _ceiling(counts, common, fresh=True) else None
 
 
 def _items(
@@ -364,8 +371,29 @@ def _items(
     """The winners' rows as items, best first, with the scores that ranked them (a row
     forgotten since it was ranked is left out)."""
     params["ids"] = json.dumps([key for _, key in best])
-    rows = {row[0]: row[:-1] for row in conn.execute(_ROWS[table], params)}
+    rows = {row[0]: row[:-1] for row in conn.execute(_ROWS.format(**_names(table)), params)}
     return [_item(table, (*rows[key], score)) for score, key in best if key in rows]
+
+
+def _small(
+    conn: sqlite3.Connection,
+    table: MemoryType,
+    query: SearchQuery,
+    phrases: list[str],
+    params: dict[str, Any],
+    filters: str,
+) -> list[MemoryItem]:
+    """A small table's best matches, every one of the scope scored in one statement."""
+    sql = _SCORED.format(filters=filters, **_names(table))
+    params |= {"match": _scoped_match(query.scope, phrases), "limit": query.limit}
+    return [_item(table, row) for row in conn.execute(sql, params)]
+
+
+def _names(table: MemoryType) -> dict[str, str]:
+    """What the statements above call a table's parts."""
+    (key, at), alias = _KEY_AND_TIME[table], _ALIAS[table]
+    return {"table": _CONTENT[table], "alias": alias, "key": key, "fts": _FTS[table],
+            "columns": _COLUMNS[table], "decay": _DECAY.format(at=f"{alias}.{at}")}  # fmt: skip
 
 
 _EXACT = """
@@ -385,7 +413,7 @@ def exact_ids(
     key, at = _KEY_AND_TIME[table]
     sql = _EXACT.format(fts=_FTS[table], table=_CONTENT[table], key=key,
                         decay=_DECAY.format(at=f"c.{at}"))  # fmt: skip
-    params = {"match": f"text : ({fts_query(_selective(conn, table, phrases))})",
+    params = {"match": f"text : ({fts_query(_selective(_Counts(conn, table), phrases))})",
               "scope": query.scope, "limit": query.limit, "now": now, "half_life": half_life,
               "floor": RECENCY_FLOOR}  # fmt: skip
     return [k for (k,) in conn.execute(sql, params)]

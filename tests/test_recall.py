@@ -16,6 +16,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from forged import recall
 from forged.config import load_config
 from forged.daemon import Running
 from forged.models import BatchOutcome, Fact, MemoryItem, ScopeResult, normalise
@@ -741,18 +742,20 @@ def test_the_search_that_stops_early_gives_the_exact_ranking(
     table: Any, rows: list[tuple[list[str], str, float]], words: list[str], limit: int
 ) -> None:
     """On any corpus, a table's results are those of ranking every match in full."""
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    migrate(conn)
-    conn.executemany(
-        _INSERT[table],
-        ({"text": " ".join(w), "norm": f"{n}", "scope": s, "at": stamp(d)}
-         for n, (w, s, d) in enumerate(rows)),
-    )  # fmt: skip
-    q = " ".join(words)
-    query = SearchQuery(q=q, scope="a", limit=limit)
-    found = [i.id for i in ranked(conn, table, query, HALF_LIFE, NOW_JD)]
-    assert found == exact_ids(conn, table, query, HALF_LIFE, NOW_JD)
-    conn.close()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        migrate(conn)
+        conn.executemany(
+            _INSERT[table],
+            ({"text": " ".join(w), "norm": f"{n}", "scope": s, "at": stamp(d)}
+             for n, (w, s, d) in enumerate(rows)),
+        )  # fmt: skip
+        q = " ".join(words)
+        query = SearchQuery(q=q, scope="a", limit=limit)
+        found = [i.id for i in ranked(conn, table, query, HALF_LIFE, NOW_JD)]
+        assert found == exact_ids(conn, table, query, HALF_LIFE, NOW_JD)
+        conn.close()
 
 
 def _skewed(
@@ -784,50 +787,56 @@ def test_the_search_that_skips_rows_with_only_common_words_gives_the_exact_ranki
 ) -> None:
     """Where one word of the query is in every row of the scope, the results are still the
     exact ranking, however the two words weigh."""
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    migrate(conn)
-    _skewed(conn, table, rows, others)
-    query = SearchQuery(q="grafana report", scope="a", limit=limit)
-    found = [i.id for i in ranked(conn, table, query, HALF_LIFE, NOW_JD)]
-    assert found == exact_ids(conn, table, query, HALF_LIFE, NOW_JD)
-    conn.close()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        migrate(conn)
+        _skewed(conn, table, rows, others)
+        query = SearchQuery(q="grafana report", scope="a", limit=limit)
+        found = [i.id for i in ranked(conn, table, query, HALF_LIFE, NOW_JD)]
+        assert found == exact_ids(conn, table, query, HALF_LIFE, NOW_JD)
+        conn.close()
 
 
 def test_rows_with_only_a_common_word_are_not_scored_when_none_can_enter() -> None:
     """A rare word's few matches answer alone once a common word's ceiling is below them."""
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    migrate(conn)
-    _skewed(conn, "fact", [(n % 20 == 0, 0, n / 10) for n in range(400)], 800)
-    statements: list[str] = []
-    conn.set_trace_callback(statements.append)
-    query = SearchQuery(q="grafana report", scope="a", limit=3)
-    found = [i.id for i in ranked(conn, "fact", query, HALF_LIFE, NOW_JD)]
-    assert not [s for s in statements if "ORDER BY rank" in s]  # no pass over every match
-    conn.set_trace_callback(None)
-    assert found == exact_ids(conn, "fact", query, HALF_LIFE, NOW_JD)
-    conn.close()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        migrate(conn)
+        _skewed(conn, "fact", [(n % 20 == 0, 0, n / 10) for n in range(400)], 800)
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        query = SearchQuery(q="grafana report", scope="a", limit=3)
+        found = [i.id for i in ranked(conn, "fact", query, HALF_LIFE, NOW_JD)]
+        assert not [s for s in statements if "ORDER BY rank" in s]  # no pass over every match
+        conn.set_trace_callback(None)
+        assert found == exact_ids(conn, "fact", query, HALF_LIFE, NOW_JD)
+        conn.close()
 
 
 def test_a_row_with_only_the_common_word_still_wins_when_its_bm25_can() -> None:
     """The ceiling on rows without a rare word is tight enough to matter: a recent row that
     says the common word fifty times beats two old rows with the rare one."""
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    migrate(conn)
-    rows = [
-        ("report " * 50, "a", 0.0),
-        ("grafana note", "a", 1000.0),
-        ("grafana note", "a", 1000.0),
-    ]
-    rows += [("report " + "other " * 200, "b", 0.0)] * 10 + [("other " * 200, "b", 0.0)] * 50
-    conn.executemany(
-        _INSERT["fact"],
-        [{"text": t, "norm": f"{n}", "scope": s, "at": stamp(d)}
-         for n, (t, s, d) in enumerate(rows)],
-    )  # fmt: skip
-    query = SearchQuery(q="grafana report", scope="a", limit=1)
-    assert [i.id for i in ranked(conn, "fact", query, HALF_LIFE, NOW_JD)] == [1]
-    assert exact_ids(conn, "fact", query, HALF_LIFE, NOW_JD) == [1]
-    conn.close()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        migrate(conn)
+        rows = [
+            ("report " * 50, "a", 0.0),
+            ("grafana note", "a", 1000.0),
+            ("grafana note", "a", 1000.0),
+        ]
+        rows += [("report " + "other " * 200, "b", 0.0)] * 10 + [("other " * 200, "b", 0.0)] * 50
+        conn.executemany(
+            _INSERT["fact"],
+            [{"text": t, "norm": f"{n}", "scope": s, "at": stamp(d)}
+             for n, (t, s, d) in enumerate(rows)],
+        )  # fmt: skip
+        query = SearchQuery(q="grafana report", scope="a", limit=1)
+        assert [i.id for i in ranked(conn, "fact", query, HALF_LIFE, NOW_JD)] == [1]
+        assert exact_ids(conn, "fact", query, HALF_LIFE, NOW_JD) == [1]
+        conn.close()
 
 
 SCOPES_ALIKE = [
