@@ -14,7 +14,7 @@ import msgspec
 from forged import __version__
 from forged.backup import restore_backup, take_backup
 from forged.client import JSON, NDJSON, Client, find_socket
-from forged.config import Config, config_file, load_config, render_toml
+from forged.config import Config, config_file, load_config, moved_keys, render_toml
 from forged.errors import AlreadyRunning, ClientError, ConfigError, ForgedError, leaves
 from forged.models import FACT_KINDS, RECALL_KINDS, MemoryItem, ObserverStatus, Status
 
@@ -46,6 +46,7 @@ def _table(rows: Iterable[Sequence[object]], header: Sequence[str]) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import structlog
     import trio
 
     from forged import log
@@ -53,6 +54,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     config = _config(args)
     log.configure(config.log.format, config.log.level)
+    for old, new in moved_keys(config_file(args.config, os.environ)):
+        structlog.get_logger("forged.config").warning("config_deprecated", key=old, use=new)
     trio.run(lambda: run_daemon(config, bundled_llm=args.bundled_llm))
     return 0
 
@@ -62,8 +65,12 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
     config = _config(args)
     check_observers(config)
-    source = config_file(args.config, os.environ) or "embedded defaults"
-    print(f"# effective configuration (from {source}, with FORGED_* overrides)")
+    path = config_file(args.config, os.environ)
+    print(
+        f"# effective configuration (from {path or 'embedded defaults'}, with FORGED_* overrides)"
+    )
+    for old, new in moved_keys(path):
+        print(f"# {old} is read as {new}: write it there (the old place is deprecated)")
     print(render_toml(config).rstrip())
     return 0
 

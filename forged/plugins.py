@@ -20,6 +20,7 @@ from forged.config import Config, RecallConfig, decode_table
 from forged.errors import ConfigError
 from forged.hub import Observer
 from forged.models import (
+    DISTILL_OBSERVER,
     FactsPage,
     MemoryItem,
     StoredInteraction,
@@ -29,7 +30,7 @@ from forged.recall import Page, Recall, SearchQuery
 from forged.store import Store
 
 C = TypeVar("C")
-BUILT_IN = frozenset({"distill"})  # observer names forged itself uses
+BUILT_IN = frozenset({DISTILL_OBSERVER})  # observer names forged itself uses
 
 
 def load_object(spec: str, key: str) -> Any:

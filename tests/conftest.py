@@ -13,9 +13,12 @@ from forged.config import Config, load_config
 from tests.daemons import running_daemon, write_config
 from tests.fakellm import FakeLLM
 from tests.observers import Recorder
+from tests.profiles import register_profiles
+
+register_profiles()  # before the hypothesis plugin loads the one `--hypothesis-profile` names
 
 # A test that asks for one of these starts a daemon or a server: `make check` leaves it out.
-INTEGRATION_FIXTURES = frozenset({"fake_llm", "short_tmp", "daemon", "sock_dir"})
+INTEGRATION_FIXTURES = frozenset({"fake_llm", "short_tmp", "daemon", "sock_dir", "llm"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -27,6 +27,7 @@ from forged.models import (
 from forged.schema import MIGRATIONS
 from forged.store import Store
 from tests.data import new
+from tests.profiles import examples
 
 
 def test_migrations_are_recorded_once(tmp_path: Path) -> None:
@@ -118,7 +119,9 @@ _GROUPS = st.lists(st.lists(st.lists(_IDS, max_size=4), min_size=1, max_size=3),
 
 
 @settings(  # every example opens a database and commits up to four times: disk time, no deadline
-    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(50),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(groups=_GROUPS)
 async def test_first_use_of_an_id_wins(
@@ -180,7 +183,9 @@ def test_normalise_folds_case_space_and_punctuation() -> None:
 
 
 @settings(
-    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(50),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )  # each example opens a database with fsync: its time follows the machine's load
 @given(texts=st.lists(st.text(min_size=1).filter(str.strip), min_size=1, max_size=5))
 async def test_interactions_round_trip(tmp_path: Path, texts: list[str]) -> None:
