@@ -10,11 +10,19 @@ from pathlib import Path
 
 import trio
 
-from bench import quality, report
+from bench import currentstate, quality, report
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "quality.md"
 KEPT_SECTION = "## Small-model distillation"  # measured by bench.smallmodel, not by this run
+CURRENT_STATE_SECTION = "## Current state after changes"
+CURRENT_STATE_NOTES = """\
+`bench.currentstate`: nine things said over five days, in which a city, a database, a name and a
+preference change; distilled in two halves, then asked where the user lives, which database,
+what name, which drink, each as a 200-token block of facts. A cell counts the questions whose
+block holds only the current answer, and (in brackets) those holding the stale one. Stages:
+consolidation off; on, before any run (supersession at distillation); after one run. The fake
+answers deterministically; `--bundled` adds the bundled model (minutes a call on a busy box)."""
 NOTES = """\
 - **Data**: LoCoMo (`locomo10.json`), {conversations} conversation(s), {questions} questions of
   categories 1-4 (category 5, adversarial, has no answer to find). Each turn is pushed through
@@ -78,11 +86,22 @@ def _kept(out: Path) -> str:
     return "\n" + old[at:] if at >= 0 else ""
 
 
+def _current_state(bundled: bool) -> str:
+    """The current-state scenario's section: printed, and returned for the report."""
+    results = currentstate.run(bundled)
+    section = f"{currentstate.table(results)}\n\n{currentstate.verdict(results)}"
+    print(section + "\n")
+    return f"\n\n{CURRENT_STATE_SECTION}\n\n{CURRENT_STATE_NOTES}\n\n{section}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.evaluate", description=__doc__)
     parser.add_argument("--conversations", type=int, help="only the first N (default: all)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the markdown report")
+    parser.add_argument("--bundled", action="store_true",
+                        help="also run the current-state scenario with the bundled model (slow)")  # fmt: skip
     args = parser.parse_args(argv)
+    current = _current_state(args.bundled)
     convs = quality.conversations_of(REPO, args.conversations)
     if not convs:
         print("eval: LoCoMo (shared/datasets/locomo10.json) not found; skipped", file=sys.stderr)
@@ -96,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(quality.per_conversation(results))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(markdown(results, facts, len(convs), seconds) + _kept(args.out))
+    args.out.write_text(markdown(results, facts, len(convs), seconds) + current + _kept(args.out))
     print(f"\n{seconds:.0f} s; written to {args.out}")
     return 0
 

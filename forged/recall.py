@@ -18,6 +18,8 @@ from forged.config import RecallConfig
 from forged.models import (
     MEMORY_TYPES,
     ContextAnswer,
+    FactAudit,
+    FactChange,
     FactsPage,
     MemoryItem,
     MemoryType,
@@ -61,6 +63,7 @@ _QUOTE_MARK = "\u2039"  # SINGLE LEFT-POINTING ANGLE QUOTATION MARK stands in fo
 # Recency: the score halves with each half-life since it happened, down to RECENCY_FLOOR of
 # it, so that what is recent wins among equals and what is old but relevant is still found.
 _DECAY = "(:floor + (1 - :floor) * pow(0.5, max(0.0, :now - julianday({at})) / :half_life))"
+SCORE = 11  # where the score sits in the row _item reads, after _COLUMNS
 _COLUMNS = {  # an item's row, in the order _item reads it
     "fact": "f.id, f.kind, f.scope, f.session, f.text, f.created_at, f.last_seen_at, f.first_seq,"
     " f.last_seq, f.first_at, f.last_at",
@@ -69,15 +72,19 @@ _COLUMNS = {  # an item's row, in the order _item reads it
     "interaction": "i.seq, 'interaction', i.scope, i.session, i.messages, i.received_at,"
     " i.received_at, i.seq, i.seq, i.timestamp, i.timestamp",
 }
+_LATER = {  # what _item reads after the score: what retired the item, and when
+    "fact": "f.superseded_by, f.invalid_at", "summary": "s.condensed_into, NULL",
+    "interaction": "NULL, NULL",
+}  # fmt: skip
 # The winners' rows, with their recency decay.
 _ROWS = """
-    SELECT {columns}, {decay} FROM {table} AS {alias}
+    SELECT {columns}, {decay}, {later} FROM {table} AS {alias}
     WHERE {alias}.{key} IN (SELECT value FROM json_each(:ids))
 """
 # Every match of the scope scored and joined to its row in one statement: for a small table,
 # fewer round trips than reading matches best first. CROSS JOIN: the index drives.
 _SCORED = """
-    SELECT {columns}, -bm25({fts}, 1.0, 0.0) * {decay}
+    SELECT {columns}, -bm25({fts}, 1.0, 0.0) * {decay}, {later}
     FROM {fts} CROSS JOIN {table} AS {alias} ON {alias}.{key} = {fts}.rowid
     WHERE {fts} MATCH :match AND {alias}.scope = :scope {filters}
     ORDER BY 12 DESC, 1 DESC LIMIT :limit
@@ -112,11 +119,17 @@ _SOURCES = """
 """
 _FACT_COLUMNS = (
     "id, kind, scope, session, text, created_at, last_seen_at, seen_count, first_seq, last_seq,"
-    " batch_id, first_at, last_at"
+    " batch_id, first_at, last_at, first_at, invalid_at, superseded_by, superseded_reason"
 )
+_CURRENT = "superseded_by IS NULL"  # a fact no consolidation has retired
+_UNCONDENSED = "condensed_into IS NULL"  # a summary no condensed one stands in for
+_TRAIL = """
+    SELECT action, run_id, reason, created_at, {other} FROM consolidation_changes
+    WHERE {this} = ? AND action != 'condense' ORDER BY id
+"""  # a fact's changes, each with the fact on its other side
 _SUMMARY_COLUMNS = (
     "id, scope, session, text, created_at, first_seq, last_seq, batch_id, observer, first_at,"
-    " last_at"
+    " last_at, condensed_into"
 )
 _MESSAGES = msgspec.json.Decoder(list[Message])
 # (database file, index, phrase) -> (rows then, rows holding the phrase): see _Counts
@@ -135,6 +148,7 @@ class SearchQuery(msgspec.Struct, frozen=True):
     since: str | None = None  # items whose time span reaches this moment or later
     until: str | None = None  # items whose time span starts at this moment or earlier
     sources: bool = False  # attach each fact's and summary's source interactions
+    history: bool = False  # superseded facts too, marked and dated
 
 
 def query_phrases(text: str) -> list[str]:
@@ -238,6 +252,10 @@ def _filters(table: MemoryType, query: SearchQuery, params: dict[str, Any]) -> s
     """The SQL conditions for the query's kind, session and time span, with their parameters."""
     alias, (first_at, last_at) = _ALIAS[table], _SPAN_COLUMNS[table]
     filters = ""
+    if table == "fact" and not query.history:
+        filters += f" AND {alias}.{_CURRENT}"
+    if table == "summary" and not query.history:
+        filters += f" AND {alias}.{_UNCONDENSED}"
     if query.kind is not None and table == "fact":
         filters += f" AND {alias}.kind = :kind"
         params["kind"] = query.kind
@@ -371,8 +389,12 @@ def _items(
     """The winners' rows as items, best first, with the scores that ranked them (a row
     forgotten since it was ranked is left out)."""
     params["ids"] = json.dumps([key for _, key in best])
-    rows = {row[0]: row[:-1] for row in conn.execute(_ROWS.format(**_names(table)), params)}
-    return [_item(table, (*rows[key], score)) for score, key in best if key in rows]
+    rows = {row[0]: row for row in conn.execute(_ROWS.format(**_names(table)), params)}
+    return [
+        _item(table, (*rows[key][:SCORE], score, *rows[key][SCORE + 1 :]))
+        for score, key in best
+        if key in rows
+    ]
 
 
 def _small(
@@ -393,7 +415,8 @@ def _names(table: MemoryType) -> dict[str, str]:
     """What the statements above call a table's parts."""
     (key, at), alias = _KEY_AND_TIME[table], _ALIAS[table]
     return {"table": _CONTENT[table], "alias": alias, "key": key, "fts": _FTS[table],
-            "columns": _COLUMNS[table], "decay": _DECAY.format(at=f"{alias}.{at}")}  # fmt: skip
+            "columns": _COLUMNS[table], "decay": _DECAY.format(at=f"{alias}.{at}"),
+            "later": _LATER[table]}  # fmt: skip
 
 
 _EXACT = """
@@ -428,14 +451,16 @@ def _turn_text(messages: bytes) -> tuple[str, str]:
 
 
 def _item(table: MemoryType, row: tuple[Any, ...]) -> MemoryItem:
-    id_, kind, scope, session, text, created, seen, first, last, first_at, last_at, score = row
+    id_, kind, scope, session, text, created, seen, first, last, first_at, last_at, score = row[:12]
+    superseded_by, invalid_at = row[12:]
     speaker = None
     if table == "interaction":
         speaker, text = _turn_text(text)
     return MemoryItem(id=id_, type=table, kind=kind, scope=scope, session=session, text=text,
                       score=score, created_at=created, last_seen_at=seen, first_seq=first,
                       last_seq=last, first_at=first_at, last_at=last_at,
-                      speaker=speaker)  # fmt: skip
+                      speaker=speaker, superseded_by=superseded_by,
+                      invalid_at=invalid_at)  # fmt: skip
 
 
 def fuse(lists: list[list[MemoryItem]], limit: int) -> list[MemoryItem]:
@@ -493,6 +518,9 @@ def _context_line(item: MemoryItem) -> str:
     """One item of the block, dated, on one line that cannot close the block."""
     text = _DELIMITER.sub(_QUOTE_MARK + r"\1", " ".join(item.text.split()))
     label = _date(item) if item.type == "interaction" else f"{item.kind}, {_date(item)}"
+    if item.superseded_by is not None:  # history: say it is no longer current, and since when
+        until = f" {item.invalid_at[:10]}" if item.invalid_at else ""
+        label += f", superseded{until} by #{item.superseded_by}"
     return f"- [{label}] {text}\n"
 
 
@@ -542,10 +570,11 @@ class Page(msgspec.Struct, frozen=True):
     limit: int = PAGE_DEFAULT
     since: str | None = None  # rows whose time span reaches this moment or later
     until: str | None = None  # rows whose time span starts at this moment or earlier
+    history: bool = False  # superseded facts and condensed summaries too
 
 
-def _page_where(page: Page) -> tuple[str, list[Any]]:
-    clauses: list[str] = ["id > ?"]
+def _page_where(page: Page, current: str | None = None) -> tuple[str, list[Any]]:
+    clauses: list[str] = ["id > ?"] + ([current] if current and not page.history else [])
     params: list[Any] = [page.after]  # a keyset page: later inserts cannot shift it
     for clause, value in (("scope = ?", page.scope), ("kind = ?", page.kind),
                           ("last_at >= ?", page.since), ("first_at <= ?", page.until)):  # fmt: skip
@@ -557,7 +586,7 @@ def _page_where(page: Page) -> tuple[str, list[Any]]:
 
 def list_facts(conn: sqlite3.Connection, page: Page) -> FactsPage:
     """Facts with id greater than `after`, in id order: a keyset page that new facts never shift."""
-    where, params = _page_where(page)
+    where, params = _page_where(page, _CURRENT)
     rows = conn.execute(
         f"SELECT {_FACT_COLUMNS} FROM facts WHERE {where} ORDER BY id LIMIT ?",
         (*params, page.limit + 1),
@@ -568,7 +597,7 @@ def list_facts(conn: sqlite3.Connection, page: Page) -> FactsPage:
 
 def list_summaries(conn: sqlite3.Connection, page: Page) -> SummariesPage:
     """Summaries with id greater than `after`, in id order."""
-    where, params = _page_where(msgspec.structs.replace(page, kind=None))
+    where, params = _page_where(msgspec.structs.replace(page, kind=None), _UNCONDENSED)
     rows = conn.execute(
         f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE {where} ORDER BY id LIMIT ?",
         (*params, page.limit + 1),
@@ -576,6 +605,30 @@ def list_summaries(conn: sqlite3.Connection, page: Page) -> SummariesPage:
     summaries = [StoredSummary(*r) for r in rows[: page.limit]]
     next_cursor = str(summaries[-1].id) if len(rows) > page.limit else None
     return SummariesPage(summaries=summaries, next=next_cursor)
+
+
+def _fact(conn: sqlite3.Connection, fact_id: int) -> StoredFact | None:
+    row = conn.execute(f"SELECT {_FACT_COLUMNS} FROM facts WHERE id = ?", (fact_id,)).fetchone()
+    return None if row is None else StoredFact(*row)
+
+
+def _changes(conn: sqlite3.Connection, fact_id: int, this: str, other: str) -> list[FactChange]:
+    rows = conn.execute(_TRAIL.format(this=this, other=other), (fact_id,)).fetchall()
+    return [
+        FactChange(action, run, reason, at, fact)
+        for action, run, reason, at, other_id in rows
+        if (fact := _fact(conn, other_id)) is not None
+    ]
+
+
+def fact_audit(conn: sqlite3.Connection, fact_id: int) -> FactAudit | None:
+    """A fact with its audit trail: the facts it replaced and the change that retired it."""
+    fact = _fact(conn, fact_id)
+    if fact is None:
+        return None
+    retired = _changes(conn, fact_id, "fact_id", "into_id")
+    replaced = _changes(conn, fact_id, "into_id", "fact_id")
+    return FactAudit(fact, replaced, retired[-1] if retired else None)
 
 
 class Recall:
@@ -593,8 +646,17 @@ class Recall:
         candidates = msgspec.structs.replace(query, limit=self.config.max_limit)
         return pack(await self.search(candidates), budget_tokens)
 
+    async def related(self, scope: str, text: str, budget_tokens: int) -> list[MemoryItem]:
+        """The scope's current facts that recall finds for `text`, best first, packed into
+        `budget_tokens`: what a distiller is shown beside a transcript."""
+        query = SearchQuery(q=text, scope=scope, limit=self.config.max_limit, types=("fact",))
+        return (await self.context(query, budget_tokens)).items
+
     async def facts(self, page: Page) -> FactsPage:
         return await self.store.read(list_facts, page)
 
     async def summaries(self, page: Page) -> SummariesPage:
         return await self.store.read(list_summaries, page)
+
+    async def fact(self, fact_id: int) -> FactAudit | None:
+        return await self.store.read(fact_audit, fact_id)

@@ -519,7 +519,7 @@ BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
      "`session` must be 1 to 512 characters, got 513"),
     ("/v1/search", {"q": "x", "colour": "red"},
      "unknown parameter `colour`; /v1/search accepts q, scope, kind, types, session, since,"
-     " until, limit, sources"),
+     " until, history, limit, sources"),
     ("/v1/search", {"q": "x", "types": "facts"}, TYPES + "'facts'"),
     ("/v1/search", {"q": "x", "types": ""}, TYPES + "''"),
     ("/v1/search", {"q": "x", "types": "fact,,summary"}, TYPES + "'fact,,summary'"),
@@ -542,7 +542,7 @@ BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
      "`budget_tokens` must be an integer from 1 to 100000; got '1e3'"),
     ("/v1/context", {"q": "x", "limit": "5"},
      "unknown parameter `limit`; /v1/context accepts q, scope, kind, types, session, since,"
-     " until, budget_tokens"),
+     " until, history, budget_tokens"),
     ("/v1/facts", {"kind": "summary"},
      "`kind` must be one of decision, correction, preference, state, event, profile; got 'summary'"),
     ("/v1/facts", {"after": "abc"}, CURSOR + "'abc'"),
