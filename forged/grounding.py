@@ -282,6 +282,7 @@ class Line:
     seq: int
     stems: frozenset[str]
     numbers: frozenset[str]
+    dated: bool = False  # what the interaction's date supports, not what was said
 
     @property
     def terms(self) -> frozenset[str]:
@@ -301,7 +302,7 @@ def _date_line(seq: int, when: str) -> Line | None:
         return None
     words = {MONTHS[d.month - 1], WEEKDAYS[d.weekday()]}
     numbers = {d.day, d.year, d.hour, d.hour % 12 or 12, d.minute}  # months go by name
-    return Line(seq, frozenset(map(stem, words)), frozenset(map(str, numbers)))
+    return Line(seq, frozenset(map(stem, words)), frozenset(map(str, numbers)), dated=True)
 
 
 class Sources:
@@ -389,6 +390,13 @@ def _best_lines(words: set[str], lines: list[Line], most: int) -> tuple[list[Lin
     return chosen, len(words) - len(wanted)
 
 
+def _said_years(asserted: Claim, sources: Sources) -> set[str]:
+    """The text's years that a line says (not just its date): they tie the text to that line
+    like any other number ("push-1901" and "push-1902" differ only there)."""
+    said = {n for line in sources.lines if not line.dated for n in line.numbers}
+    return set(map(str, asserted.years)) & said
+
+
 def check(text: str, sources: Sources, *, summary: bool = False) -> Verdict:
     """Whether `text` is grounded in the sources, and which interactions support it.
 
@@ -406,15 +414,14 @@ def check(text: str, sources: Sources, *, summary: bool = False) -> Verdict:
         return Verdict([], f"numbers not in the sources: {', '.join(missing)}")
     if any(all(abs(y - s) > YEAR_SLACK for s in sources.years) for y in asserted.years):
         return Verdict([], "a year far from the sources' dates")
+    cited = asserted.words | asserted.names | asserted.numbers | _said_years(asserted, sources)
     if summary:
         share = len(asserted.words & sources.stems) / max(len(asserted.words), 1)
-        cited = asserted.words | asserted.names | asserted.numbers
         lines, _ = _best_lines(cited, sources.lines, MAX_SOURCE_LINES * 4)
         needed = MIN_COVERAGE
     else:
         _, found = _best_lines(asserted.words, sources.lines, 1)
         share = found / max(len(asserted.words), 1)
-        cited = asserted.words | asserted.names | asserted.numbers
         lines, _ = _best_lines(cited, sources.lines, MAX_SOURCE_LINES)
         needed = MIN_LINE_COVERAGE
     if asserted.words and share < needed:

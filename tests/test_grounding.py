@@ -77,3 +77,18 @@ def test_the_check_keeps_locomo_gold_and_drops_invented_facts() -> None:
     assert rates["invented fact"][1] <= 0.10
     assert rates["invented summary"][1] <= 0.10
     assert rates["invented by a small model"][1] == 0.0
+
+
+def test_a_year_like_number_ties_a_fact_to_the_line_that_says_it() -> None:
+    """Lines that differ only in a number from 1900 on: each fact cites its own line, and a
+    year the text shares with every interaction's date cites nothing more."""
+    sources = Sources.of(
+        [
+            (seq, "2023-05-07T10:00:00Z", f"user: Turn push-{seq}: shall we keep PostgreSQL here?")
+            for seq in (1899, 1900, 1901, 1902)
+        ]
+    )
+    for seq in (1899, 1900, 1901, 1902):
+        said = f"Recorded: user: Turn push-{seq}: shall we keep PostgreSQL here?"
+        assert check(said, sources).sources == [seq]
+    assert check("In 2023 the user kept PostgreSQL here.", sources).sources == [1899]
