@@ -10,6 +10,7 @@ import msgspec
 import structlog
 
 from forged import __version__, deadletters
+from forged.backend import Backend
 from forged.config import Config
 from forged.errors import InvalidRequest, StorageFull, StoreError
 from forged.httpserver import Request, Response, error_response
@@ -29,7 +30,6 @@ from forged.models import (
 )
 from forged.params import MAX_KEY_CHARS, Params
 from forged.recall import PAGE_DEFAULT, PAGE_MAX, Page, Recall, SearchQuery, kind_type
-from forged.store import Store
 
 SHUTDOWN_RETRY_AFTER = 2  # seconds a client is told to wait while the daemon restarts
 SCOPES_PREFIX = "/v1/scopes/"  # DELETE /v1/scopes/{scope} forgets a scope
@@ -55,7 +55,7 @@ class Api:
     """Request handlers, and the table that maps paths and methods onto them."""
 
     def __init__(
-        self, config: Config, store: Store, hub: Hub, ingest: Ingest, lifecycle: Lifecycle
+        self, config: Config, store: Backend, hub: Hub, ingest: Ingest, lifecycle: Lifecycle
     ) -> None:
         self.config = config
         self.store = store

@@ -19,6 +19,7 @@ import trio
 from forged import log as logging
 from forged import systemd
 from forged.api import Api
+from forged.backend import Backend, open_store
 from forged.config import Config, DistillStyle, ServerConfig
 from forged.distill import DistillObserver
 from forged.errors import AlreadyRunning, ConfigError
@@ -28,7 +29,6 @@ from forged.ingest import Ingest
 from forged.lifecycle import Lifecycle
 from forged.llm import Distiller, make_distiller
 from forged.plugins import load_observers
-from forged.store import Store
 
 LISTEN_BACKLOG = 1024  # connections the kernel queues while we are at the connection cap
 STATUS_INTERVAL = 5.0  # seconds between STATUS= updates (more often when the watchdog asks)
@@ -104,7 +104,7 @@ def _observers(
 class Running(NamedTuple):
     """What a started daemon shows its caller (the status line, tests): store, hub, lifecycle."""
 
-    store: Store
+    store: Backend
     hub: Hub
     lifecycle: Lifecycle
 
@@ -192,7 +192,7 @@ async def run_daemon(
     task_status: trio.TaskStatus[Running] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until SIGTERM or SIGINT; return after a bounded drain."""
-    store = await trio.to_thread.run_sync(Store, config.store.path, config.store.busy_timeout_ms)
+    store = await trio.to_thread.run_sync(open_store, config.store)
     bound: Path | None = None
     distiller: Distiller | None = None
     signals = _Signals()
@@ -233,7 +233,7 @@ async def run_daemon(
                     lifecycle.mark_ready()
                     running = signals.running = Running(store, hub, lifecycle)
                     systemd.notify("READY=1", _status_line(running))
-                    log.info("ready", socket=address, database=config.store.path,
+                    log.info("ready", socket=address, database=store.path, backend=store.backend,
                              last_seq=store.last_seq, schema=store.schema_version)  # fmt: skip
                     nursery.start_soon(_heartbeat, running)
                     task_status.started(running)

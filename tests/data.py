@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
+import psycopg
 import trio
 
 from forged.models import Message, NewInteraction
 from forged.store import atomic
+from tests import daemons
 
 T = TypeVar("T")
 
@@ -40,7 +42,10 @@ def new(text: str, client_id: str | None = None, scope: str = "s") -> NewInterac
 
 
 def rows(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    """Rows of a read-only query against the daemon's database file."""
+    """Rows of a read-only query against the daemon's database (its PostgreSQL one, if any)."""
+    if daemons.STORE_URL:
+        with psycopg.connect(daemons.STORE_URL, autocommit=True) as pg:
+            return [tuple(r) for r in pg.execute(sql.replace("?", "%s"), args).fetchall()]
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return conn.execute(sql, args).fetchall()
