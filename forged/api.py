@@ -27,6 +27,7 @@ from forged.models import (
     LogStatus,
     SearchAnswer,
     Status,
+    StoreStatus,
 )
 from forged.params import MAX_KEY_CHARS, Params
 from forged.recall import PAGE_DEFAULT, PAGE_MAX, Page, Recall, SearchQuery, kind_type
@@ -139,6 +140,7 @@ class Api:
                 shutting_down=self.lifecycle.shutting_down,
                 log=LogStatus(last_seq=self.store.last_seq, count=self.store.count),
                 observers=self.hub.statuses(),
+                store=StoreStatus(self.store.backend, self.store.schema_version),
             )
         )
 

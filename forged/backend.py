@@ -13,6 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, TypeVar
 
 from forged.config import StoreConfig
+from forged.errors import StoreError
 from forged.models import (
     BatchOutcome,
     DeadLetterInfo,
@@ -80,3 +81,25 @@ def open_store(config: StoreConfig) -> Backend:
     from forged.store import Store
 
     return Store(config.path, config.busy_timeout_ms)
+
+
+def check_store(config: StoreConfig) -> str:
+    """One line on the configured database: reachable, and at which schema version.
+
+    Raises StoreError when it cannot be reached or is newer than this forged.
+    """
+    if config.backend == "postgresql":
+        from forged.pgschema import MIGRATIONS as known
+        from forged.pgstore import schema_version
+
+        where, version = config.url, schema_version(config)
+    else:
+        from forged.schema import MIGRATIONS as known
+        from forged.store import file_schema_version
+
+        where, version = config.path, file_schema_version(config.path)
+    if version > len(known):
+        raise StoreError(f"the database at {where} is at schema version {version}, newer than"
+                         f" this forged knows ({len(known)}); upgrade forged")  # fmt: skip
+    todo = "" if version == len(known) else f" (migrated to {len(known)} at start)"
+    return f"store: {config.backend} at {where}, schema version {version}{todo}"

@@ -58,12 +58,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    from forged.backend import check_store
     from forged.plugins import check_observers  # imports the daemon's modules: only here
 
     config = _config(args)
     check_observers(config)
+    store = check_store(config.store)  # reachable, and a schema this forged knows
     source = config_file(args.config, os.environ) or "embedded defaults"
     print(f"# effective configuration (from {source}, with FORGED_* overrides)")
+    print(f"# {store}")
     print(render_toml(config).rstrip())
     return 0
 

@@ -113,10 +113,15 @@ _SCOPE_TABLES = ("dead_letters", "distill_runs", "interactions", "summaries", "f
 log = structlog.get_logger("forged.pgstore")
 
 
+def _one_line(exc: psycopg.Error) -> str:
+    """libpq's message on one line (it spreads some over several, with hints)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def _translate(exc: psycopg.Error) -> StoreError:
     if exc.sqlstate == DISK_FULL:
         return StorageFull("the disk holding the database is full")
-    return StoreError(f"PostgreSQL: {str(exc).strip() or type(exc).__name__}")
+    return StoreError(f"PostgreSQL: {_one_line(exc)}")
 
 
 def _lease_key(observer: str) -> int:
@@ -307,9 +312,9 @@ class PostgresStore:
                 self.schema_version = migrate(conn)
                 row = conn.execute("SELECT coalesce(max(seq), 0), count(*) FROM interactions")
                 self.last_seq, self.count = row.fetchone() or (0, 0)
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        except psycopg.Error as exc:  # PoolTimeout too: no connection in time
             self._pool.close()
-            raise StoreError(f"PostgreSQL at {config.url}: {exc}") from exc
+            raise StoreError(f"cannot use PostgreSQL at {config.url}: {_one_line(exc)}") from exc
         self._holders: dict[str, int] = {}  # observer -> backend pid of the lease connection
         self._write_limiter = trio.CapacityLimiter(1)
         self._read_limiter = trio.CapacityLimiter(READERS)
@@ -447,3 +452,15 @@ class PostgresStore:
             conn.execute("SELECT 1")
         except psycopg.Error as exc:
             raise _translate(exc) from exc
+
+
+def schema_version(config: StoreConfig) -> int:
+    """The schema version of the database at `config.url` (0 before the first start)."""
+    try:
+        with psycopg.connect(config.url, connect_timeout=10, **_connect_kwargs(config)) as conn:
+            if conn.execute("SELECT to_regclass('schema_migrations')").fetchone() == (None,):
+                return 0
+            row = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations")
+            return int((row.fetchone() or (0,))[0])
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot use PostgreSQL at {config.url}: {_one_line(exc)}") from exc

@@ -347,6 +347,23 @@ def _commit_watermark(conn: sqlite3.Connection, observer: str, seq: int) -> None
         _set_watermark(conn, observer, seq)
 
 
+def file_schema_version(path: str) -> int:
+    """The schema version of the database file at `path`, read only (0 before the first start)."""
+    if not Path(path).exists():
+        return 0
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            sql = "SELECT coalesce(max(version), 0) FROM schema_migrations"
+            return int(conn.execute(sql).fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return 0
+        raise StoreError(f"cannot read the database at {path}: {exc}") from exc
+
+
 class Store:
     """The database, opened once: a writer connection behind a `CapacityLimiter(1)` and a reader.
 

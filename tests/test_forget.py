@@ -15,6 +15,7 @@ import trio
 from forged.config import Config, load_config
 from forged.daemon import Running
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.data import rows
 from tests.fakellm import FakeLLM
 from tests.observers import Recorder
 
@@ -38,8 +39,7 @@ def said(n: int, scope: str, word: str) -> dict[str, Any]:
 
 
 def count(db: str, sql: str, *args: Any) -> int:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return int(conn.execute(sql, args).fetchone()[0])
+    return int(rows(db, sql, *args)[0][0])
 
 
 def traces(db: str, scope: str, seqs: list[int], words: list[str]) -> dict[str, int]:
