@@ -30,8 +30,18 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             tokens integer NOT NULL,                -- estimate, for batch budgets
             messages bytea NOT NULL,                -- JSON, scrubbed
             metadata bytea,                         -- JSON, scrubbed
-            search tsvector NOT NULL                -- "speaker: text" lines of the messages
+            search tsvector NOT NULL                -- set by the trigger below
         );
+        -- One line per message, "speaker: text", the speaker being its name or else its role.
+        CREATE FUNCTION interactions_search() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            NEW.search := to_tsvector('{TEXT_SEARCH}', coalesce((
+                SELECT string_agg(coalesce(m->>'name', m->>'role') || ': ' || (m->>'text'), E'\n')
+                FROM jsonb_array_elements(convert_from(NEW.messages, 'UTF8')::jsonb) AS m), ''));
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER interactions_search BEFORE INSERT ON interactions
+            FOR EACH ROW EXECUTE FUNCTION interactions_search();
         CREATE INDEX interactions_by_scope ON interactions (scope, seq);
         CREATE INDEX interactions_search ON interactions USING gin (search);
         CREATE TABLE summaries (

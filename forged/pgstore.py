@@ -43,8 +43,7 @@ from forged.models import (
     StoredInteraction,
     normalise,
 )
-from forged.pgschema import TEXT_SEARCH, migrate
-from forged.recall import _turn_text as turn_text
+from forged.pgschema import migrate
 from forged.store import RAW_EXCERPT_CHARS, new_rows
 from forged.store import _row_to_interaction as row_to_interaction
 from forged.timestamps import now
@@ -58,10 +57,10 @@ POLL_INTERVAL = 0.5  # seconds a feeder waits before looking for other daemons' 
 DISK_FULL = "53100"  # SQLSTATE disk_full
 READERS = 3  # concurrent reads per daemon (the pool keeps one connection for the writer)
 
-_INSERT_INTERACTION = f"""
+_INSERT_INTERACTION = """
     INSERT INTO interactions
-        (client_id, scope, session, timestamp, received_at, tokens, messages, metadata, search)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('{TEXT_SEARCH}', %s))
+        (client_id, scope, session, timestamp, received_at, tokens, messages, metadata)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
     ON CONFLICT (client_id) DO NOTHING RETURNING seq
 """  # another daemon may store the same client id meanwhile: then this row is a duplicate
 _INSERT_FACT = """
@@ -146,10 +145,9 @@ def _append(conn: psycopg.Connection[Any], requests: list[list[NewInteraction]])
             return (r[0] for r in cur.execute(sql, (ids,)))
 
         rows, accepted = new_rows(requests, stored)
-        params = [(*row, turn_text(row[6])[1]) for row in rows]
         inserted: list[bool] = []
-        if params:
-            cur.executemany(_INSERT_INTERACTION, params, returning=True)
+        if rows:
+            cur.executemany(_INSERT_INTERACTION, rows, returning=True)
             while True:
                 inserted.append(cur.fetchone() is not None)
                 if not cur.nextset():

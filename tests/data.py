@@ -76,10 +76,38 @@ def summaries_per_seq(db: str | Path) -> dict[int, int]:
     return counts
 
 
+class Portable:
+    """A PostgreSQL connection that runs the tests' SQLite statements: `?` placeholders, and an
+    insert's `lastrowid`."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+        self.lastrowid: int | None = None
+
+    def execute(self, sql: str, args: Any = ()) -> Portable:
+        sql = sql.replace("?", "%s")
+        if sql.lstrip().upper().startswith("INSERT INTO") and "RETURNING" not in sql.upper():
+            row = self._conn.execute(sql + " RETURNING *", args).fetchone()
+            self.lastrowid = None if row is None else int(row[0])
+            self._rows: list[Any] = []
+        else:
+            self._rows = self._conn.execute(sql, args).fetchall()
+        return self
+
+    def fetchall(self) -> list[Any]:
+        return self._rows
+
+    def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+
 async def write_rows(db: str, write: Callable[[sqlite3.Connection], T]) -> T:
     """Write rows as another process would: its own connection, one transaction."""
 
     def run() -> T:
+        if daemons.STORE_URL:
+            with psycopg.connect(daemons.STORE_URL) as pg, pg.transaction():
+                return write(Portable(pg))  # type: ignore[arg-type]  # the calls tests make
         conn = sqlite3.connect(db, isolation_level=None)
         try:
             with atomic(conn):

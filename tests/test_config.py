@@ -203,7 +203,9 @@ def test_a_password_in_the_store_url_is_refused() -> None:
 
 def test_a_store_url_of_another_database_is_refused() -> None:
     """Only PostgreSQL URLs select another store."""
-    with pytest.raises(ConfigError, match=r"^<config>: store: `url` must start with postgresql://$"):
+    with pytest.raises(
+        ConfigError, match=r"^<config>: store: `url` must start with postgresql://$"
+    ):
         parse_config('[store]\nurl = "mysql://db/forged"\n')
 
 

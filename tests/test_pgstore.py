@@ -161,7 +161,7 @@ def _hold_append(url: str, text: str) -> tuple[psycopg.Connection[Any], int]:
     conn = psycopg.connect(url)
     conn.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", LOG_LOCK)
     row = new(text, scope="user:alice")
-    seq = conn.execute(_INSERT_INTERACTION, (*msgspec.structs.astuple(row), text)).fetchone()
+    seq = conn.execute(_INSERT_INTERACTION, msgspec.structs.astuple(row)).fetchone()
     assert seq is not None
     return conn, int(seq[0])
 
