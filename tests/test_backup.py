@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.sqlite_only  # copies of the SQLite file: PostgreSQL has pg_dump
 import trio
 
 from forged.backup import (

@@ -237,3 +237,15 @@ def test_check_config_reports_an_unreachable_store(tmp_path: Path) -> None:
     )
     assert "failed: No such file or directory" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.integration
+def test_backup_of_a_postgresql_store_points_to_pg_dump(tmp_path: Path) -> None:
+    """forged backup copies SQLite files; for PostgreSQL it says what to use instead."""
+    path = tmp_path / "forged.toml"
+    path.write_text('[store]\nurl = "postgresql://forged@db/forged"\n')
+    result = forged("backup", str(tmp_path / "copy.db"), "--config", str(path))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "forged: backup and restore copy the SQLite file; use pg_dump for PostgreSQL\n"
+    )
