@@ -11,8 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-pytestmark = pytest.mark.sqlite_only  # copies of the SQLite file: PostgreSQL has pg_dump
 import trio
 
 from forged.backup import (
@@ -54,6 +52,8 @@ def _database(directory: Path, interactions: int = 3) -> StoreConfig:
 async def test_backup_under_load_restores_everything_acknowledged_before_it(
     short_tmp: Path, fake_llm: FakeLLM
 ) -> None:
+
+pytestmark = pytest.mark.sqlite_only  # copies of the SQLite file: PostgreSQL has pg_dump
     """Concurrent pushes go on through the backup; its restore holds every id acked before it."""
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     backup = short_tmp / "nightly.db"
