@@ -32,6 +32,8 @@ CLIENTS = 4  # concurrent pushers during the backup
 BEFORE = 60  # interactions acknowledged before the backup begins, at least
 AFTER = 40  # more acknowledged after it returns: ingest went on
 
+pytestmark = pytest.mark.sqlite_only  # copies of the SQLite file: PostgreSQL has pg_dump
+
 
 def _ids(database: Path) -> set[str]:
     with sqlite3.connect(database) as db:
@@ -52,8 +54,6 @@ def _database(directory: Path, interactions: int = 3) -> StoreConfig:
 async def test_backup_under_load_restores_everything_acknowledged_before_it(
     short_tmp: Path, fake_llm: FakeLLM
 ) -> None:
-
-pytestmark = pytest.mark.sqlite_only  # copies of the SQLite file: PostgreSQL has pg_dump
     """Concurrent pushes go on through the backup; its restore holds every id acked before it."""
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     backup = short_tmp / "nightly.db"
