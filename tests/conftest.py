@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
-from forged.config import Config, load_config
+from forged.backend import Backend
+from forged.backend import open_store as open_store_of
+from forged.config import Config, StoreConfig, load_config
 from tests import daemons
 from tests.daemons import running_daemon, write_config
 from tests.fakellm import FakeLLM
@@ -29,6 +31,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("store_backend") == "postgresql":
+            item.add_marker(pytest.mark.integration)  # it starts a PostgreSQL server
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -59,6 +64,16 @@ def store_backend(request: pytest.FixtureRequest) -> Iterator[str]:
         yield backend
     finally:
         daemons.STORE_URL = None
+
+
+StoreOpener = Callable[[], Backend]  # opens the test's database (again, after a close)
+
+
+@pytest.fixture
+def open_store(store_backend: str, tmp_path: Path) -> StoreOpener:
+    """Opens the test's store: a SQLite file, or its PostgreSQL database."""
+    config = StoreConfig(path=str(tmp_path / "f.db"), url=daemons.STORE_URL or "")
+    return lambda: open_store_of(config)
 
 
 @pytest.fixture

@@ -14,8 +14,9 @@ import psycopg
 import pytest
 import trio
 
-from forged.config import load_config
-from forged.pgstore import _INSERT_INTERACTION, LOG_LOCK
+from forged.config import StoreConfig, load_config
+from forged.errors import StoreError
+from forged.pgstore import _INSERT_INTERACTION, LOG_LOCK, PostgresStore
 from tests import daemons
 from tests.daemons import (
     DaemonProcess,
@@ -109,6 +110,7 @@ async def _lease_holder(first: DaemonProcess, second: DaemonProcess) -> DaemonPr
         await trio.sleep(0.05)
 
 
+@pytest.mark.slow  # in the default run too; `-m "not slow"` skips it
 async def test_two_daemons_distil_every_acknowledged_push_once(
     shared: Path, fake_llm: FakeLLM
 ) -> None:
@@ -226,3 +228,18 @@ async def test_database_restart_under_load_refuses_then_loses_nothing(
                 await wait_for_watermark(client, max(stored.values()), hub=running.hub)
     assert pusher.acknowledged - set(stored) == set(), "an acknowledged interaction was lost"
     assert facts_per_seq("") == distilled_once(stored)
+
+
+async def test_a_commit_without_the_lease_is_refused(shared: Path) -> None:
+    """A daemon that lost its observer's lease cannot move that observer's watermark."""
+    assert daemons.STORE_URL is not None
+    store = PostgresStore(StoreConfig(url=daemons.STORE_URL))
+    try:
+        await store.append([[new("a")]])
+        with pytest.raises(
+            StoreError, match=r"^this daemon no longer holds the lease of observer 'distill'$"
+        ):
+            await store.set_watermark("distill", 1)
+        assert await store.watermark("distill") == 0
+    finally:
+        store.close()
