@@ -91,7 +91,8 @@ class Portable:
             self.lastrowid = None if row is None else int(row[0])
             self._rows: list[Any] = []
         else:
-            self._rows = self._conn.execute(sql, args).fetchall()
+            cursor = self._conn.execute(sql, args)
+            self._rows = cursor.fetchall() if cursor.description else []
         return self
 
     def fetchall(self) -> list[Any]:
