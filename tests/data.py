@@ -53,8 +53,22 @@ def rows(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         conn.close()
 
 
+_BTREES = """SELECT c.oid::regclass::text FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
+    JOIN pg_am AS a ON a.oid = c.relam
+    WHERE a.amname = 'btree' AND c.relnamespace = 'public'::regnamespace"""
+
+
 def integrity(db: str | Path) -> str:
-    """`PRAGMA integrity_check` of the file: "ok" when SQLite finds nothing wrong."""
+    """`PRAGMA integrity_check` of the file: "ok" when SQLite finds nothing wrong.
+
+    On PostgreSQL, amcheck verifies every B-tree index against its table (raising if not).
+    """
+    if daemons.STORE_URL:
+        with psycopg.connect(daemons.STORE_URL, autocommit=True) as pg:
+            pg.execute("CREATE EXTENSION IF NOT EXISTS amcheck")
+            for (index,) in pg.execute(_BTREES).fetchall():
+                pg.execute("SELECT bt_index_check(%s::regclass, true)", (index,))
+        return "ok"
     return "; ".join(r for (r,) in rows(db, "PRAGMA integrity_check"))
 
 
@@ -94,6 +108,10 @@ class Portable:
             cursor = self._conn.execute(sql, args)
             self._rows = cursor.fetchall() if cursor.description else []
         return self
+
+    def executemany(self, sql: str, args: Any) -> None:
+        for row in args:
+            self.execute(sql, row)
 
     def fetchall(self) -> list[Any]:
         return self._rows
