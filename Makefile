@@ -30,9 +30,10 @@ run: $(STAMP)
 		exec $(VENV)/bin/forged serve --config $(CONFIG) --bundled-llm; \
 	fi
 
-# Lint, types and every test that starts no daemon, server or child process.
+# Lint, types and every test that starts no daemon, server or child process; hypothesis runs
+# each property on a fifth of its examples (the `check` profile, tests/profiles.py).
 check: lint
-	$(PY) -m pytest -q -m "not integration and not slow and not model"
+	$(PY) -m pytest -q -m "not integration and not slow and not model" --hypothesis-profile=check
 
 test: $(STAMP)
 	$(PY) -m pytest

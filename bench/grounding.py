@@ -96,22 +96,23 @@ def _conversation_samples(n: int, data: list[dict[str, Any]]) -> Iterator[Sample
     rename = _renamer(sample["conversation"], other["conversation"])
     speakers = " ".join(sample["conversation"][k] for k in ("speaker_a", "speaker_b"))
     by_id = {t["dia_id"]: t for turns, _ in sessions for t in turns}
+    own = [_sources(*session) for session in sessions]  # built once: many samples share each
+    other_own = [_sources(*session) for session in elsewhere]
     for s, text, cited in _observations(sample):
         turns = [by_id[i] for i in cited if i in by_id]
         if not turns or s >= len(sessions):
             continue
-        yield Sample("gold fact, its batch", text, _sources(*sessions[s]))
+        yield Sample("gold fact, its batch", text, own[s])
         yield Sample("gold fact, cited turns", text, _sources(turns, sessions[s][1], speakers))
         moved = rename(text)  # the same people, events they never spoke of
-        yield Sample("invented fact", moved, _sources(*elsewhere[s % len(elsewhere)]))
-        far = sessions[(s + len(sessions) // 2) % len(sessions)]
-        yield Sample("fact, other session", text, _sources(*far))
+        yield Sample("invented fact", moved, other_own[s % len(elsewhere)])
+        yield Sample("fact, other session", text, own[(s + len(sessions) // 2) % len(sessions)])
     for key, text in sample["session_summary"].items():
         s = int(key.split("_")[1]) - 1
         if s < len(sessions):
-            yield Sample("gold summary", text, _sources(*sessions[s]), True)
+            yield Sample("gold summary", text, own[s], True)
             moved = rename(text)
-            yield Sample("invented summary", moved, _sources(*elsewhere[s % len(elsewhere)]), True)
+            yield Sample("invented summary", moved, other_own[s % len(elsewhere)], True)
 
 
 def samples(data: list[dict[str, Any]]) -> list[Sample]:

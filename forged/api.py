@@ -12,6 +12,7 @@ import structlog
 from forged import __version__, deadletters
 from forged.backend import Backend
 from forged.config import Config
+from forged.deadletters import Redistiller
 from forged.errors import InvalidRequest, StorageFull, StoreError
 from forged.httpserver import Request, Response, error_response
 from forged.hub import Hub
@@ -56,7 +57,13 @@ class Api:
     """Request handlers, and the table that maps paths and methods onto them."""
 
     def __init__(
-        self, config: Config, store: Backend, hub: Hub, ingest: Ingest, lifecycle: Lifecycle
+        self,
+        config: Config,
+        store: Backend,
+        hub: Hub,
+        ingest: Ingest,
+        lifecycle: Lifecycle,
+        redistiller: Redistiller | None,
     ) -> None:
         self.config = config
         self.store = store
@@ -73,10 +80,10 @@ class Api:
             "/v1/facts": {"GET": Route(self.facts, ("scope", "kind", *_PAGE))},
             "/v1/summaries": {"GET": Route(self.summaries, ("scope", *_PAGE))},
             "/v1/dead-letters": {
-                "GET": Route(partial(deadletters.list_dead_letters, hub), deadletters.PARAMS)
+                "GET": Route(partial(deadletters.list_dead_letters, store), deadletters.PARAMS)
             },
             "/v1/dead-letters/redistill": {
-                "POST": Route(partial(deadletters.redistill, hub), deadletters.PARAMS)
+                "POST": Route(partial(deadletters.redistill, redistiller), deadletters.PARAMS)
             },
         }
         self.prefix_routes = {SCOPES_PREFIX: {"DELETE": Route(self.forget)}}

@@ -14,7 +14,7 @@ import msgspec
 from forged import __version__
 from forged.backup import restore_backup, take_backup
 from forged.client import JSON, NDJSON, Client, find_socket
-from forged.config import Config, StoreConfig, config_file, load_config, render_toml
+from forged.config import Config, StoreConfig, config_file, load_config, moved_keys, render_toml
 from forged.errors import (
     AlreadyRunning,
     BackupError,
@@ -53,6 +53,7 @@ def _table(rows: Iterable[Sequence[object]], header: Sequence[str]) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import structlog
     import trio
 
     from forged import log
@@ -60,6 +61,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     config = _config(args)
     log.configure(config.log.format, config.log.level)
+    for old, new in moved_keys(config_file(args.config, os.environ)):
+        structlog.get_logger("forged.config").warning("config_deprecated", key=old, use=new)
     trio.run(lambda: run_daemon(config, bundled_llm=args.bundled_llm))
     return 0
 
@@ -71,9 +74,13 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     config = _config(args)
     check_observers(config)
     store = check_store(config.store)  # reachable, and a schema this forged knows
-    source = config_file(args.config, os.environ) or "embedded defaults"
-    print(f"# effective configuration (from {source}, with FORGED_* overrides)")
+    path = config_file(args.config, os.environ)
+    print(
+        f"# effective configuration (from {path or 'embedded defaults'}, with FORGED_* overrides)"
+    )
     print(f"# {store}")
+    for old, new in moved_keys(path):
+        print(f"# {old} is read as {new}: write it there (the old place is deprecated)")
     print(render_toml(config).rstrip())
     return 0
 

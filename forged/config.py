@@ -81,6 +81,8 @@ class StoreConfig(_Section, frozen=True):
 
 
 class DistillerConfig(_Section, frozen=True):
+    """The model client: where the model is, how to ask it, and the shape of its answer."""
+
     class_: str = msgspec.field(default="", name="class")
     base_url: str = DEFAULT_LLM_URL
     model: str = DEFAULT_LLM_MODEL
@@ -90,9 +92,6 @@ class DistillerConfig(_Section, frozen=True):
     timeout: Seconds = 600.0
     max_tokens: Annotated[int, msgspec.Meta(ge=16, le=32768)] = 768
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
-    max_attempts: Positive = 3
-    backoff_initial: Seconds = 1.0
-    backoff_max: Seconds = 60.0
     max_facts: Positive = 64
     max_fact_chars: Positive = 2048
     max_summary_chars: Positive = 8192
@@ -104,10 +103,15 @@ class DistillerConfig(_Section, frozen=True):
 
 
 class DistillConfig(_Section, frozen=True):
+    """The distill observer's policy: batching, retries of a batch, the feed's buffer."""
+
     enabled: bool = True
     max_batch_interactions: Positive = 32
     max_batch_tokens: Annotated[int, msgspec.Meta(ge=64)] = 3000
     channel_capacity: Positive = 256
+    max_attempts: Positive = 3
+    backoff_initial: Seconds = 1.0
+    backoff_max: Seconds = 60.0
 
 
 class RecallConfig(_Section, frozen=True):
@@ -133,6 +137,11 @@ class Config(_Section, frozen=True):
     log: LogConfig = LogConfig()
 
 
+MOVED_KEYS = {  # keys that moved to another table: the old spelling is still read
+    "distiller.max_attempts": "distill.max_attempts",
+    "distiller.backoff_initial": "distill.backoff_initial",
+    "distiller.backoff_max": "distill.backoff_max",
+}
 _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>[^`]+)`$")
 _ENV_OVERRIDES = {  # environment variable -> distiller key it replaces
     "FORGED_DISTILLER_URL": "base_url",
@@ -169,12 +178,43 @@ def decode_table(table: Mapping[str, Any], type_: type[T], key: str) -> T:
         raise ConfigError(_explain(exc, key)) from exc
 
 
-def parse_config(data: bytes | str, source: str = "<config>") -> Config:
-    """Decode TOML text into a Config, or raise ConfigError naming the key and the problem."""
+def _move_keys(tables: dict[str, Any]) -> list[tuple[str, str]]:
+    """Move the `MOVED_KEYS` present to where they belong now (a key given there wins);
+    return them as (old, new)."""
+    moved = []
+    for old, new in MOVED_KEYS.items():
+        (old_table, old_key), (new_table, new_key) = old.split("."), new.split(".")
+        table, target = tables.get(old_table), tables.setdefault(new_table, {})
+        if isinstance(table, dict) and isinstance(target, dict) and old_key in table:
+            target.setdefault(new_key, table.pop(old_key))
+            moved.append((old, new))
+    return moved
+
+
+def _decode(data: bytes | str, source: str) -> tuple[Config, list[tuple[str, str]]]:
+    moved: list[tuple[str, str]] = []
     try:
-        return msgspec.toml.decode(data, type=Config)
+        tables = msgspec.toml.decode(data)
+        moved = _move_keys(tables)
+        return msgspec.convert(tables, Config), moved
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise ConfigError(f"{source}: {_explain(exc)}") from exc
+        problem = _explain(exc)
+        for old, new in moved:  # name the key the way the file spells it
+            problem = re.sub(rf"^{re.escape(new)}:", f"{old}:", problem)
+        raise ConfigError(f"{source}: {problem}") from exc
+
+
+def parse_config(data: bytes | str, source: str = "<config>") -> Config:
+    """Decode TOML text into a Config, or raise ConfigError naming the key and the problem.
+
+    Keys written in their old place (`MOVED_KEYS`) are read there still.
+    """
+    return _decode(data, source)[0]
+
+
+def moved_keys(path: Path | None) -> list[tuple[str, str]]:
+    """The keys of the (valid) file at `path` written in their old place, as (old, new)."""
+    return [] if path is None else _decode(path.read_bytes(), str(path))[1]
 
 
 def with_overrides(config: Config, env: Mapping[str, str]) -> Config:

@@ -21,13 +21,15 @@ from forged import systemd
 from forged.api import Api
 from forged.backend import Backend, open_store
 from forged.config import Config, DistillStyle, ServerConfig
-from forged.distill import DistillObserver
+from forged.deadletters import Redistiller
+from forged.distill import BatchDistiller, DistillObserver, RetryPolicy
 from forged.errors import AlreadyRunning, ConfigError
 from forged.httpserver import HttpServer
 from forged.hub import Hub, Observer
 from forged.ingest import Ingest
 from forged.lifecycle import Lifecycle
 from forged.llm import Distiller, make_distiller
+from forged.models import DISTILL_OBSERVER
 from forged.plugins import load_observers
 
 LISTEN_BACKLOG = 1024  # connections the kernel queues while we are at the connection cap
@@ -43,7 +45,12 @@ log = structlog.get_logger("forged.daemon")
 def _bind(server: ServerConfig) -> trio.SocketListener:
     """Bind the Unix socket (mode from config), replacing a stale file but never a live daemon."""
     path = Path(server.socket)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a regular file in the way, or no permission
+        raise ConfigError(
+            f"server.socket: cannot create the directory {path.parent}: {exc.strerror}"
+        ) from exc
     if path.is_socket():
         with socket.socket(socket.AF_UNIX) as probe:
             probe.setblocking(False)  # a live daemon with a full backlog answers EAGAIN, not a hang
@@ -92,13 +99,23 @@ def _check_file_limit(server: ServerConfig) -> None:
                     hint="raise LimitNOFILE= (ulimit -n) or lower server.max_connections")  # fmt: skip
 
 
+def _distill_work(config: Config, distiller: Distiller | None) -> BatchDistiller | None:
+    """The distill observer's work, unless distillation is turned off."""
+    if distiller is None:
+        return None
+    policy = RetryPolicy.of(config.distill)
+    return BatchDistiller(
+        distiller, policy, config.distill.max_batch_tokens, config.distiller.max_facts
+    )
+
+
 def _observers(
-    config: Config, distiller: Distiller | None, plugins: list[Observer]
+    config: Config, work: BatchDistiller | None, plugins: list[Observer]
 ) -> list[Observer]:
     """The built-in distill observer (unless turned off), then the plugins."""
-    if distiller is None:
+    if work is None:
         return plugins
-    return [DistillObserver(distiller, config.distill, config.distiller), *plugins]
+    return [DistillObserver(work, config.distill), *plugins]
 
 
 class Running(NamedTuple):
@@ -217,15 +234,21 @@ async def run_daemon(
                     distiller = (
                         make_distiller(config.distiller, store) if config.distill.enabled else None
                     )
-                    observers = _observers(config, distiller, plugins)
-                    hub = Hub(store, observers, config.distill.channel_capacity)
+                    work = _distill_work(config, distiller)
+                    hub = Hub(store, _observers(config, work, plugins),
+                              config.distill.channel_capacity)  # fmt: skip
                     ingest = Ingest(
                         store, hub.notify_appended, hub.backlog, config.server.max_backlog
                     )
                     lifecycle = Lifecycle()
-                    api = Api(config, store, hub, ingest, lifecycle)
                     await nursery.start(ingest.serve)
                     await nursery.start(hub.serve)
+                    redistiller = (
+                        None
+                        if work is None
+                        else Redistiller(store, work.rerunning(), hub.progress[DISTILL_OBSERVER])
+                    )
+                    api = Api(config, store, hub, ingest, lifecycle, redistiller)
                     _check_file_limit(config.server)
                     address = listener.socket.getsockname()
                     server = HttpServer(api.handle, config.server)

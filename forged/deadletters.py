@@ -1,24 +1,73 @@
-"""The dead-letter routes: list the interactions the distiller gave up on, and re-run them."""
+"""Dead letters: the interactions the distiller gave up on, listed and re-run on request."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import msgspec
+import structlog
+import trio
 
+from forged.backend import Backend
+from forged.distill import RERUN, UNWATCHED, BatchDistiller, Distilled, new_batch_id
 from forged.errors import InvalidRequest, LLMUnavailable
 from forged.httpserver import Request, Response
-from forged.models import DeadLettersAnswer
+from forged.hub import Progress
+from forged.models import (
+    DISTILL_OBSERVER,
+    BatchOutcome,
+    DeadLettersAnswer,
+    RedistillReport,
+    RedistillResult,
+)
 from forged.params import MAX_SEQ, Params
 
-if TYPE_CHECKING:
-    from forged.distill import DistillObserver
-    from forged.hub import Hub, Progress
-
 PARAMS = ("from", "to")  # the seq range both routes take
-OBSERVER = "distill"  # the observer that writes dead letters
 LLM_RETRY_AFTER = 10  # seconds a client is told to wait when the LLM is unreachable
 _JSON = msgspec.json.Encoder()
+
+log = structlog.get_logger("forged.deadletters")
+
+
+class Redistiller:
+    """Distils open dead letters again, each alone, and commits what works.
+
+    It gets the store to read the letters, the work (which raises at once when the LLM is
+    unreachable) and the distill observer's progress to commit through.
+    """
+
+    def __init__(self, store: Backend, work: BatchDistiller, progress: Progress) -> None:
+        self._store = store
+        self._work = work
+        self._progress = progress
+        self._running = trio.Lock()  # one re-run at a time: never two results for a seq
+
+    async def redistill(self, first_seq: int, last_seq: int) -> RedistillReport:
+        """Re-run the open dead letters in the seq range; results and resolved letters commit
+        in one transaction, the watermark stays. Raises `LLMUnavailable`, committing nothing."""
+        async with self._running:
+            letters = await self._store.open_dead_letters(DISTILL_OBSERVER, first_seq, last_seq)
+            out, batch_id = Distilled(), new_batch_id()
+            results: list[RedistillResult] = []
+            resolved: list[int] = []
+            for letter in letters:
+                item, done = letter.interaction, Distilled()
+                await self._work.distill_group(batch_id, item.scope, [item], done, UNWATCHED, RERUN)
+                out.runs += done.runs
+                if done.failed:  # it stays open as it was; no second letter
+                    reason = done.failed[0].reason
+                    results.append(RedistillResult(item.seq, letter.id, "still_failing", 0, reason))
+                    continue
+                out.results += done.results
+                resolved.append(letter.id)
+                facts = len(done.results[0].facts)
+                results.append(RedistillResult(item.seq, letter.id, "redistilled", facts))
+            if letters:
+                await self._progress.commit_batch(
+                    BatchOutcome(out.results, [], out.runs, None, resolved)
+                )
+        report = RedistillReport(len(resolved), len(results) - len(resolved), results)
+        log.info("redistilled", observer=DISTILL_OBSERVER, redistilled=report.redistilled,
+                 still_failing=report.still_failing)  # fmt: skip
+        return report
 
 
 def _range(params: Params) -> tuple[int, int]:
@@ -31,28 +80,20 @@ def _range(params: Params) -> tuple[int, int]:
     return first, last
 
 
-def _distill(hub: Hub) -> tuple[DistillObserver, Progress]:
-    from forged.distill import DistillObserver  # not at import time: distill imports the hub
-
-    observer = hub.observer(OBSERVER)
-    if not isinstance(observer, DistillObserver) or OBSERVER not in hub.progress:
-        raise InvalidRequest(409, "distill_disabled", "the distill observer is not running")
-    return observer, hub.progress[OBSERVER]
-
-
-async def list_dead_letters(hub: Hub, _request: Request, params: Params) -> Response:
+async def list_dead_letters(store: Backend, _request: Request, params: Params) -> Response:
     """`GET /v1/dead-letters?from=&to=`: the open dead letters, oldest seq first."""
     first, last = _range(params)
-    letters = await hub.store.list_dead_letters(OBSERVER, first, last)
+    letters = await store.list_dead_letters(DISTILL_OBSERVER, first, last)
     return Response(200, _JSON.encode(DeadLettersAnswer(letters)))
 
 
-async def redistill(hub: Hub, _request: Request, params: Params) -> Response:
+async def redistill(redistiller: Redistiller | None, _request: Request, params: Params) -> Response:
     """`POST /v1/dead-letters/redistill?from=&to=`: distil the open dead letters again."""
     first, last = _range(params)
-    observer, progress = _distill(hub)
+    if redistiller is None:
+        raise InvalidRequest(409, "distill_disabled", "the distill observer is not running")
     try:
-        report = await observer.redistill(progress, first, last)
+        report = await redistiller.redistill(first, last)
     except LLMUnavailable as exc:
         raise InvalidRequest(
             503,

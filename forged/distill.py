@@ -1,29 +1,35 @@
-"""The `distill` observer: batches of interactions become summaries and typed facts."""
+"""The `distill` observer: batches of interactions become summaries and typed facts.
+
+`BatchDistiller` is the work (a batch in, a `BatchOutcome` out, retries by a `RetryPolicy`);
+`DistillObserver` is the loop that feeds it and commits; re-runs of dead letters live in
+forged.deadletters.
+"""
 
 from __future__ import annotations
 
 import uuid
 from itertools import groupby
+from typing import NamedTuple, Protocol
 
 import msgspec
 import structlog
 import trio
 
 from forged.backoff import Backoff
-from forged.config import DistillConfig, DistillerConfig
+from forged.config import DistillConfig
 from forged.errors import ContextOverflow, DistillError, InvalidAnswer, LLMUnavailable
 from forged.grounding import Sources, check
 from forged.hub import Batcher, Feed, Progress
 from forged.llm import Distiller
 from forged.models import (
+    DISTILL_OBSERVER,
     BatchOutcome,
     DeadLetter,
     DistilledMemory,
     DistillRun,
     Fact,
     LinePick,
-    RedistillReport,
-    RedistillResult,
+    ObserverState,
     ScopeResult,
     StoredInteraction,
     Usage,
@@ -97,136 +103,165 @@ def ground(memory: DistilledMemory, items: list[StoredInteraction]) -> tuple[str
     return summary, facts, dropped
 
 
-class _Collected:
-    """What a batch has produced so far."""
+class Outcomes(NamedTuple):
+    """How a run is recorded when it commits results, and when it gives up on an interaction."""
 
-    def __init__(self, batch_id: str) -> None:
-        self.batch_id = batch_id
+    done: str
+    failed: str
+
+
+FIRST_RUN = Outcomes("committed", "dead_letter")
+RERUN = Outcomes("redistilled", "still_failing")  # dead letters distilled again
+
+
+class RetryPolicy(msgspec.Struct, frozen=True):
+    """How one transcript is retried: bad answers `max_attempts` times; an unreachable LLM is
+    waited for with backoff when `wait_for_llm` (the observer), else raised at once (a re-run
+    someone waits for)."""
+
+    max_attempts: int
+    backoff_initial: float
+    backoff_max: float
+    wait_for_llm: bool = True
+
+    @classmethod
+    def of(cls, config: DistillConfig) -> RetryPolicy:
+        return cls(config.max_attempts, config.backoff_initial, config.backoff_max)
+
+
+class StatusSink(Protocol):
+    """Where the work shows what it waits for: the observer's `Progress`, or nowhere."""
+
+    def set_state(self, state: ObserverState, error: str | None = None) -> None: ...
+
+    def note_error(self, error: str) -> None: ...
+
+
+class _Unwatched:
+    """A status nobody shows: a re-run answers its caller directly."""
+
+    def set_state(self, state: ObserverState, error: str | None = None) -> None:
+        pass
+
+    def note_error(self, error: str) -> None:
+        pass
+
+
+UNWATCHED: StatusSink = _Unwatched()
+
+
+def new_batch_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+class Distilled:
+    """What the work produced for a batch or a group: results, interactions given up on, runs."""
+
+    def __init__(self) -> None:
         self.results: list[ScopeResult] = []
-        self.dead_letters: list[DeadLetter] = []
+        self.failed: list[DeadLetter] = []
         self.runs: list[DistillRun] = []
 
 
-class DistillObserver:
-    """Distils each batch, scope by scope, and commits results with the watermark."""
-
-    name = "distill"
+class BatchDistiller:
+    """Distils interactions scope by scope: splits in halves what the model cannot handle,
+    chunks one interaction over the budget, retries by the policy. Commits nothing."""
 
     def __init__(
-        self, distiller: Distiller, batching: DistillConfig, policy: DistillerConfig
+        self, distiller: Distiller, retry: RetryPolicy, max_batch_tokens: int, max_facts: int
     ) -> None:
         self.distiller = distiller
-        self.batching = batching
-        self.policy = policy
-        self._redistilling = trio.Lock()  # one re-run at a time: never two results for a seq
+        self.retry = retry
+        self.max_batch_tokens = max_batch_tokens
+        self.max_facts = max_facts
 
-    async def run(self, interactions: Feed, progress: Progress) -> None:
-        batcher = Batcher(
-            interactions,
-            max_items=self.batching.max_batch_interactions,
-            max_weight=self.batching.max_batch_tokens,
-            weight=lambda i: i.tokens,
-            keep=interactions.wanted,
-        )
-        while True:
-            batch = await batcher.next()
-            if progress.stopping:
-                await trio.sleep_forever()  # shutting down: leave it in the log for next time
-            progress.start_batch(batch)
-            outcome = await self.distill_batch(batch, progress)
-            await progress.commit_batch(outcome)
-            log.info(
-                "batch_committed",
-                observer=self.name,
-                batch_id=outcome.runs[0].batch_id if outcome.runs else None,
-                interactions=len(batch),
-                watermark=outcome.watermark,
-                dead_letters=len(outcome.dead_letters),
-                llm_ms=sum(r.usage.ms for r in outcome.runs),
-            )
-            progress.set_state("idle")
+    def rerunning(self) -> BatchDistiller:
+        """The same work for a re-run someone waits for: an unreachable LLM is raised at once."""
+        retry = msgspec.structs.replace(self.retry, wait_for_llm=False)
+        return BatchDistiller(self.distiller, retry, self.max_batch_tokens, self.max_facts)
 
     async def distill_batch(
-        self, batch: list[StoredInteraction], progress: Progress | None
+        self, batch: list[StoredInteraction], status: StatusSink
     ) -> BatchOutcome:
         """Distil a batch scope by scope; the outcome carries everything to commit."""
-        collected = _Collected(uuid.uuid4().hex[:16])
+        out, batch_id = Distilled(), new_batch_id()
         for scope, items in groupby(sorted(batch, key=lambda i: i.scope), key=lambda i: i.scope):
-            await self._distill_group(scope, list(items), collected, progress)
-        return BatchOutcome(
-            results=collected.results,
-            dead_letters=collected.dead_letters,
-            runs=collected.runs,
-            watermark=batch[-1].seq,
-        )
+            await self.distill_group(batch_id, scope, list(items), out, status)
+        return BatchOutcome(out.results, out.failed, out.runs, watermark=batch[-1].seq)
 
-    async def _distill_group(
-        self, scope: str, items: list[StoredInteraction], out: _Collected, progress: Progress | None
+    async def distill_group(
+        self,
+        batch_id: str,
+        scope: str,
+        items: list[StoredInteraction],
+        out: Distilled,
+        status: StatusSink,
+        outcomes: Outcomes = FIRST_RUN,
     ) -> None:
-        """Distil one scope's interactions; split in halves what the model cannot handle."""
+        """Distil one scope's interactions into `out`; split in halves what the model cannot
+        handle, give up on an interaction that fails alone."""
         try:
-            memory = await self._distill_items(items, progress)
+            memory = await self._distill_items(items, status)
         except (ContextOverflow, InvalidAnswer) as exc:
-            if len(items) > 1:
-                log.warning(
-                    "batch_split",
-                    observer=self.name,
-                    scope=scope,
-                    interactions=len(items),
-                    reason=str(exc),
-                )
-                if exc.usage is not None:  # the failed tries cost something: keep the account
-                    out.runs.append(self._run(out.batch_id, scope, items, exc.usage, "split", exc))
-                half = len(items) // 2
-                await self._distill_group(scope, items[:half], out, progress)
-                await self._distill_group(scope, items[half:], out, progress)
+            if len(items) == 1:
+                self._give_up(batch_id, items[0], exc, out, outcomes)
                 return
-            self._dead_letter(items[0], exc, out)
+            log.warning("batch_split", observer=DISTILL_OBSERVER, scope=scope,
+                        interactions=len(items), reason=str(exc))  # fmt: skip
+            if exc.usage is not None:  # the failed tries cost something: keep the account
+                out.runs.append(self._run(batch_id, scope, items, exc.usage, "split", exc))
+            half = len(items) // 2
+            for part in (items[:half], items[half:]):
+                await self.distill_group(batch_id, scope, part, out, status, outcomes)
             return
         summary, facts, ungrounded = ground(memory, items)
         if ungrounded:
-            log.warning("ungrounded_dropped", observer=self.name, scope=scope, dropped=ungrounded)
-        sessions = {i.session for i in items}
-        out.results.append(
-            ScopeResult(
-                batch_id=out.batch_id,
-                scope=scope,
-                session=sessions.pop() if len(sessions) == 1 else None,
-                summary=summary,
-                facts=facts,
-                first_seq=items[0].seq,
-                last_seq=items[-1].seq,
+            log.warning(
+                "ungrounded_dropped", observer=DISTILL_OBSERVER, scope=scope, dropped=ungrounded
             )
+        sessions = {i.session for i in items}
+        session = sessions.pop() if len(sessions) == 1 else None
+        out.results.append(
+            ScopeResult(batch_id, scope, session, summary, facts, items[0].seq, items[-1].seq)
         )
-        run = self._run(out.batch_id, scope, items, memory.usage, "committed")
+        run = self._run(batch_id, scope, items, memory.usage, outcomes.done)
         out.runs.append(msgspec.structs.replace(run, ungrounded=ungrounded))
 
     async def _distill_items(
-        self, items: list[StoredInteraction], progress: Progress | None
+        self, items: list[StoredInteraction], status: StatusSink
     ) -> DistilledMemory:
         """One call for the items, or one per chunk of a single interaction over the budget."""
-        budget = self.batching.max_batch_tokens
+        budget = self.max_batch_tokens
         if len(items) > 1 or items[0].tokens <= budget:
-            return await self._call(render_transcript(items), progress)
+            return await self._call(render_transcript(items), status)
         chunks = render_chunks(items[0], budget)
-        log.info("interaction_chunked", observer=self.name, seq=items[0].seq, chunks=len(chunks))
+        log.info(
+            "interaction_chunked", observer=DISTILL_OBSERVER, seq=items[0].seq, chunks=len(chunks)
+        )
         memories: list[DistilledMemory] = []
         for chunk in chunks:
             try:
-                memories.append(await self._call(chunk, progress))
+                memories.append(await self._call(chunk, status))
             except DistillError as exc:  # the chunks done so far were paid for too
-                spent = merge(memories, self.policy.max_facts).usage
+                spent = merge(memories, self.max_facts).usage
                 exc.usage = add_usage(spent, exc.usage)
                 raise
-        return merge(memories, self.policy.max_facts)
+        return merge(memories, self.max_facts)
 
-    def _dead_letter(self, item: StoredInteraction, exc: DistillError, out: _Collected) -> None:
+    def _give_up(
+        self,
+        batch_id: str,
+        item: StoredInteraction,
+        exc: DistillError,
+        out: Distilled,
+        outcomes: Outcomes,
+    ) -> None:
         reason = f"{type(exc).__name__}: {exc}"
         raw = None if exc.raw is None else exc.raw[:RAW_LIMIT]
-        log.error("dead_letter", observer=self.name, seq=item.seq, reason=reason)
-        out.dead_letters.append(DeadLetter(seq=item.seq, reason=reason, raw=raw))
+        log.error("dead_letter", observer=DISTILL_OBSERVER, seq=item.seq, reason=reason)
+        out.failed.append(DeadLetter(seq=item.seq, reason=reason, raw=raw))
         usage = exc.usage or Usage()
-        out.runs.append(self._run(out.batch_id, item.scope, [item], usage, "dead_letter", exc))
+        out.runs.append(self._run(batch_id, item.scope, [item], usage, outcomes.failed, exc))
 
     def _run(
         self,
@@ -249,84 +284,76 @@ class DistillObserver:
             error=None if error is None else f"{type(error).__name__}: {error}",
         )
 
-    async def _call(self, transcript: str, progress: Progress | None) -> DistilledMemory:
-        """Call the distiller: transient errors retry forever, bad answers `max_attempts` times.
+    async def _call(self, transcript: str, status: StatusSink) -> DistilledMemory:
+        """Call the distiller by the retry policy, telling it which attempt this is.
 
-        Without `progress` (a re-run someone waits for) a transient error is raised at once.
         The usage of failed tries is added to the answer's, or to the error that ends the tries.
         """
-        backoff = Backoff(self.policy.backoff_initial, self.policy.backoff_max)
-        attempts = 0
+        retry = self.retry
+        backoff = Backoff(retry.backoff_initial, retry.backoff_max)
+        attempt = 1
         spent = Usage()
         while True:
             try:
-                memory = await self.distiller.distill(transcript)
+                memory = await self.distiller.distill(transcript, attempt=attempt)
             except LLMUnavailable as exc:
-                if progress is None:
+                if not retry.wait_for_llm:
                     raise
-                progress.set_state("waiting_for_llm", error=str(exc))
+                status.set_state("waiting_for_llm", error=str(exc))
                 pause = backoff.next()
-                log.warning("llm_unavailable", observer=self.name, error=str(exc), retry_in=pause)
+                log.warning(
+                    "llm_unavailable", observer=DISTILL_OBSERVER, error=str(exc), retry_in=pause
+                )
                 await trio.sleep(pause)
-                progress.set_state("distilling")
+                status.set_state("distilling")
                 continue
             except (InvalidAnswer, ContextOverflow) as exc:
                 spent = add_usage(spent, exc.usage)
-                attempts += 1
-                if progress is not None:
-                    progress.status.last_error = f"{type(exc).__name__}: {exc}"
-                event = (
-                    "llm_context_overflow"
-                    if isinstance(exc, ContextOverflow)
-                    else "llm_invalid_answer"
-                )
-                log.warning(event, observer=self.name, error=str(exc), attempt=attempts)
-                if isinstance(exc, ContextOverflow) or attempts >= self.policy.max_attempts:
+                status.note_error(f"{type(exc).__name__}: {exc}")
+                overflow = isinstance(exc, ContextOverflow)
+                event = "llm_context_overflow" if overflow else "llm_invalid_answer"
+                log.warning(event, observer=DISTILL_OBSERVER, error=str(exc), attempt=attempt)
+                if overflow or attempt >= retry.max_attempts:
                     exc.usage = spent if spent.calls else None
                     raise
+                attempt += 1
                 continue
             memory.usage = add_usage(memory.usage, spent)
             return memory
 
-    async def redistill(
-        self, progress: Progress, first_seq: int = 0, last_seq: int = 2**63 - 1
-    ) -> RedistillReport:
-        """Distil the open dead letters in the seq range again, each alone, and commit what works.
 
-        Results and resolved dead letters are committed in one transaction; the watermark stays.
-        Raises `LLMUnavailable` (committing nothing) when the LLM cannot be reached.
-        """
-        async with self._redistilling:
-            letters = await progress.store.open_dead_letters(self.name, first_seq, last_seq)
-            out = _Collected(uuid.uuid4().hex[:16])
-            results: list[RedistillResult] = []
-            resolved: list[int] = []
-            for letter in letters:
-                item = letter.interaction
-                failed = len(out.dead_letters)
-                await self._distill_group(item.scope, [item], out, None)
-                if len(out.dead_letters) > failed:
-                    dead = out.dead_letters.pop()  # it stays open as it was; no second letter
-                    results.append(
-                        RedistillResult(item.seq, letter.id, "still_failing", 0, dead.reason)
-                    )
-                    continue
-                resolved.append(letter.id)
-                facts = len(out.results[-1].facts)
-                results.append(RedistillResult(item.seq, letter.id, "redistilled", facts))
-            renamed = {"committed": "redistilled", "dead_letter": "still_failing"}
-            runs = [
-                msgspec.structs.replace(r, outcome=renamed.get(r.outcome, r.outcome))
-                for r in out.runs
-            ]
-            outcome = BatchOutcome(out.results, [], runs, None, resolved)
-            if letters:
-                await progress.commit_batch(outcome)
-        report = RedistillReport(len(resolved), len(results) - len(resolved), results)
-        log.info(
-            "redistilled",
-            observer=self.name,
-            redistilled=report.redistilled,
-            still_failing=report.still_failing,
+class DistillObserver:
+    """The observer loop: takes batches from its feed, distils them, commits each with the
+    watermark."""
+
+    name = DISTILL_OBSERVER
+
+    def __init__(self, work: BatchDistiller, batching: DistillConfig) -> None:
+        self.work = work
+        self.batching = batching
+
+    async def run(self, interactions: Feed, progress: Progress) -> None:
+        batcher = Batcher(
+            interactions,
+            max_items=self.batching.max_batch_interactions,
+            max_weight=self.batching.max_batch_tokens,
+            weight=lambda i: i.tokens,
+            keep=interactions.wanted,
         )
-        return report
+        while True:
+            batch = await batcher.next()
+            if progress.stopping:
+                await trio.sleep_forever()  # shutting down: leave it in the log for next time
+            progress.start_batch(batch)
+            outcome = await self.work.distill_batch(batch, progress)
+            await progress.commit_batch(outcome)
+            log.info(
+                "batch_committed",
+                observer=self.name,
+                batch_id=outcome.runs[0].batch_id if outcome.runs else None,
+                interactions=len(batch),
+                watermark=outcome.watermark,
+                dead_letters=len(outcome.dead_letters),
+                llm_ms=sum(r.usage.ms for r in outcome.runs),
+            )
+            progress.set_state("idle")

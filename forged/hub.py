@@ -150,7 +150,7 @@ class Progress:
     """An observer's handle on its own progress: its watermark, its status and the stop signal."""
 
     def __init__(self, store: Backend, status: ObserverStatus, changed: Callable[[], None]) -> None:
-        self.store = store
+        self._store = store
         self.status = status
         self.stopping = False
         self._changed = changed
@@ -173,6 +173,10 @@ class Progress:
         if watermark > self.status.watermark:
             self.status.watermark = watermark
             self._changed()
+
+    def note_error(self, error: str) -> None:
+        """Show the last error without a change of state (a bad answer that will be retried)."""
+        self.status.last_error = error
 
     def start_batch(self, batch: Sequence[StoredInteraction]) -> None:
         """Show the batch being worked on in the status (size, start), until idle again."""
@@ -201,13 +205,13 @@ class Progress:
 
     async def commit(self, seq: int) -> None:
         """Record that every interaction up to `seq` is done (observers without results)."""
-        await self._until_stored(lambda: self.store.set_watermark(self.name, seq))
+        await self._until_stored(lambda: self._store.set_watermark(self.name, seq))
         self.status.watermark = max(self.status.watermark, seq)
         self._changed()
 
     async def commit_batch(self, outcome: BatchOutcome) -> None:
         """Commit a batch's results together with the watermark, then count what was stored."""
-        stored = await self._until_stored(lambda: self.store.commit_batch(self.name, outcome))
+        stored = await self._until_stored(lambda: self._store.commit_batch(self.name, outcome))
         s = self.status
         if outcome.watermark is not None:
             s.watermark = max(s.watermark, outcome.watermark)
@@ -248,17 +252,13 @@ class Hub:
         names = [o.name for o in observers]
         if len(set(names)) != len(names):
             raise ValueError(f"observer names must be unique: {names}")
-        self.store = store
+        self._store = store
         self._observers = observers
         self._capacity = channel_capacity
         self._appended = trio.Event()
         self._changed = trio.Event()
         self.progress: dict[str, Progress] = {}
         self.feeds: dict[str, Feed] = {}  # each observer's queue in its current life
-
-    def observer(self, name: str) -> Observer | None:
-        """The registered observer called `name`, if any."""
-        return next((o for o in self._observers if o.name == name), None)
 
     def notify_appended(self) -> None:
         """Wake the feeders: the log has grown."""
@@ -270,7 +270,7 @@ class Hub:
         self._changed = trio.Event()
 
     def statuses(self) -> list[ObserverStatus]:
-        return [p.refreshed(self.store.last_seq) for p in self.progress.values()]
+        return [p.refreshed(self._store.last_seq) for p in self.progress.values()]
 
     def backlog(self) -> int:
         """How far the slowest observer lags behind the log."""
@@ -287,7 +287,7 @@ class Hub:
 
     async def forget(self, scope: str) -> Deleted:
         """Erase a scope from the store and from every observer's queue; recount the totals."""
-        forgotten = await self.store.forget(scope, list(self.progress))
+        forgotten = await self._store.forget(scope, list(self.progress))
         for name, progress in self.progress.items():  # no checkpoint since the erase committed
             if name in self.feeds:
                 self.feeds[name].forget(scope, forgotten.through)
@@ -305,8 +305,8 @@ class Hub:
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         for observer in self._observers:
-            status = await self.store.observer_totals(observer.name)
-            self.progress[observer.name] = Progress(self.store, status, self._notify_changed)
+            status = await self._store.observer_totals(observer.name)
+            self.progress[observer.name] = Progress(self._store, status, self._notify_changed)
         async with trio.open_nursery() as nursery:
             for observer in self._observers:
                 nursery.start_soon(self._supervise, observer)
@@ -336,7 +336,7 @@ class Hub:
         """
         send, receive = trio.open_memory_channel[StoredInteraction](self._capacity)
         feed = self.feeds[observer.name] = Feed(receive, progress)
-        lease = self.store.lease(observer.name, progress.follow)  # one daemon runs it at a time
+        lease = self._store.lease(observer.name, progress.follow)  # one daemon runs it at a time
         async with lease, trio.open_nursery() as nursery, feed:
             nursery.start_soon(self._feed, send, feed, observer.name)
             await observer.run(feed, progress)
@@ -348,16 +348,16 @@ class Hub:
         self, send: trio.MemorySendChannel[StoredInteraction], feed: Feed, name: str
     ) -> None:
         """Send the log from the watermark on; block (never drop) while the channel is full."""
-        cursor = await self.store.watermark(name)  # the stored one: a restart redelivers
+        cursor = await self._store.watermark(name)  # the stored one: a restart redelivers
         async with send:
             while True:
-                appended, end = self._appended, self.store.last_seq
-                rows = await self.store.read_log(cursor, min(FEED_CHUNK, self._capacity))
+                appended, end = self._appended, self._store.last_seq
+                rows = await self._store.read_log(cursor, min(FEED_CHUNK, self._capacity))
                 if not rows:
                     if end > cursor:  # the end of the log was forgotten before it was read
                         cursor = end
                         await feed.passed(end)
-                    with trio.move_on_after(self.store.poll_interval):
+                    with trio.move_on_after(self._store.poll_interval):
                         await appended.wait()
                     continue
                 for row in rows:

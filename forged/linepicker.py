@@ -65,5 +65,5 @@ class LinePicker:
         self.config = config
         self.model = "line-picker"
 
-    async def distill(self, transcript: str) -> DistilledMemory:
+    async def distill(self, transcript: str, *, attempt: int = 1) -> DistilledMemory:
         return DistilledMemory("", [], picks=pick_lines(transcript, self.config.max_facts))

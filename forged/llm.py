@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import time
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import httpx
 import msgspec
@@ -33,7 +34,7 @@ from forged.tokens import estimate_tokens
 
 MODES = ("json_schema", "json_object", "none")  # the order `auto` tries them in
 CONNECT_TIMEOUT = 10.0  # seconds; a local server that does not accept by then is down
-RETRY_WARMER = 0.3  # temperature added per failed try of the same transcript, up to 1.0
+RETRY_WARMER = 0.3  # temperature added per attempt after the first, up to 1.0
 TRUNCATION_MIN_TOKENS = 1024  # contexts are at least this large: smaller prompts are not cut
 TRUNCATION_RATIO = 0.5  # reported prompt tokens below this share of our estimate: truncated
 _OVERFLOW = re.compile(r"exceed_context_size|context (?:size|length|window)|too long|n_ctx", re.I)
@@ -46,11 +47,14 @@ log = structlog.get_logger("forged.llm")
 
 
 class Distiller(Protocol):
-    """Turns one transcript into a summary and typed facts; raises a `DistillError` if it can't."""
+    """Turns one transcript into a summary and typed facts; raises a `DistillError` if it can't.
+
+    `attempt` counts the tries of this transcript: 1, then one more after each invalid answer.
+    """
 
     model: str
 
-    async def distill(self, transcript: str) -> DistilledMemory: ...
+    async def distill(self, transcript: str, *, attempt: int = 1) -> DistilledMemory: ...
 
 
 class ModeMemory(Protocol):
@@ -183,7 +187,6 @@ class OpenAIDistiller:
         self._memory = memory if auto else None  # a fixed mode needs no memory
         self._recalled = False  # whether the remembered mode was read yet
         self._learned = False  # whether a mode was learned that the memory does not hold
-        self._failed: tuple[int, int] = (0, 0)  # (hash of a transcript, its invalid answers)
         headers = {}
         if config.api_key_file:
             headers["Authorization"] = f"Bearer {_read_key(config.api_key_file)}"
@@ -198,21 +201,17 @@ class OpenAIDistiller:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def distill(self, transcript: str) -> DistilledMemory:
+    async def distill(self, transcript: str, *, attempt: int = 1) -> DistilledMemory:
         """Ask the model; fall back to the next structured-output mode when one is rejected.
 
-        A transcript asked again after an invalid answer is asked warmer: at temperature 0 a
-        model repeats the same broken answer.
+        A later attempt is asked warmer: at temperature 0 a model repeats the same broken answer.
         """
-        key = hash(transcript)
-        failures = self._failed[1] if self._failed[0] == key else 0
-        temperature = min(1.0, self.config.temperature + RETRY_WARMER * failures)
+        temperature = min(1.0, self.config.temperature + RETRY_WARMER * (attempt - 1))
         await self._recall_mode()
         while True:
             try:
                 memory = await self._complete(transcript, self._modes[0], temperature)
             except InvalidAnswer:
-                self._failed = (key, failures + 1)
                 await self._remember_mode()  # the server took the mode; the model answered badly
                 raise
             except UnsupportedMode as exc:
@@ -320,14 +319,31 @@ def _read_key(path: str) -> str:
         raise ConfigError(f"distiller.api_key_file: cannot read {path}: {exc.strerror}") from exc
 
 
+class _AttemptBlind:
+    """A plugin whose `distill` takes the transcript alone (written before `attempt` existed)."""
+
+    def __init__(self, plugin: Any) -> None:
+        self._plugin = plugin
+        self.model: str = plugin.model
+
+    async def distill(self, transcript: str, *, attempt: int = 1) -> DistilledMemory:
+        memory: DistilledMemory = await self._plugin.distill(transcript)
+        return memory
+
+    def __getattr__(self, name: str) -> Any:  # its own extras, such as `aclose`
+        return getattr(self._plugin, name)
+
+
 def make_distiller(config: DistillerConfig, memory: ModeMemory | None = None) -> Distiller:
     """The distiller named by `[distiller] class`, or the OpenAI-compatible client."""
     if not config.class_:
         return OpenAIDistiller(config, memory=memory)
     key, spec = "distiller.class", config.class_
-    distiller: Distiller = load_object(spec, key)(config)
+    distiller = load_object(spec, key)(config)
     model = getattr(distiller, "model", None)
     if not isinstance(model, str) or not model:
         raise ConfigError(f"{key}: {spec} has no `model` (a non-empty str naming the model)")
     require_async(distiller, "distill", key, spec)
-    return distiller
+    if "attempt" not in inspect.signature(distiller.distill).parameters:
+        return _AttemptBlind(distiller)
+    return cast(Distiller, distiller)

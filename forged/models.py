@@ -12,6 +12,7 @@ FactKind = Literal["decision", "correction", "preference", "state", "event", "pr
 FACT_KINDS: tuple[str, ...] = ("decision", "correction", "preference", "state", "event", "profile")
 ObserverState = Literal["idle", "distilling", "waiting_for_llm"]
 DEFAULT_SCOPE = "default"  # the scope of an interaction that names none, and of recall without one
+DISTILL_OBSERVER = "distill"  # the built-in observer: its watermark, status and dead letters
 Key = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]  # ids, scopes and sessions
 _NOT_WORD = re.compile(r"[^\w]+")
 

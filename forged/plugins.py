@@ -21,6 +21,7 @@ from forged.config import Config, RecallConfig, decode_table
 from forged.errors import ConfigError
 from forged.hub import Observer
 from forged.models import (
+    DISTILL_OBSERVER,
     FactsPage,
     MemoryItem,
     StoredInteraction,
@@ -29,7 +30,7 @@ from forged.models import (
 from forged.recall import Page, Recall, SearchQuery
 
 C = TypeVar("C")
-BUILT_IN = frozenset({"distill"})  # observer names forged itself uses
+BUILT_IN = frozenset({DISTILL_OBSERVER})  # observer names forged itself uses
 
 
 def load_object(spec: str, key: str) -> Any:

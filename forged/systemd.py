@@ -16,7 +16,8 @@ import re
 import socket
 import struct
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 SD_LISTEN_FDS_START = 3  # the first descriptor passed by socket activation (sd_listen_fds(3))
@@ -37,32 +38,44 @@ class ListenSocket(NamedTuple):
     socket: socket.socket
 
 
-class _Notifier:
-    """One datagram socket to `$NOTIFY_SOCKET`, opened on first use and reused afterwards."""
+class _Datagram:
+    """A Unix datagram socket opened on first use, reused, and closed on request; one sender
+    at a time (logging may send from any thread)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
+
+    @contextmanager
+    def held(self) -> Iterator[socket.socket]:
+        """The socket, opened if need be, for the block's sends alone."""
+        with self._lock:
+            if self._sock is None:
+                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+            yield self._sock
+
+    def close(self) -> None:
+        """Close the socket; the next send opens a new one."""
+        with self._lock:
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
+
+
+class _Notifier(_Datagram):
+    """The datagram socket to `$NOTIFY_SOCKET`."""
 
     def send(self, address: str, payload: bytes) -> bool:
         if address.startswith("@"):  # abstract namespace: a leading NUL instead of a path
             address = "\0" + address[1:]
         elif not address.startswith("/"):
             return False  # vsock: and other transports are not spoken here
-        with self._lock:
-            if self._sock is None:
-                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        with self.held() as sock:
             try:  # never block the event loop on a receiver that is slow to read
-                self._sock.sendto(payload, socket.MSG_DONTWAIT, address)
+                sock.sendto(payload, socket.MSG_DONTWAIT, address)
             except OSError:
                 return False
         return True
-
-    def close(self) -> None:
-        with self._lock:
-            if self._sock is not None:
-                self._sock.close()
-                self._sock = None
 
 
 _notifier = _Notifier()
@@ -156,13 +169,12 @@ def _encode_entry(fields: Iterable[tuple[str, str | bytes]]) -> bytes:
     return b"".join(parts)
 
 
-class JournalSender:
+class JournalSender(_Datagram):
     """Send entries to journald over its native datagram protocol, one datagram per entry."""
 
     def __init__(self, path: str = JOURNAL_SOCKET) -> None:
+        super().__init__()
         self.path = path
-        self._lock = threading.Lock()
-        self._sock: socket.socket | None = None
 
     def send(self, fields: Iterable[tuple[str, str | bytes]]) -> None:
         """Send one entry; raises OSError when journald cannot be reached.
@@ -171,15 +183,13 @@ class JournalSender:
         datagram travels as a sealed memfd instead, as sd_journal_send(3) does.
         """
         payload = _encode_entry(fields)
-        with self._lock:
-            if self._sock is None:
-                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        with self.held() as sock:
             try:
-                self._sock.sendto(payload, self.path)
+                sock.sendto(payload, self.path)
             except OSError as exc:
                 if exc.errno not in _OVERSIZE_ERRNOS:
                     raise
-                self._send_memfd(self._sock, payload)
+                self._send_memfd(sock, payload)
 
     def _send_memfd(self, sock: socket.socket, payload: bytes) -> None:
         fd = os.memfd_create("forged-journal", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -191,10 +201,3 @@ class JournalSender:
             sock.sendmsg([], rights, 0, self.path)  # an empty datagram carrying only the fd
         finally:
             os.close(fd)
-
-    def close(self) -> None:
-        """Close the socket; the next `send` opens a new one."""
-        with self._lock:
-            if self._sock is not None:
-                self._sock.close()
-                self._sock = None

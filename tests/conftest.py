@@ -17,9 +17,12 @@ from tests.daemons import running_daemon, write_config
 from tests.fakellm import FakeLLM
 from tests.observers import Recorder
 from tests.postgres import Server, binaries, postgres_server
+from tests.profiles import register_profiles
+
+register_profiles()  # before the hypothesis plugin loads the one `--hypothesis-profile` names
 
 # A test that asks for one of these starts a daemon or a server: `make check` leaves it out.
-INTEGRATION_FIXTURES = frozenset({"fake_llm", "short_tmp", "daemon", "sock_dir"})
+INTEGRATION_FIXTURES = frozenset({"fake_llm", "short_tmp", "daemon", "sock_dir", "llm"})
 BACKENDS = ("sqlite", "postgresql")  # every test that starts a daemon runs on each
 
 

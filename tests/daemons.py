@@ -38,7 +38,8 @@ def write_config(directory: Path, llm_url: str, **sections: dict[str, Any]) -> P
     tables: dict[str, dict[str, Any]] = {
         "server": {"socket": str(directory / "forged.sock")},
         "store": {"path": str(directory / "forged.db"), **store},
-        "distiller": {"base_url": llm_url, **FAST_BACKOFF},
+        "distiller": {"base_url": llm_url},
+        "distill": {**FAST_BACKOFF},
         "log": {"format": "json"},
     }
     for name, keys in sections.items():

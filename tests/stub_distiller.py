@@ -7,7 +7,8 @@ from forged.models import DistilledMemory, Fact
 
 
 class PreferenceDistiller:
-    """Keeps every line containing "prefer" as a preference fact."""
+    """Keeps every line containing "prefer" as a preference fact (a `distill` without `attempt`,
+    as plugins were written before it existed)."""
 
     def __init__(self, config: DistillerConfig) -> None:
         self.model = f"stub:{config.model}"
@@ -46,7 +47,7 @@ class InventingDistiller:
     def __init__(self, config: DistillerConfig) -> None:
         self.model = f"inventing:{config.model}"
 
-    async def distill(self, transcript: str) -> DistilledMemory:
+    async def distill(self, transcript: str, *, attempt: int = 1) -> DistilledMemory:
         facts = [
             Fact(kind="decision", text="We keep PostgreSQL for service 1."),
             Fact(kind="state", text="The team moved every service to Oracle."),

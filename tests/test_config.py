@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -134,6 +135,7 @@ def test_check_config_prints_the_effective_configuration(tmp_path: Path) -> None
     assert effective.distiller.model == "llama3.2"
 
 
+@pytest.mark.integration
 def test_check_config_writes_file_modes_in_octal(tmp_path: Path) -> None:
     """socket_mode is printed as the file says it, `0o660`, not as the integer 432."""
     path = tmp_path / "forged.toml"
@@ -150,6 +152,7 @@ def test_rendered_config_round_trips() -> None:
     assert parse_config(render_toml(parse_config(text))) == parse_config(text)
 
 
+@pytest.mark.integration
 def test_check_config_checks_plugin_settings(tmp_path: Path) -> None:
     """check-config loads each observer plugin and checks its table like forged's own."""
     path = tmp_path / "forged.toml"
@@ -249,3 +252,50 @@ def test_backup_of_a_postgresql_store_points_to_pg_dump(tmp_path: Path) -> None:
     assert result.stderr == (
         "forged: backup and restore copy the SQLite file; use pg_dump for PostgreSQL\n"
     )
+
+
+def test_retry_keys_in_their_old_distiller_place_are_still_read() -> None:
+    """`[distiller] max_attempts` and the backoff keys, now `[distill]` keys, keep working there;
+    a key written in its new place as well wins."""
+    config = parse_config(
+        "[distiller]\nmax_attempts = 5\nbackoff_initial = 2.0\nbackoff_max = 3.0\n"
+        "[distill]\nbackoff_max = 9.0\n"
+    )
+    distill = config.distill
+    assert (distill.max_attempts, distill.backoff_initial, distill.backoff_max) == (5, 2.0, 9.0)
+
+
+def test_a_bad_value_in_the_old_place_is_named_as_written() -> None:
+    """The error names the key the way the file spells it, not where it moved."""
+    with pytest.raises(ConfigError, match=r"^f.toml: distiller.max_attempts: expected `int` >= 1$"):
+        parse_config("[distiller]\nmax_attempts = 0\n", "f.toml")
+
+
+@pytest.mark.integration
+def test_check_config_names_keys_in_their_old_place(tmp_path: Path) -> None:
+    """check-config says where a moved key belongs now, as a comment: the printout still parses."""
+    path = tmp_path / "forged.toml"
+    path.write_text("[distiller]\nmax_attempts = 4\n")
+    result = forged("check-config", "--config", str(path))
+    assert result.returncode == 0, result.stderr
+    comment = "# distiller.max_attempts is read as distill.max_attempts: write it there"
+    assert f"{comment} (the old place is deprecated)\n" in result.stdout
+    assert parse_config(result.stdout).distill.max_attempts == 4
+
+
+@pytest.mark.integration
+def test_serve_logs_keys_in_their_old_place(tmp_path: Path) -> None:
+    """`forged serve` logs `config_deprecated` for each key written in its old place."""
+    path = tmp_path / "forged.toml"
+    path.write_text(
+        f"[store]\npath = '{tmp_path}/f.db'\n[log]\nformat = 'json'\n"
+        "[distiller]\nbackoff_max = 5.0\n"
+        "[observers.x]\nclass = 'no_such_module:X'\n"  # stops serve before it binds a socket
+    )
+    result = forged("serve", "--config", str(path))
+    assert result.returncode == 2
+    logged = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    deprecated = [e for e in logged if e["event"] == "config_deprecated"]
+    assert [(e["key"], e["use"]) for e in deprecated] == [
+        ("distiller.backoff_max", "distill.backoff_max")
+    ]

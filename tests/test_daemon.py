@@ -16,6 +16,9 @@ import httpx
 import pytest
 import trio
 
+from forged.config import ServerConfig
+from forged.daemon import _bind
+from forged.errors import ConfigError
 from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
 from tests.data import facts_per_seq, interaction, rows, summaries_per_seq
 from tests.fakellm import SEQ_TAG, FakeLLM
@@ -197,6 +200,16 @@ async def test_a_live_socket_it_may_not_connect_to_is_refused_not_replaced(
             " (Permission denied); remove it or choose another path\n"
         ), done.stderr.decode()
         assert os.stat(path).st_ino == inode
+
+
+def test_a_socket_directory_that_cannot_be_made_is_a_config_error(tmp_path: Path) -> None:
+    """A regular file where the socket's directory should be: a message, not a traceback."""
+    (tmp_path / "run").write_text("")
+    with pytest.raises(ConfigError) as caught:
+        _bind(ServerConfig(socket=str(tmp_path / "run" / "forged.sock")))
+    assert str(caught.value) == (
+        f"server.socket: cannot create the directory {tmp_path / 'run'}: File exists"
+    )
 
 
 async def _connect_when_listening(path: Path) -> None:

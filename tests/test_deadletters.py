@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from forged.deadletters import OBSERVER, PARAMS, list_dead_letters, redistill
+from forged.deadletters import PARAMS, list_dead_letters, redistill
 from forged.errors import InvalidRequest
 from forged.httpserver import Request
-from forged.hub import Hub
-from forged.models import BatchOutcome, DeadLetter
+from forged.models import DISTILL_OBSERVER, BatchOutcome, DeadLetter
 from forged.params import MAX_SEQ, Params
 from forged.store import Store
 from tests.data import new
@@ -34,13 +33,13 @@ def store(tmp_path: Path) -> Iterator[Store]:
 async def _with_letters(store: Store, *seqs: int) -> None:
     await store.append([[new(f"turn {n}", f"id-{n}") for n in range(1, max(seqs) + 1)]])
     letters = [DeadLetter(seq, f"InvalidAnswer: bad {seq}", "x" * 600) for seq in seqs]
-    await store.commit_batch(OBSERVER, BatchOutcome([], letters, [], max(seqs)))
+    await store.commit_batch(DISTILL_OBSERVER, BatchOutcome([], letters, [], max(seqs)))
 
 
 async def test_open_dead_letters_are_listed_in_seq_order_within_the_range(store: Store) -> None:
     """Only the letters with seq in [from, to] are listed, each raw answer cut to an excerpt."""
     await _with_letters(store, 2, 4, 5)
-    response = await list_dead_letters(Hub(store, [], 1), *_request(**{"from": "3", "to": "5"}))
+    response = await list_dead_letters(store, *_request(**{"from": "3", "to": "5"}))
     letters = json.loads(response.body)["dead_letters"]
     assert response.status == 200
     assert [(d["seq"], d["reason"]) for d in letters] == [
@@ -62,7 +61,7 @@ async def test_a_bad_range_is_a_400_naming_it(
 ) -> None:
     """A reversed or malformed range is refused before the store is read."""
     with pytest.raises(InvalidRequest) as refused:
-        await list_dead_letters(Hub(store, [], 1), *_request(**query))
+        await list_dead_letters(store, *_request(**query))
     assert (refused.value.status, refused.value.code) == (400, "invalid_parameter")
     assert refused.value.message == message
 
@@ -71,6 +70,6 @@ async def test_redistill_without_the_distill_observer_is_a_409(store: Store) -> 
     """With distillation disabled there is nobody to re-run the letters: 409, nothing changed."""
     await _with_letters(store, 1)
     with pytest.raises(InvalidRequest, match=r"^the distill observer is not running$") as refused:
-        await redistill(Hub(store, [], 1), *_request())
+        await redistill(None, *_request())
     assert (refused.value.status, refused.value.code) == (409, "distill_disabled")
-    assert len(await store.list_dead_letters(OBSERVER)) == 1
+    assert len(await store.list_dead_letters(DISTILL_OBSERVER)) == 1

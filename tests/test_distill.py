@@ -15,6 +15,9 @@ from structlog.testing import capture_logs
 
 from forged.config import load_config
 from forged.daemon import Running
+from forged.distill import RERUN, UNWATCHED, BatchDistiller, Distilled, RetryPolicy
+from forged.errors import InvalidAnswer, LLMUnavailable
+from forged.models import DistilledMemory, Message, StoredInteraction
 from forged.tokens import estimate_tokens
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.data import rows
@@ -118,7 +121,7 @@ async def test_an_answer_that_never_validates_is_split_then_dead_lettered(
     """Garbage for one interaction: tried max_attempts times alone, then a dead letter with the raw answer."""
     fake_llm.poison, fake_llm.poison_behaviour = POISON, "garbage"
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm, distiller={"max_attempts": 2}) as (_, client, db):
+        async with daemon(short_tmp, fake_llm, distill={"max_attempts": 2}) as (_, client, db):
             await push_batch_of_16(client, fake_llm, poison_at=17)
             distill = observer(await wait_for_watermark(client, 17))
     ((seq, reason, raw),) = rows(db, "SELECT seq, reason, raw FROM dead_letters")
@@ -289,3 +292,62 @@ async def test_a_message_name_counts_toward_the_batch_budget(
             await client.post("/v1/interactions", json=named)
             await wait_for_watermark(client, 1)
     assert rows(db, "SELECT tokens FROM interactions") == [(text_tokens + 65,)]
+
+
+class _Scripted:
+    """Raises the scripted errors in turn, then answers; records each attempt it is told."""
+
+    model = "scripted"
+
+    def __init__(self, *errors: Exception) -> None:
+        self.errors = list(errors)
+        self.attempts: list[int] = []
+
+    async def distill(self, transcript: str, *, attempt: int = 1) -> DistilledMemory:
+        self.attempts.append(attempt)
+        if self.errors:
+            raise self.errors.pop(0)
+        return DistilledMemory("We keep PostgreSQL.", [])
+
+
+def _stored(seq: int) -> StoredInteraction:
+    text = "We keep PostgreSQL."
+    message = Message(role="user", text=text)
+    return StoredInteraction(seq, "s", None, "2026-01-01T00:00:00.000Z", 10, [message])
+
+
+def _work(distiller: _Scripted, max_attempts: int = 3) -> BatchDistiller:
+    return BatchDistiller(distiller, RetryPolicy(max_attempts, 0.01, 0.01), 3000, 64)
+
+
+async def test_each_try_of_a_bad_answer_tells_the_distiller_its_attempt() -> None:
+    """The attempt number is passed explicitly: 1, then one more after each invalid answer."""
+    distiller = _Scripted(InvalidAnswer("bad"), InvalidAnswer("bad"))
+    outcome = await _work(distiller).distill_batch([_stored(1)], UNWATCHED)
+    assert distiller.attempts == [1, 2, 3]
+    assert [r.outcome for r in outcome.runs] == ["committed"]
+
+
+async def test_an_unreachable_llm_is_waited_for_without_counting_an_attempt() -> None:
+    """The observer's policy waits out an unreachable LLM; the attempt stays where it was."""
+    distiller = _Scripted(InvalidAnswer("bad"), LLMUnavailable("down"))
+    await _work(distiller).distill_batch([_stored(1)], UNWATCHED)
+    assert distiller.attempts == [1, 2, 2]
+
+
+async def test_a_rerun_raises_an_unreachable_llm_at_once() -> None:
+    """A re-run someone waits for does not wait for the LLM: one call, then the error."""
+    distiller = _Scripted(LLMUnavailable("down"))
+    with pytest.raises(LLMUnavailable):
+        await _work(distiller).rerunning().distill_batch([_stored(1)], UNWATCHED)
+    assert distiller.attempts == [1]
+
+
+async def test_a_rerun_that_fails_again_is_recorded_as_still_failing() -> None:
+    """An interaction that fails alone in a re-run is given up on under the re-run's names."""
+    distiller = _Scripted(InvalidAnswer("bad"))
+    out = Distilled()
+    await _work(distiller, 1).distill_group("b", "s", [_stored(3)], out, UNWATCHED, RERUN)
+    assert [(d.seq, d.reason) for d in out.failed] == [(3, "InvalidAnswer: bad")]
+    assert [r.outcome for r in out.runs] == ["still_failing"]
+    assert out.results == []

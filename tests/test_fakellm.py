@@ -377,6 +377,7 @@ async def test_go_down_closes_idle_keep_alive_connections(
             await _post(client)
 
 
+@pytest.mark.integration  # starts the fake server
 async def test_unknown_behaviour_fails_the_server_loudly() -> None:
     """A behaviour name the fake does not know raises instead of answering."""
     fake = FakeLLM()

@@ -266,18 +266,17 @@ def test_a_bad_distiller_class_is_a_config_error() -> None:
         make_distiller(DistillerConfig(class_="no_such_module:Thing"))
 
 
-async def test_a_transcript_asked_again_after_a_bad_answer_is_asked_warmer(
-    client: OpenAIDistiller, fake_llm: FakeLLM
-) -> None:
-    """At temperature 0 a retry would repeat the broken answer; each retry runs warmer."""
-    fake_llm.script.extend(["garbage", "garbage", "ok", "ok"])
+async def test_a_later_attempt_is_asked_warmer(client: OpenAIDistiller, fake_llm: FakeLLM) -> None:
+    """At temperature 0 a retry would repeat the broken answer; each attempt runs warmer, to 1.0."""
+    fake_llm.script.extend(["garbage", "garbage", "ok", "ok", "ok"])
     with trio.fail_after(TIMEOUT):
-        for _ in range(2):
+        for attempt in (1, 2):
             with pytest.raises(InvalidAnswer):
-                await client.distill(TRANSCRIPT)
-        await client.distill(TRANSCRIPT)
-        await client.distill(TRANSCRIPT.replace('seq="7"', 'seq="8"'))  # another: cool again
-    assert [r["temperature"] for r in fake_llm.requests] == [0.0, 0.3, 0.6, 0.0]
+                await client.distill(TRANSCRIPT, attempt=attempt)
+        await client.distill(TRANSCRIPT, attempt=3)
+        await client.distill(TRANSCRIPT)  # a first attempt: cool again
+        await client.distill(TRANSCRIPT, attempt=9)
+    assert [r["temperature"] for r in fake_llm.requests] == [0.0, 0.3, 0.6, 0.0, 1.0]
 
 
 async def test_the_accepted_mode_is_remembered_across_restarts(

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import mcp_types
+import pytest
 import trio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
@@ -106,6 +107,7 @@ async def test_a_daemon_that_is_down_is_a_tool_error(daemon: Config, short_tmp: 
     assert {t.name for t in tools.tools} == TOOLS
 
 
+@pytest.mark.integration  # a child process
 async def test_without_the_extra_the_command_says_what_to_install() -> None:
     """`forged mcp` without the mcp package: one line naming the extra, exit 1."""
     hide = "import sys; sys.modules['mcp'] = None; from forged.cli import main; sys.exit(main(['mcp']))"

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from bench import corpus
 from forged import prefilter
 from forged.scrub import ANCHORS, Scrubber, scrub_all, scrub_exact
+from tests.profiles import examples
 from tests.secret_corpus import NEAR_MISSES, SECRETS, embed
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,7 +71,7 @@ def test_engine_equals_exact_on_locomo(engine: str) -> None:
     assert scrubbed == _locomo_exact()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_interaction)
 def test_fast_paths_and_exact_matching_agree(texts: list[str]) -> None:
     """Hyperscan, the stdlib fallback and plain exact matching give identical output."""

@@ -46,6 +46,7 @@ from tests.daemons import (
 )
 from tests.data import new, write_rows
 from tests.fakellm import FakeLLM
+from tests.profiles import examples
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 ONE_TURN = {"scope": "elsewhere", "messages": [{"role": "user", "text": "Something else."}]}
@@ -113,8 +114,10 @@ def db(tmp_path: Path) -> Iterator[sqlite3.Connection]:
     """A migrated database with filler facts, and an autocommit connection to it."""
     Store(str(tmp_path / "forged.db")).close()
     conn = sqlite3.connect(tmp_path / "forged.db", isolation_level=None)
+    conn.execute("BEGIN")  # one commit for the filler, not one fsync per row
     for text in FILLER:
         add_fact(conn, text)
+    conn.execute("COMMIT")
     yield conn
     conn.close()
 
@@ -201,12 +204,14 @@ def test_query_words_are_quoted() -> None:
 
 def test_words_in_most_rows_of_a_large_table_do_not_match_alone(db: sqlite3.Connection) -> None:
     """Over 1,000 rows, a word in more than half of them (no BM25 weight) makes no match alone."""
+    db.execute("BEGIN")  # one commit, not one fsync per row
     db.executemany(
         "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, first_at,"
         " last_at, created_at, last_seen_at) VALUES ('state', ?1, ?2, 'a', 'b', 1, 1, ?3, ?3, ?3,"
         " ?3)",
         ((f"The service runs job {n}.", f"n{n}", stamp(0)) for n in range(SELECTIVE_MIN_ROWS)),
     )
+    db.execute("COMMIT")
     zebra = add_fact(db, "The service feeds the zebra.")
     assert [i.id for i in find(db, "what does the service feed the zebra?")] == [zebra]
     assert len(find(db, "the service")) == 10  # only common words: they are searched all the same
@@ -230,7 +235,9 @@ def test_quoted_and_accented_words_still_match(db: sqlite3.Connection) -> None:
 
 
 @settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(300),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(st.text())
 def test_any_text_is_a_safe_query(db: sqlite3.Connection, q: str) -> None:

@@ -23,7 +23,7 @@ POISON = "POISON-PILL"  # the fake LLM answers garbage to any prompt holding thi
 async def _with_dead_letter(tmp: Path, llm: FakeLLM) -> Any:
     """A daemon whose seq 2 (of 3) became a dead letter; yields the config."""
     llm.poison, llm.poison_behaviour = POISON, "garbage"
-    return load_config(write_config(tmp, llm.base_url, distiller={"max_attempts": 1}), {})
+    return load_config(write_config(tmp, llm.base_url, distill={"max_attempts": 1}), {})
 
 
 async def _push_three(client: Any, hub: Hub) -> None:

@@ -29,6 +29,7 @@ from forged.schema import MIGRATIONS
 from forged.store import Store
 from tests.conftest import StoreOpener
 from tests.data import new, rows
+from tests.profiles import examples
 
 
 def ignore(_watermark: int) -> None:
@@ -124,7 +125,9 @@ _GROUPS = st.lists(st.lists(st.lists(_IDS, max_size=4), min_size=1, max_size=3),
 
 
 @settings(  # every example opens a database and commits up to four times: disk time, no deadline
-    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(50),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(groups=_GROUPS)
 async def test_first_use_of_an_id_wins(
@@ -188,7 +191,9 @@ def test_normalise_folds_case_space_and_punctuation() -> None:
 
 
 @settings(
-    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(50),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )  # each example opens a database with fsync: its time follows the machine's load
 @given(texts=st.lists(st.text(min_size=1).filter(str.strip), min_size=1, max_size=5))
 async def test_interactions_round_trip(tmp_path: Path, texts: list[str]) -> None:

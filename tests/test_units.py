@@ -12,7 +12,6 @@ import pytest
 from forged.config import ServerConfig
 from forged.daemon import FD_RESERVE
 
-pytestmark = pytest.mark.integration  # systemd-analyze and friends run as child processes
 UNITS = Path(__file__).resolve().parents[1] / "systemd"
 SERVICE, SOCKET, SYSUSERS = (
     UNITS / "forged.service",
@@ -26,9 +25,12 @@ HOST_UNITS = Path("/usr/lib/systemd/system")  # targets our units depend on (sys
 TIMEOUT = 60.0  # seconds a systemd tool may take
 _EXPOSURE = re.compile(r"Overall exposure level for \S+: (\d+\.\d+)")
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed"
-)
+pytestmark = [
+    pytest.mark.integration,  # systemd-analyze and friends run as child processes
+    pytest.mark.skipif(
+        shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed"
+    ),
+]
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:
