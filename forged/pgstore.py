@@ -55,6 +55,9 @@ LEASE_CLASS = 0x666F7268  # first advisory lock key of observer leases; the seco
 LEASE_POLL = 0.5  # seconds between attempts to take a lease, and between checks of one held
 POLL_INTERVAL = 0.5  # seconds a feeder waits before looking for other daemons' appends
 DISK_FULL = "53100"  # SQLSTATE disk_full
+# 202 only after a durable COMMIT; a killed daemon's backend that waits on a lock (a read behind
+# the log barrier) notices the closed connection and leaves the queue (PostgreSQL 14 or later).
+SESSION_OPTIONS = "-c synchronous_commit=on -c client_connection_check_interval=1000"
 READERS = 3  # concurrent reads per daemon (the pool keeps one connection for the writer)
 
 _INSERT_INTERACTION = """
@@ -129,7 +132,7 @@ def _lease_key(observer: str) -> int:
 
 
 def _connect_kwargs(config: StoreConfig) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"autocommit": True, "options": "-c synchronous_commit=on"}
+    kwargs: dict[str, Any] = {"autocommit": True, "options": SESSION_OPTIONS}
     if config.password_file:
         kwargs["password"] = Path(config.password_file).read_text().strip()
     return kwargs

@@ -41,11 +41,16 @@ def new(text: str, client_id: str | None = None, scope: str = "s") -> NewInterac
     return NewInteraction(client_id, scope, None, stamp, stamp, 3, messages, None)
 
 
+def _placeholders(sql: str) -> str:
+    """SQLite's `?` placeholders as psycopg's `%s` (and a literal `%` as `%%`)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
 def rows(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     """Rows of a read-only query against the daemon's database (its PostgreSQL one, if any)."""
     if daemons.STORE_URL:
         with psycopg.connect(daemons.STORE_URL, autocommit=True) as pg:
-            return [tuple(r) for r in pg.execute(sql.replace("?", "%s"), args).fetchall()]
+            return [tuple(r) for r in pg.execute(_placeholders(sql), args).fetchall()]
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return conn.execute(sql, args).fetchall()
@@ -56,6 +61,20 @@ def rows(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
 _BTREES = """SELECT c.oid::regclass::text FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
     JOIN pg_am AS a ON a.oid = c.relam
     WHERE a.amname = 'btree' AND c.relnamespace = 'public'::regnamespace"""
+
+
+def stored_bytes(db: str | Path) -> bytes:
+    """All that the database holds: the file with its WAL, or on PostgreSQL every row as text
+    (bytea columns decoded, so a secret in a message is found as it was written)."""
+    if not daemons.STORE_URL:
+        return b"".join(p.read_bytes() for p in Path(db).parent.glob(Path(db).name + "*"))
+    tables = rows(db, "SELECT table_name FROM information_schema.tables"
+                      " WHERE table_schema = 'public' AND table_type = 'BASE TABLE'")  # fmt: skip
+    found = [rows(db, f"SELECT {name}::text FROM {name}") for (name,) in tables]
+    texts = [text for table in found for (text,) in table]
+    for column in ("messages", "metadata"):
+        texts += [bytes(v).decode() for (v,) in rows(db, f"SELECT {column} FROM interactions") if v]
+    return "\n".join(texts).encode()
 
 
 def integrity(db: str | Path) -> str:
@@ -99,7 +118,7 @@ class Portable:
         self.lastrowid: int | None = None
 
     def execute(self, sql: str, args: Any = ()) -> Portable:
-        sql = sql.replace("?", "%s")
+        sql = _placeholders(sql)
         if sql.lstrip().upper().startswith("INSERT INTO") and "RETURNING" not in sql.upper():
             row = self._conn.execute(sql + " RETURNING *", args).fetchone()
             self.lastrowid = None if row is None else int(row[0])
