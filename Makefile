@@ -42,8 +42,9 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 # Recall quality on LoCoMo (../shared/datasets/locomo10.json); writes docs/quality.md.
+# EVAL_FLAGS=--bundled adds the bundled model (minutes a batch).
 eval: $(STAMP)
-	$(PY) -m bench.evaluate
+	$(PY) -m bench.evaluate $(EVAL_FLAGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

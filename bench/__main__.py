@@ -11,7 +11,19 @@ from pathlib import Path
 
 import trio
 
-from bench import batching, corpus, ingest, memory, postgres, quality, recall, report, scrub, start
+from bench import (
+    batching,
+    consolidation,
+    corpus,
+    ingest,
+    memory,
+    postgres,
+    quality,
+    recall,
+    report,
+    scrub,
+    start,
+)
 from bench.report import Row
 from bench.sizes import SIZES, Context, Size
 from bench.stores import SCOPES
@@ -19,7 +31,8 @@ from bench.stores import SCOPES
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "benchmarks.md"  # the tracked report: default-size runs only
 SCRATCH_OUT = REPO / "var" / "bench"  # where other sizes write theirs (not tracked)
-STEPS = ("scrub", "ingest", "batching", "recall", "memory", "start", "quality", "postgres")
+STEPS = ("scrub", "ingest", "batching", "recall", "memory", "start", "quality", "consolidate",
+         "postgres")  # fmt: skip
 DEFAULT_CACHE = (
     Path(tempfile.gettempdir()) / "forged-bench-cache"
 )  # large stores, kept between runs
@@ -66,6 +79,10 @@ NOTES = """\
   LoCoMo's own observations; `echo`: its default answer), then each question of categories 1-4
   asks for a 400-token block; the share of the answer's content words the block holds, beside BM25
   over the raw turns at the same budget. `make eval` runs every conversation: docs/quality.md.
+- **consolidate**: {consolidate:,} facts in one scope, written straight with SQLite; `POST
+  /v1/consolidate` runs over all of them with the default `facts_per_call`; the fake LLM (its
+  deterministic consolidation, {latency:.0f} ms per call) answers. The baseline is one LLM call
+  per fact, as memory systems that decide ADD/UPDATE/DELETE fact by fact make.
 - **postgres**: a PostgreSQL server started from the machine's binaries on a Unix socket (fsync
   and `synchronous_commit` on). Ingest: {n:,} interactions pushed one per request by {clients}
   clients to one daemon, then split between two daemons sharing one database; the baseline is
@@ -87,6 +104,7 @@ async def _run(ctx: Context, turns: list[corpus.Turn], only: set[str]) -> list[R
         "memory": lambda: memory.measure(ctx, turns),
         "start": lambda: start.measure(ctx, turns),
         "quality": lambda: quality.rows(REPO, ctx.size.quality_conversations, ctx.work),
+        "consolidate": lambda: consolidation.measure(ctx),
         "postgres": lambda: postgres.measure(ctx, turns),
     }
     rows: list[Row] = []
@@ -115,6 +133,7 @@ def _notes(size: Size, source: str) -> str:
         starts=size.starts,
         scrub=size.scrub,
         quality=size.quality_conversations,
+        consolidate=size.consolidate_facts,
         pg_facts=min(postgres.RECALL_FACTS, max(size.recall_facts)),
     )
 

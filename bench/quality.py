@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import sqlite3
 import statistics
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +28,7 @@ from tests.fakellm import gold_key
 BUDGET = 400  # tokens per context block, for forged and every baseline
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}  # 5 is adversarial
 DISTILLERS = ("gold", "echo")  # the fake LLM's behaviours: LoCoMo's observations; "ok"
+BUNDLED = "bundled"  # the bundled model, on the first sessions of one conversation
 BEHAVIOUR = {"gold": "gold", "echo": "ok"}
 METHODS = ("forged", "bm25", "recent")  # forged's block, BM25 over the raw turns, the latest turns
 SESSION_TIME = "%I:%M %p on %d %B, %Y"  # how LoCoMo dates a session: "1:56 pm on 8 May, 2023"
@@ -73,11 +73,12 @@ def _turn_text(turn: dict[str, Any]) -> str:
     return f"{turn['text']} [shares {caption}]" if caption else str(turn["text"])
 
 
-def _conversation(sample: dict[str, Any]) -> Conversation:
+def _conversation(sample: dict[str, Any], first_sessions: int | None = None) -> Conversation:
+    """A LoCoMo sample, or its first sessions and the questions whose evidence they hold."""
     conv = Conversation(sample["sample_id"], f"locomo:{sample['sample_id']}")
     talk = sample["conversation"]
     sessions = sorted((k for k in talk if re.fullmatch(r"session_\d+", k) and talk[k]),
-                      key=lambda k: int(k.split("_")[1]))  # fmt: skip
+                      key=lambda k: int(k.split("_")[1]))[:first_sessions]  # fmt: skip
     texts: dict[str, str] = {}
     for key in sessions:
         timestamp = _session_time(talk[f"{key}_date_time"])
@@ -100,14 +101,27 @@ def _conversation(sample: dict[str, Any]) -> Conversation:
         Question(q["category"], q["question"], str(q["answer"]))
         for q in sample["qa"]
         if q["category"] in CATEGORIES and "answer" in q
-    ]
+        and (first_sessions is None or _said(q.get("evidence", []), texts))
+    ]  # fmt: skip
     return conv
+
+
+def _said(evidence: list[str], texts: dict[str, str]) -> bool:
+    """Whether every turn a question's answer rests on was pushed (and it names one at least)."""
+    cited = re.findall(r"D\d+:\d+", " ".join(map(str, evidence)))
+    return bool(cited) and all(c in texts for c in cited)
 
 
 def conversations_of(repo: Path, limit: int | None) -> list[Conversation]:
     """The first `limit` LoCoMo conversations (all when None); none when the file is absent."""
     samples = locomo_samples(repo)
     return [_conversation(s) for s in samples[:limit]]
+
+
+def first_sessions_of(repo: Path, sessions: int) -> Conversation | None:
+    """Conversation 0's first sessions and the questions they answer; None without LoCoMo."""
+    samples = locomo_samples(repo)
+    return _conversation(samples[0], sessions) if samples else None
 
 
 def content_words(text: str) -> set[str]:
@@ -172,41 +186,60 @@ def score(conv: Conversation, question: Question, block: str) -> Score | None:
     return Score(conv.sample_id, question.category, found, found == 1.0)
 
 
-async def _forged_blocks(convs: list[Conversation], distiller: str, work: Path) -> Iterator[str]:
-    """Push every conversation, distil it with the fake LLM, ask every question for a block."""
+async def ask(
+    convs: list[Conversation], llm_url: str, work: Path, **sections: dict[str, Any]
+) -> list[str]:
+    """Push every conversation, let the daemon distil it, ask every question for a block."""
     blocks: list[str] = []
+    async with running(work, llm_url, **sections) as daemon:
+        client = await daemon.client()
+        pushed = [i for c in convs for i in c.interactions]
+        answer = await client.push(ndjson(pushed), "application/x-ndjson")
+        await wait_drained(client, answer["last_seq"])
+        for conv in convs:
+            for q in conv.questions:
+                query = {"q": q.text, "scope": conv.scope, "budget_tokens": BUDGET}
+                blocks.append((await client.get("/v1/context?" + urlencode(query)))["text"])
+        await client.aclose()
+    return blocks
+
+
+async def _fake_blocks(convs: list[Conversation], distiller: str, work: Path) -> list[str]:
+    """The blocks when the fake LLM distils, in its `distiller` behaviour."""
     async with fake_llm(default=BEHAVIOUR[distiller]) as llm:
         llm.gold = {k: v for c in convs for k, v in c.gold.items()}
-        async with running(work / distiller, llm.base_url) as daemon:
-            client = await daemon.client()
-            pushed = [i for c in convs for i in c.interactions]
-            answer = await client.push(ndjson(pushed), "application/x-ndjson")
-            await wait_drained(client, answer["last_seq"])
-            for conv in convs:
-                for q in conv.questions:
-                    query = {"q": q.text, "scope": conv.scope, "budget_tokens": BUDGET}
-                    blocks.append((await client.get("/v1/context?" + urlencode(query)))["text"])
-            await client.aclose()
-    return iter(blocks)
+        return await ask(convs, llm.base_url, work / distiller)
 
 
 Results = dict[tuple[str, str], list[Score]]  # (distiller, method) -> one score per question
 
 
+def add_scores(
+    results: Results, distiller: str, convs: list[Conversation], blocks: list[str]
+) -> None:
+    """Score forged's blocks (one per question, in order) beside both baselines."""
+    forged = iter(blocks)
+    for conv in convs:
+        raw = RawTurns(conv)
+        recent = raw.recent()
+        for q in conv.questions:
+            for method, block in (("forged", next(forged)), ("bm25", raw.bm25(q.text)),
+                                  ("recent", recent)):  # fmt: skip
+                if (s := score(conv, q, block)) is not None:
+                    results.setdefault((distiller, method), []).append(s)
+
+
 async def measure(convs: list[Conversation], work: Path) -> Results:
-    """Every distiller's block and both baselines for every question of every conversation."""
+    """Every fake distiller's block and both baselines for every question of every conversation."""
     results: Results = {}
     for distiller in DISTILLERS:
-        blocks = await _forged_blocks(convs, distiller, work)
-        for conv in convs:
-            raw = RawTurns(conv)
-            recent = raw.recent()
-            for q in conv.questions:
-                for method, block in (("forged", next(blocks)), ("bm25", raw.bm25(q.text)),
-                                      ("recent", recent)):  # fmt: skip
-                    if (s := score(conv, q, block)) is not None:
-                        results.setdefault((distiller, method), []).append(s)
+        add_scores(results, distiller, convs, await _fake_blocks(convs, distiller, work))
     return results
+
+
+def distillers(results: Results) -> list[str]:
+    """The distillers measured, in the table's order."""
+    return [d for d in (*DISTILLERS, BUNDLED) if (d, "forged") in results]
 
 
 def mean_recall(scores: list[Score]) -> float:
@@ -226,7 +259,7 @@ def table(results: Results) -> str:
     head = ("distiller", "category", "questions", "forged recall", "BM25 recall", "recent recall",
             "forged / BM25", "forged hits", "BM25 hits", "recent hits")  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for distiller in DISTILLERS:
+    for distiller in distillers(results):
         groups: list[tuple[str, int | None]] = [(CATEGORIES[c], c) for c in CATEGORIES]
         for name, category in [*groups, ("**overall**", None)]:
             per = {m: [s for s in results[(distiller, m)] if category in (None, s.category)]
@@ -262,7 +295,7 @@ def per_conversation(results: Results) -> str:
     """Forged over BM25 on each conversation: overall and in its weakest category."""
     head = ("distiller", "conversation", "forged / BM25 overall", "weakest category", "its ratio")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for distiller in DISTILLERS:
+    for distiller in distillers(results):
         for conv in dict.fromkeys(s.conversation for s in results[(distiller, "forged")]):
             ratios = {c: _ratio_of(results, distiller, conv, c) for c in CATEGORIES}
             worst = min(ratios, key=lambda c: ratios[c])

@@ -22,6 +22,7 @@ class Size:
     starts: int  # daemon starts per store; the median is reported
     scrub: int  # interactions scrubbed per pass in the scrub measurement
     quality_conversations: int  # LoCoMo conversations the quality step distils and questions
+    consolidate_facts: int = 1_000  # facts in the scope the consolidation step consolidates
 
 
 SIZES = {

@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 import trio
 
+from bench import quality
 from bench.corpus import locomo_path
 from bench.grounding import locomo_sessions
 from bench.runner import running, wait_drained
@@ -95,9 +96,8 @@ async def measure(path: Path, sessions: int, styles: list[str], batch_tokens: in
         for style in styles:
             with tempfile.TemporaryDirectory(prefix="forged-smallmodel-") as tmp:
                 started = time.perf_counter()
-                distiller = {"style": style, "model": MODEL_ALIAS, "request_extra": REQUEST_EXTRA}
                 distill = {"max_batch_tokens": batch_tokens}
-                async with running(Path(tmp), url, distiller=distiller, distill=distill) as d:
+                async with running(Path(tmp), url, distiller=_style(style), distill=distill) as d:
                     client = await d.client()
                     answer = await client.push(msgspec.json.encode(pushed))
                     await wait_drained(client, answer["last_seq"])
@@ -106,6 +106,34 @@ async def measure(path: Path, sessions: int, styles: list[str], batch_tokens: in
                 results.append((style, _figures(str(Path(tmp) / "forged.db"), pushed, seconds)))
         nursery.cancel_scope.cancel()
     return results
+
+
+def _style(style: str) -> dict[str, Any]:
+    """The distiller section that runs the bundled model as `forged serve --bundled-llm` does."""
+    return {"style": style, "model": MODEL_ALIAS, "request_extra": REQUEST_EXTRA}
+
+
+async def recall_quality(
+    repo: Path, sessions: int, work: Path, batch_tokens: int = 500
+) -> tuple[quality.Results, dict[str, Any]] | None:
+    """`make eval --bundled`: conversation 0's first sessions distilled by the bundled model in
+    the bundled default style, its questions answered from them, scored beside the baselines;
+    with the distillation figures. None without LoCoMo."""
+    conv = quality.first_sessions_of(repo, sessions)
+    if conv is None:
+        return None
+    results: quality.Results = {}
+    started = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(serve_bundled_llm)
+        blocks = await quality.ask([conv], url, work / quality.BUNDLED,
+                                   distiller=_style("extractive"),
+                                   distill={"max_batch_tokens": batch_tokens})  # fmt: skip
+        nursery.cancel_scope.cancel()
+    db = str(work / quality.BUNDLED / "forged.db")
+    figures = _figures(db, conv.interactions, time.perf_counter() - started)
+    quality.add_scores(results, quality.BUNDLED, [conv], blocks)
+    return results, figures
 
 
 def table(results: list[Any], sessions: int, turns: int) -> str:

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import msgspec
 import structlog
 
-from forged import __version__, deadletters
+from forged import __version__, consolidate, deadletters
 from forged.backend import Backend
 from forged.config import Config
 from forged.deadletters import Redistiller
@@ -35,11 +35,13 @@ from forged.recall import PAGE_DEFAULT, PAGE_MAX, Page, Recall, SearchQuery, kin
 
 SHUTDOWN_RETRY_AFTER = 2  # seconds a client is told to wait while the daemon restarts
 SCOPES_PREFIX = "/v1/scopes/"  # DELETE /v1/scopes/{scope} forgets a scope
+MAX_ID_DIGITS = 18  # a fact id in a path: at most this many digits, so it fits SQLite's integer
 
 _JSON = msgspec.json.Encoder()
 log = structlog.get_logger("forged.api")
-_SEARCH = ("q", "scope", "kind", "types", "session", "since", "until")  # search and context
+_SEARCH = ("q", "scope", "kind", "types", "session", "since", "until", "history")
 _PAGE = ("since", "until", "after", "limit")  # listings
+FACTS_PREFIX = "/v1/facts/"  # GET /v1/facts/{id}: a fact and its audit trail
 
 
 class Route(NamedTuple):
@@ -47,6 +49,11 @@ class Route(NamedTuple):
 
     handler: Callable[[Request, Params], Awaitable[Response]]
     params: tuple[str, ...] = ()
+
+
+def _history(params: Params) -> bool:
+    """`history=true`: superseded facts (and condensed summaries) too, marked and dated."""
+    return params.choice("history", ("true", "false")) == "true"
 
 
 def json_response(value: Any, status: int = 200) -> Response:
@@ -77,16 +84,20 @@ class Api:
             "/v1/health": {"GET": Route(self.health)},
             "/v1/search": {"GET": Route(self.search, (*_SEARCH, "limit", "sources"))},
             "/v1/context": {"GET": Route(self.context, (*_SEARCH, "budget_tokens"))},
-            "/v1/facts": {"GET": Route(self.facts, ("scope", "kind", *_PAGE))},
-            "/v1/summaries": {"GET": Route(self.summaries, ("scope", *_PAGE))},
+            "/v1/facts": {"GET": Route(self.facts, ("scope", "kind", "history", *_PAGE))},
+            "/v1/summaries": {"GET": Route(self.summaries, ("scope", "history", *_PAGE))},
             "/v1/dead-letters": {
                 "GET": Route(partial(deadletters.list_dead_letters, store), deadletters.PARAMS)
             },
             "/v1/dead-letters/redistill": {
                 "POST": Route(partial(deadletters.redistill, redistiller), deadletters.PARAMS)
             },
+            "/v1/consolidate": {"POST": Route(partial(consolidate.run_now, hub), ("scope",))},
         }
-        self.prefix_routes = {SCOPES_PREFIX: {"DELETE": Route(self.forget)}}
+        self.prefix_routes = {
+            SCOPES_PREFIX: {"DELETE": Route(self.forget)},
+            FACTS_PREFIX: {"GET": Route(self.fact)},
+        }
 
     def _methods(self, request: Request) -> dict[str, Route] | None:
         if (methods := self.routes.get(request.path)) is not None:
@@ -173,6 +184,7 @@ class Api:
             since=since,
             until=until,
             sources=params.choice("sources", ("true", "false")) == "true",
+            history=_history(params),
         )
 
     async def search(self, _request: Request, params: Params) -> Response:
@@ -198,6 +210,7 @@ class Api:
             limit=params.integer("limit", PAGE_DEFAULT, 1, PAGE_MAX),
             since=since,
             until=until,
+            history=_history(params),
         )
 
     async def facts(self, _request: Request, params: Params) -> Response:
@@ -205,6 +218,14 @@ class Api:
 
     async def summaries(self, _request: Request, params: Params) -> Response:
         return json_response(await self.recall.summaries(self._page(params)))
+
+    async def fact(self, request: Request, _params: Params) -> Response:
+        raw = request.path.removeprefix(FACTS_PREFIX)
+        fact_id = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= MAX_ID_DIGITS else 0
+        audit = await self.recall.fact(fact_id) if fact_id else None
+        if audit is None:
+            raise InvalidRequest(404, "not_found", f"no fact with id {raw!r}")
+        return json_response(audit)
 
     async def forget(self, request: Request, _params: Params) -> Response:
         scope = request.path.removeprefix(SCOPES_PREFIX)

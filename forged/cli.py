@@ -23,7 +23,14 @@ from forged.errors import (
     ForgedError,
     leaves,
 )
-from forged.models import FACT_KINDS, RECALL_KINDS, MemoryItem, ObserverStatus, Status
+from forged.models import (
+    FACT_KINDS,
+    RECALL_KINDS,
+    MemoryItem,
+    ObserverStatus,
+    Status,
+    StoredFact,
+)
 
 EXIT_CONFIG = 2  # a bad configuration (or usage): systemd should not restart us in a loop
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
@@ -183,7 +190,8 @@ def _format_result(item: MemoryItem) -> str:
 def _filters(args: argparse.Namespace) -> dict[str, Any]:
     """The query options search and context share."""
     return {"scope": args.scope, "kind": args.kind, "session": args.session, "types": args.types,
-            "since": args.since, "until": args.until}  # fmt: skip
+            "since": args.since, "until": args.until,
+            "history": "true" if args.history else None}  # fmt: skip
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -211,15 +219,35 @@ def cmd_context(args: argparse.Namespace) -> int:
     return 0
 
 
+def _retired(fact: StoredFact) -> str:
+    """How a superseded fact's line ends: since when, by what, and why."""
+    if fact.superseded_by is None:
+        return ""
+    how = f"superseded {fact.invalid_at[:10]}" if fact.invalid_at else "merged"
+    return f"  [{how} by #{fact.superseded_by}: {fact.superseded_reason}]"
+
+
 def cmd_facts(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        for fact in client.iter_facts(scope=args.scope, kind=args.kind):
+        for fact in client.iter_facts(scope=args.scope, kind=args.kind, history=args.history):
             if args.json:
                 print(msgspec.json.encode(fact).decode())
                 continue
             seen = f"  (seen {fact.seen_count}x)" if fact.seen_count > 1 else ""
             print(f"{fact.id:>6}  {fact.scope}  {fact.kind:<10}"
-                  f"  {fact.last_at[:10]}  {fact.text}{seen}")  # fmt: skip
+                  f"  {fact.last_at[:10]}  {fact.text}{seen}{_retired(fact)}")  # fmt: skip
+    return 0
+
+
+def cmd_fact(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        _print_json(client.fact(args.id))
+    return 0
+
+
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        _print_json(client.consolidate(args.scope))
     return 0
 
 
@@ -250,7 +278,7 @@ def _export(client: Client, scope: str | None, out: TextIO) -> tuple[int, int]:
         out.write(msgspec.json.encode({"type": "summary", **msgspec.to_builtins(summary)}).decode())
         out.write("\n")
         summaries += 1
-    for fact in client.iter_facts(scope=scope):
+    for fact in client.iter_facts(scope=scope, history=True):
         out.write(msgspec.json.encode({"type": "fact", **msgspec.to_builtins(fact)}).decode())
         out.write("\n")
         facts += 1
@@ -334,6 +362,7 @@ def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
         p.add_argument("--types", help="comma-separated: fact, summary, interaction (default: all)")
         p.add_argument("--since", help="only what happened on or after this date (2023-05-07)")
         p.add_argument("--until", help="only what happened on or before this date")
+        p.add_argument("--history", action="store_true", help="superseded facts too, marked")
         p.add_argument("--json", action="store_true", help="print the raw JSON answer")
         return p
 
@@ -344,7 +373,12 @@ def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     facts = add("facts", cmd_facts, "list stored facts, oldest first")
     facts.add_argument("--scope", help="only this scope (default: every scope)")
     facts.add_argument("--kind", choices=FACT_KINDS, help="only facts of this kind")
+    facts.add_argument("--history", action="store_true", help="superseded facts too, marked")
     facts.add_argument("--json", action="store_true", help="one JSON object per line")
+    fact = add("fact", cmd_fact, "show a fact with what it replaced and what replaced it")
+    fact.add_argument("id", type=int, help="the fact's id")
+    consolidate = add("consolidate", cmd_consolidate, "consolidate facts now (scopes due, or one)")
+    consolidate.add_argument("--scope", help="only this scope, due or not")
     forget = add("forget", cmd_forget, "erase everything of a scope, for good")
     forget.add_argument("scope", help="the scope to erase")
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")

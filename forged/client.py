@@ -22,9 +22,11 @@ from forged.config import DEFAULT_SOCKET, config_file, load_config
 from forged.errors import ApiError, BadRequest, ClientError, Unavailable, Unreachable
 from forged.models import (
     Accepted,
+    ConsolidateAnswer,
     ContextAnswer,
     DeadLettersAnswer,
     ErrorAnswer,
+    FactAudit,
     FactsPage,
     ForgetAnswer,
     Health,
@@ -158,6 +160,18 @@ def _facts(**params: Any) -> _Call[FactsPage]:
     return _Call("GET", "/v1/facts", FactsPage, params)
 
 
+def _fact(fact_id: int) -> _Call[FactAudit]:
+    return _Call("GET", f"/v1/facts/{fact_id}", FactAudit)
+
+
+def _consolidate(scope: str | None) -> _Call[ConsolidateAnswer]:
+    return _Call("POST", "/v1/consolidate", ConsolidateAnswer, {"scope": scope}, slow=True)
+
+
+def _history(history: bool) -> str | None:
+    return "true" if history else None
+
+
 def _summaries(**params: Any) -> _Call[SummariesPage]:
     return _Call("GET", "/v1/summaries", SummariesPage, params)
 
@@ -235,18 +249,30 @@ class Client:
         return self._send(_context(q, **params))
 
     def facts(self, *, scope: str | None = None, kind: str | None = None,
-              after: str | None = None, limit: int | None = None) -> FactsPage:  # fmt: skip
-        """One page of stored facts in id order; pass its `next` as `after` for the following."""
-        return self._send(_facts(scope=scope, kind=kind, after=after, limit=limit))
+              after: str | None = None, limit: int | None = None,
+              history: bool = False) -> FactsPage:  # fmt: skip
+        """One page of current facts in id order (`history`: superseded ones too); pass its
+        `next` as `after` for the following."""
+        return self._send(_facts(scope=scope, kind=kind, after=after, limit=limit,
+                                 history=_history(history)))  # fmt: skip
 
-    def iter_facts(self, *, scope: str | None = None, kind: str | None = None) -> Iterator[StoredFact]:  # fmt: skip
-        """Every stored fact, page after page."""
+    def iter_facts(self, *, scope: str | None = None, kind: str | None = None,
+                   history: bool = False) -> Iterator[StoredFact]:  # fmt: skip
+        """Every current fact (`history`: every stored fact), page after page."""
         after = None
         while True:
-            page = self.facts(scope=scope, kind=kind, after=after)
+            page = self.facts(scope=scope, kind=kind, after=after, history=history)
             yield from page.facts
             if (after := page.next) is None:
                 return
+
+    def fact(self, fact_id: int) -> FactAudit:
+        """A fact, current or not, with what it replaced and what replaced it."""
+        return self._send(_fact(fact_id))
+
+    def consolidate(self, scope: str | None = None) -> ConsolidateAnswer:
+        """Consolidate `scope` now (or every scope with new facts); waits on the model."""
+        return self._send(_consolidate(scope))
 
     def summaries(self, *, scope: str | None = None, after: str | None = None,
                   limit: int | None = None) -> SummariesPage:  # fmt: skip
@@ -334,19 +360,31 @@ class AsyncClient:
         return await self._send(_context(q, **params))
 
     async def facts(self, *, scope: str | None = None, kind: str | None = None,
-                    after: str | None = None, limit: int | None = None) -> FactsPage:  # fmt: skip
-        """One page of stored facts in id order; pass its `next` as `after` for the following."""
-        return await self._send(_facts(scope=scope, kind=kind, after=after, limit=limit))
+                    after: str | None = None, limit: int | None = None,
+                    history: bool = False) -> FactsPage:  # fmt: skip
+        """One page of current facts in id order (`history`: superseded ones too); pass its
+        `next` as `after` for the following."""
+        return await self._send(_facts(scope=scope, kind=kind, after=after, limit=limit,
+                                       history=_history(history)))  # fmt: skip
 
-    async def iter_facts(self, *, scope: str | None = None, kind: str | None = None) -> AsyncIterator[StoredFact]:  # fmt: skip
-        """Every stored fact, page after page."""
+    async def iter_facts(self, *, scope: str | None = None, kind: str | None = None,
+                         history: bool = False) -> AsyncIterator[StoredFact]:  # fmt: skip
+        """Every current fact (`history`: every stored fact), page after page."""
         after = None
         while True:
-            page = await self.facts(scope=scope, kind=kind, after=after)
+            page = await self.facts(scope=scope, kind=kind, after=after, history=history)
             for fact in page.facts:
                 yield fact
             if (after := page.next) is None:
                 return
+
+    async def fact(self, fact_id: int) -> FactAudit:
+        """A fact, current or not, with what it replaced and what replaced it."""
+        return await self._send(_fact(fact_id))
+
+    async def consolidate(self, scope: str | None = None) -> ConsolidateAnswer:
+        """Consolidate `scope` now (or every scope with new facts); waits on the model."""
+        return await self._send(_consolidate(scope))
 
     async def summaries(self, *, scope: str | None = None, after: str | None = None,
                         limit: int | None = None) -> SummariesPage:  # fmt: skip

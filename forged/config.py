@@ -114,6 +114,24 @@ class DistillConfig(_Section, frozen=True):
     backoff_max: Seconds = 60.0
 
 
+class ConsolidateConfig(_Section, frozen=True):
+    """`[consolidate]`: the consolidation observer and supersession at distillation, both off
+    unless turned on."""
+
+    enabled: bool = False  # the bundled model is too small to judge which facts still hold
+    min_new_facts: Positive = 20  # a scope with this many facts new since its last run is due
+    max_wait: Seconds = 86400.0  # seconds after which a scope with any new fact is due
+    check_interval: Seconds = 60.0  # seconds between looks for due scopes
+    facts_per_call: Annotated[int, msgspec.Meta(ge=2, le=500)] = 40  # facts shown per LLM call
+    max_prompt_tokens: Annotated[int, msgspec.Meta(ge=64)] = 3000  # and the tokens they may take
+    max_calls_per_hour: Positive = 60  # LLM calls at most, over any hour
+    max_reason_chars: Positive = 300  # a change's reason is cut to this length
+    keep_summaries: Positive = 20  # a scope's newest summaries left as they are; older condensed
+    # the scope's current facts shown to the distiller beside a transcript, so a new state,
+    # preference or correction can name what it replaces (0: none)
+    related_facts_tokens: Annotated[int, msgspec.Meta(ge=0)] = 400
+
+
 class RecallConfig(_Section, frozen=True):
     half_life_days: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     default_limit: Positive = 10
@@ -132,6 +150,7 @@ class Config(_Section, frozen=True):
     store: StoreConfig = StoreConfig()
     distiller: DistillerConfig = DistillerConfig()
     distill: DistillConfig = DistillConfig()
+    consolidate: ConsolidateConfig = ConsolidateConfig()
     observers: dict[str, dict[str, Any]] = {}  # [observers.NAME]: `class` and its settings
     recall: RecallConfig = RecallConfig()
     log: LogConfig = LogConfig()

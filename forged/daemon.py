@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import suppress
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import msgspec
 import structlog
@@ -21,8 +21,9 @@ from forged import systemd
 from forged.api import Api
 from forged.backend import Backend, open_store
 from forged.config import Config, DistillStyle, ServerConfig
+from forged.consolidate import Asker, ConsolidateObserver
 from forged.deadletters import Redistiller
-from forged.distill import BatchDistiller, DistillObserver, RetryPolicy
+from forged.distill import BatchDistiller, DistillObserver, Related, RetryPolicy
 from forged.errors import AlreadyRunning, ConfigError
 from forged.httpserver import HttpServer
 from forged.hub import Hub, Observer
@@ -31,6 +32,8 @@ from forged.lifecycle import Lifecycle
 from forged.llm import Distiller, make_distiller
 from forged.models import DISTILL_OBSERVER
 from forged.plugins import load_observers
+from forged.recall import Recall
+from forged.store import Store
 
 LISTEN_BACKLOG = 1024  # connections the kernel queues while we are at the connection cap
 STATUS_INTERVAL = 5.0  # seconds between STATUS= updates (more often when the watchdog asks)
@@ -99,23 +102,51 @@ def _check_file_limit(server: ServerConfig) -> None:
                     hint="raise LimitNOFILE= (ulimit -n) or lower server.max_connections")  # fmt: skip
 
 
-def _distill_work(config: Config, distiller: Distiller | None) -> BatchDistiller | None:
+def _related(config: Config, store: Backend) -> Related | None:
+    """What the distiller is shown of a scope's current facts: with consolidation on, what
+    recall finds for the transcript within `related_facts_tokens`."""
+    budget = config.consolidate.related_facts_tokens
+    if not (config.consolidate.enabled and budget):
+        return None
+    recall = Recall(store, config.recall)
+    return lambda scope, text: recall.related(scope, text, budget)
+
+
+def _distill_work(
+    config: Config, distiller: Distiller | None, store: Backend
+) -> BatchDistiller | None:
     """The distill observer's work, unless distillation is turned off."""
     if distiller is None:
         return None
     policy = RetryPolicy.of(config.distill)
-    return BatchDistiller(
-        distiller, policy, config.distill.max_batch_tokens, config.distiller.max_facts
-    )
+    return BatchDistiller(distiller, policy, config.distill.max_batch_tokens,
+                          config.distiller.max_facts, _related(config, store))  # fmt: skip
+
+
+def _consolidator(config: Config, work: BatchDistiller, store: Backend) -> ConsolidateObserver:
+    """The consolidate observer, on the distiller's model and retry policy."""
+    if not callable(getattr(work.distiller, "ask", None)):
+        raise ConfigError(
+            "consolidate.enabled: the distiller has no async method `ask`, which"
+            " consolidation needs; use the OpenAI-compatible client"
+        )
+    if not isinstance(store, Store):
+        raise ConfigError("consolidate.enabled: consolidation runs on the SQLite store only so far")
+    llm = cast(Asker, work.distiller)
+    max_chars = config.distiller.max_summary_chars
+    return ConsolidateObserver(llm, config.consolidate, work.retry, max_chars, store)
 
 
 def _observers(
-    config: Config, work: BatchDistiller | None, plugins: list[Observer]
+    config: Config, work: BatchDistiller | None, plugins: list[Observer], store: Backend
 ) -> list[Observer]:
-    """The built-in distill observer (unless turned off), then the plugins."""
+    """The built-in distill and consolidate observers (each unless turned off), then the plugins."""
     if work is None:
         return plugins
-    return [DistillObserver(work, config.distill), *plugins]
+    built_in: list[Observer] = [DistillObserver(work, config.distill)]
+    if config.consolidate.enabled:
+        built_in.append(_consolidator(config, work, store))
+    return [*built_in, *plugins]
 
 
 class Running(NamedTuple):
@@ -234,8 +265,8 @@ async def run_daemon(
                     distiller = (
                         make_distiller(config.distiller, store) if config.distill.enabled else None
                     )
-                    work = _distill_work(config, distiller)
-                    hub = Hub(store, _observers(config, work, plugins),
+                    work = _distill_work(config, distiller, store)
+                    hub = Hub(store, _observers(config, work, plugins, store),
                               config.distill.channel_capacity)  # fmt: skip
                     ingest = Ingest(
                         store, hub.notify_appended, hub.backlog, config.server.max_backlog

@@ -8,6 +8,7 @@ forged.deadletters.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from itertools import groupby
 from typing import NamedTuple, Protocol
 
@@ -23,21 +24,25 @@ from forged.hub import Batcher, Feed, Progress
 from forged.llm import Distiller
 from forged.models import (
     DISTILL_OBSERVER,
+    SUPERSEDING_KINDS,
     BatchOutcome,
     DeadLetter,
     DistilledMemory,
     DistillRun,
     Fact,
     LinePick,
+    MemoryItem,
     ObserverState,
     ScopeResult,
     StoredInteraction,
     Usage,
     normalise,
 )
-from forged.prompt import message_lines, render_chunks, render_transcript
+from forged.prompt import message_lines, render_chunks, render_known, render_transcript
 
 RAW_LIMIT = 16_384  # characters of a failed answer kept with its dead letter
+# The scope's current facts recall finds for a text: shown beside the transcript (supersession).
+Related = Callable[[str, str], Awaitable[list[MemoryItem]]]
 
 log = structlog.get_logger("forged.distill")
 
@@ -72,7 +77,12 @@ def _picked(picks: list[LinePick], items: list[StoredInteraction]) -> tuple[list
     """The picked lines as facts, verbatim with their speaker; and how many named no line."""
     lines = {(i.seq, n): line for i in items for n, line in enumerate(message_lines(i), start=1)}
     facts = [
-        Fact(p.kind, f"{lines[p.seq, p.line][0]}: {lines[p.seq, p.line][1].strip()}", [p.seq])
+        Fact(
+            p.kind,
+            f"{lines[p.seq, p.line][0]}: {lines[p.seq, p.line][1].strip()}",
+            [p.seq],
+            list(p.replaces),
+        )
         for p in picks
         if (p.seq, p.line) in lines
     ]
@@ -91,7 +101,7 @@ def ground(memory: DistilledMemory, items: list[StoredInteraction]) -> tuple[str
     for fact in [*memory.facts, *picked]:
         verdict = check(fact.text, sources)
         if verdict.grounded:
-            facts.append(Fact(fact.kind, fact.text, fact.sources or verdict.sources))
+            facts.append(Fact(fact.kind, fact.text, fact.sources or verdict.sources, fact.replaces))
         else:
             dropped += 1
             log.info("ungrounded", kind=fact.kind, text=fact.text[:200], reason=verdict.reason)
@@ -101,6 +111,28 @@ def ground(memory: DistilledMemory, items: list[StoredInteraction]) -> tuple[str
         log.info("ungrounded", kind="summary", text=summary[:200], reason=verdict.reason)
         summary = ""
     return summary, facts, dropped
+
+
+def replacing(facts: list[Fact], known: list[MemoryItem]) -> list[Fact]:
+    """The facts with only the replacements forged stands behind: a state, preference or
+    correction replacing facts it was shown, other than itself."""
+    shown = {f.id: f.text for f in known}
+    out = []
+    for fact in facts:
+        ids = [i for i in fact.replaces if i in shown and shown[i] != fact.text]
+        ids = ids if fact.kind in SUPERSEDING_KINDS else []
+        out.append(msgspec.structs.replace(fact, replaces=ids))
+    return out
+
+
+async def _known(
+    related: Related | None, scope: str, items: list[StoredInteraction]
+) -> list[MemoryItem]:
+    """The scope's current facts related to what the items say (none without `related`)."""
+    if related is None:
+        return []
+    said = "\n".join(text for i in items for _, text in message_lines(i))
+    return await related(scope, said)
 
 
 class Outcomes(NamedTuple):
@@ -168,17 +200,25 @@ class BatchDistiller:
     chunks one interaction over the budget, retries by the policy. Commits nothing."""
 
     def __init__(
-        self, distiller: Distiller, retry: RetryPolicy, max_batch_tokens: int, max_facts: int
+        self,
+        distiller: Distiller,
+        retry: RetryPolicy,
+        max_batch_tokens: int,
+        max_facts: int,
+        related: Related | None = None,
     ) -> None:
         self.distiller = distiller
         self.retry = retry
         self.max_batch_tokens = max_batch_tokens
         self.max_facts = max_facts
+        self.related = related  # known facts a new one may replace (supersession)
 
     def rerunning(self) -> BatchDistiller:
         """The same work for a re-run someone waits for: an unreachable LLM is raised at once."""
         retry = msgspec.structs.replace(self.retry, wait_for_llm=False)
-        return BatchDistiller(self.distiller, retry, self.max_batch_tokens, self.max_facts)
+        return BatchDistiller(
+            self.distiller, retry, self.max_batch_tokens, self.max_facts, self.related
+        )
 
     async def distill_batch(
         self, batch: list[StoredInteraction], status: StatusSink
@@ -200,8 +240,9 @@ class BatchDistiller:
     ) -> None:
         """Distil one scope's interactions into `out`; split in halves what the model cannot
         handle, give up on an interaction that fails alone."""
+        known = await _known(self.related, scope, items)
         try:
-            memory = await self._distill_items(items, status)
+            memory = await self._distill_items(items, status, render_known(known))
         except (ContextOverflow, InvalidAnswer) as exc:
             if len(items) == 1:
                 self._give_up(batch_id, items[0], exc, out, outcomes)
@@ -215,6 +256,7 @@ class BatchDistiller:
                 await self.distill_group(batch_id, scope, part, out, status, outcomes)
             return
         summary, facts, ungrounded = ground(memory, items)
+        facts = replacing(facts, known)
         if ungrounded:
             log.warning(
                 "ungrounded_dropped", observer=DISTILL_OBSERVER, scope=scope, dropped=ungrounded
@@ -228,13 +270,14 @@ class BatchDistiller:
         out.runs.append(msgspec.structs.replace(run, ungrounded=ungrounded))
 
     async def _distill_items(
-        self, items: list[StoredInteraction], status: StatusSink
+        self, items: list[StoredInteraction], status: StatusSink, known: str = ""
     ) -> DistilledMemory:
-        """One call for the items, or one per chunk of a single interaction over the budget."""
+        """One call for the items, or one per chunk of a single interaction over the budget;
+        the `known` facts go before each transcript."""
         budget = self.max_batch_tokens
         if len(items) > 1 or items[0].tokens <= budget:
-            return await self._call(render_transcript(items), status)
-        chunks = render_chunks(items[0], budget)
+            return await self._call(known + render_transcript(items), status)
+        chunks = [known + chunk for chunk in render_chunks(items[0], budget)]
         log.info(
             "interaction_chunked", observer=DISTILL_OBSERVER, seq=items[0].seq, chunks=len(chunks)
         )

@@ -226,6 +226,13 @@ class Progress:
         s.last_batch_at = now()
         self._changed()
 
+    async def commit_with(self, write: Callable[[], Awaitable[T]]) -> T:
+        """Commit an observer's own results (its progress in the same transaction), then take
+        the totals the store counts. Retried while the disk is full, like every commit."""
+        stored = await self._until_stored(write)
+        self.recount(await self._store.observer_totals(self.name))
+        return stored
+
     def recount(self, totals: ObserverStatus) -> None:
         """Take the totals the store counts now (after a forget erased some of the work)."""
         s = self.status
@@ -259,6 +266,10 @@ class Hub:
         self._changed = trio.Event()
         self.progress: dict[str, Progress] = {}
         self.feeds: dict[str, Feed] = {}  # each observer's queue in its current life
+
+    def observer(self, name: str) -> Observer | None:
+        """The registered observer called `name`, if any."""
+        return next((o for o in self._observers if o.name == name), None)
 
     def notify_appended(self) -> None:
         """Wake the feeders: the log has grown."""

@@ -6,7 +6,7 @@ import inspect
 import re
 import time
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 import httpx
 import msgspec
@@ -25,10 +25,13 @@ from forged.plugins import load_object, require_async
 from forged.prompt import (
     ANSWER_SCHEMA,
     EXTRACTIVE_PROMPT,
+    REPLACES_RULE,
     SYSTEM_PROMPT,
     guided_schema,
+    known_ids,
     picks_schema,
     schema_hint,
+    with_replaces,
 )
 from forged.tokens import estimate_tokens
 
@@ -65,9 +68,19 @@ class ModeMemory(Protocol):
     async def remember_mode(self, endpoint: str, mode: str) -> None: ...
 
 
+class Task(NamedTuple):
+    """A request other than distilling (consolidation): instructions and the answer's schema."""
+
+    name: str  # the schema's name in json_schema mode
+    system: str
+    schema: dict[str, Any]
+    guided: dict[str, Any]  # the schema with the bounds a grammar-enforcing server applies
+
+
 class _RawFact(msgspec.Struct):
     kind: str
     text: str
+    replaces: list[Any] = []
 
 
 class _Answer(msgspec.Struct):
@@ -78,6 +91,7 @@ class _Answer(msgspec.Struct):
 class _RawPick(msgspec.Struct):
     line: str
     kind: str
+    replaces: list[Any] = []
 
 
 class _Picks(msgspec.Struct):
@@ -126,13 +140,28 @@ def _decode(content: str, shape: type[T]) -> T:
         raise InvalidAnswer(f"the answer is not valid memory: {exc}", raw=content) from exc
 
 
+def _ids(values: list[Any]) -> list[int]:
+    """The fact ids in a `replaces` list: integers, or digits a model quoted."""
+    ids = (v if isinstance(v, int) else int(v) for v in values if _is_id(v))
+    return list(dict.fromkeys(ids))
+
+
+def _is_id(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (
+        isinstance(value, str) and value.isdigit() and len(value) < 19
+    )
+
+
 def parse_picks(content: str, config: DistillerConfig) -> list[LinePick]:
     """Validate an extractive answer: picks of an unknown kind or a malformed id are dropped."""
     picks: dict[tuple[int, int], LinePick] = {}
     for pick in _decode(content, _Picks).lines:
         if (m := _LINE.match(pick.line.strip())) and pick.kind in FACT_KINDS:
             seq, line = int(m.group(1)), int(m.group(2))
-            picks.setdefault((seq, line), LinePick(seq, line, pick.kind))  # type: ignore[arg-type]
+            replaces = tuple(_ids(pick.replaces))
+            picks.setdefault((seq, line), LinePick(seq, line, pick.kind, replaces))  # type: ignore[arg-type]
     return list(picks.values())[: config.max_facts]
 
 
@@ -140,7 +169,7 @@ def parse_answer(content: str, config: DistillerConfig) -> tuple[str, list[Fact]
     """Validate an answer and cap it: facts with no text or an unknown kind are dropped."""
     answer = _decode(content, _Answer)
     facts = [
-        Fact(kind=f.kind, text=_clip(f.text, config.max_fact_chars))  # type: ignore[arg-type]
+        Fact(kind=f.kind, text=_clip(f.text, config.max_fact_chars), replaces=_ids(f.replaces))  # type: ignore[arg-type]
         for f in answer.facts
         if f.text.strip() and f.kind in FACT_KINDS
     ]
@@ -154,16 +183,24 @@ def _schema(config: DistillerConfig, transcript: str, *, bounded: bool) -> dict[
     return guided_schema(config) if bounded else ANSWER_SCHEMA
 
 
-def _response_format(mode: str, config: DistillerConfig, transcript: str) -> dict[str, Any] | None:
+def _task(config: DistillerConfig, transcript: str) -> Task:
+    """Distilling as a task: the style's prompt and schemas for this transcript."""
+    system = EXTRACTIVE_PROMPT if config.style == "extractive" else SYSTEM_PROMPT
+    schema = _schema(config, transcript, bounded=False)
+    guided = _schema(config, transcript, bounded=True)
+    if ids := known_ids(transcript):  # known facts listed: a new fact may say what it replaces
+        system += "\n" + REPLACES_RULE
+        schema = with_replaces(schema, ids, bounded=False)
+        guided = with_replaces(guided, ids, bounded=True)
+    return Task("memory", system, schema, guided)
+
+
+def _response_format(mode: str, task: Task) -> dict[str, Any] | None:
     if mode == "json_schema":
-        schema = {
-            "name": "memory",
-            "strict": True,
-            "schema": _schema(config, transcript, bounded=False),
-        }
+        schema = {"name": task.name, "strict": True, "schema": task.schema}
         return {"type": "json_schema", "json_schema": schema}
     if mode == "json_object":  # llama-server style: the schema becomes a grammar, bounds included
-        return {"type": "json_object", "schema": _schema(config, transcript, bounded=True)}
+        return {"type": "json_object", "schema": task.guided}
     return None
 
 
@@ -224,6 +261,31 @@ class OpenAIDistiller:
             await self._remember_mode()
             return memory
 
+    async def ask(self, task: Task, user: str) -> tuple[str, Usage]:
+        """One answer to a task other than distilling: its content and cost, unparsed.
+
+        The same endpoint, modes and fallback as `distill`; an answer cut off at max_tokens
+        raises InvalidAnswer carrying its cost.
+        """
+        await self._recall_mode()
+        while True:
+            try:
+                body = self._request(task, user, self._modes[0], self.config.temperature)
+                content, finish, usage = await self._post(body, self._modes[0])
+            except UnsupportedMode as exc:
+                if len(self._modes) == 1:
+                    raise InvalidAnswer(str(exc)) from exc
+                log.warning("llm_mode_unsupported", mode=self._modes[0], next=self._modes[1])
+                self._modes = self._modes[1:]
+                self._learned = True
+                continue
+            await self._remember_mode()
+            if finish == "length":
+                raise InvalidAnswer(
+                    "the answer was cut off at max_tokens", raw=content, usage=usage
+                )
+            return content, usage
+
     async def _recall_mode(self) -> None:
         """Start from the mode this endpoint accepted before a restart, if one is remembered."""
         if self._memory is None or self._recalled:
@@ -238,27 +300,39 @@ class OpenAIDistiller:
             self._learned = False
             await self._memory.remember_mode(self.config.base_url, self._modes[0])
 
-    def _request(self, transcript: str, mode: str, temperature: float) -> dict[str, Any]:
-        system = EXTRACTIVE_PROMPT if self.config.style == "extractive" else SYSTEM_PROMPT
-        if mode == "none":
-            system += "\n" + schema_hint(_schema(self.config, transcript, bounded=False))
+    def _request(self, task: Task, user: str, mode: str, temperature: float) -> dict[str, Any]:
+        system = task.system if mode != "none" else f"{task.system}\n{schema_hint(task.schema)}"
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": [
                 {"role": "system", "content": system},
-                {"role": "user", "content": transcript},
+                {"role": "user", "content": user},
             ],
             "temperature": temperature,
             "max_tokens": self.config.max_tokens,
             "stream": False,
             **self.config.request_extra,
         }
-        if (response_format := _response_format(mode, self.config, transcript)) is not None:
+        if (response_format := _response_format(mode, task)) is not None:
             body["response_format"] = response_format
         return body
 
     async def _complete(self, transcript: str, mode: str, temperature: float) -> DistilledMemory:
-        body = self._request(transcript, mode, temperature)
+        body = self._request(_task(self.config, transcript), transcript, mode, temperature)
+        content, finish, usage = await self._post(body, mode)
+        try:
+            if finish == "length":
+                raise InvalidAnswer("the answer was cut off at max_tokens", raw=content)
+            if self.config.style == "extractive":
+                return DistilledMemory("", [], usage, parse_picks(content, self.config))
+            summary, facts = parse_answer(content, self.config)
+        except InvalidAnswer as exc:
+            exc.usage = usage  # the model did the work: account for it
+            raise
+        return DistilledMemory(summary=summary, facts=facts, usage=usage)
+
+    async def _post(self, body: dict[str, Any], mode: str) -> tuple[str, str | None, Usage]:
+        """Send one request: the answer's content, its finish reason and what it cost."""
         started = time.perf_counter()
         try:
             response = await self._client.post("chat/completions", json=body)
@@ -274,16 +348,7 @@ class OpenAIDistiller:
             raise InvalidAnswer(f"not a chat completion: {exc}", raw=response.text) from exc
         usage = Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens, ms, 1)
         self._check_truncation(body, usage)
-        try:
-            if choice.finish_reason == "length":
-                raise InvalidAnswer("the answer was cut off at max_tokens", raw=content)
-            if self.config.style == "extractive":
-                return DistilledMemory("", [], usage, parse_picks(content, self.config))
-            summary, facts = parse_answer(content, self.config)
-        except InvalidAnswer as exc:
-            exc.usage = usage  # the model did the work: account for it
-            raise
-        return DistilledMemory(summary=summary, facts=facts, usage=usage)
+        return content, choice.finish_reason, usage
 
     def _raise_for_status(self, response: httpx.Response, mode: str) -> None:
         status, text = response.status_code, response.text

@@ -61,6 +61,7 @@ class Fact(msgspec.Struct, forbid_unknown_fields=True):
     kind: FactKind
     text: str
     sources: list[int] = []
+    replaces: list[int] = []  # ids of known facts of the scope it updates or contradicts
 
 
 class LinePick(msgspec.Struct, frozen=True):
@@ -69,6 +70,10 @@ class LinePick(msgspec.Struct, frozen=True):
     seq: int
     line: int
     kind: FactKind
+    replaces: tuple[int, ...] = ()  # ids of known facts of the scope it updates or contradicts
+
+
+SUPERSEDING_KINDS = frozenset({"state", "preference", "correction"})  # what a new fact replaces
 
 
 def normalise(text: str) -> str:
@@ -265,6 +270,8 @@ class MemoryItem(msgspec.Struct, frozen=True, omit_defaults=True):
     last_at: str
     speaker: str | None = None  # an interaction's speakers, as in `Turn`
     sources: list[Turn] | None = None  # the interactions it comes from, when asked for
+    superseded_by: int | None = None  # with history=true: the fact that replaced this one
+    invalid_at: str | None = None  # when a superseded fact stopped being true
 
 
 class SearchAnswer(msgspec.Struct):
@@ -297,6 +304,10 @@ class StoredFact(msgspec.Struct, frozen=True):
     batch_id: str
     first_at: str
     last_at: str
+    valid_from: str  # when it became true: its first source interaction (first_at)
+    invalid_at: str | None = None  # when it stopped being true; None while current or merged
+    superseded_by: int | None = None  # the fact that replaced it (None: current)
+    superseded_reason: str | None = None
 
 
 class StoredSummary(msgspec.Struct, frozen=True):
@@ -313,6 +324,7 @@ class StoredSummary(msgspec.Struct, frozen=True):
     observer: str
     first_at: str
     last_at: str
+    condensed_into: int | None = None  # the summary that condenses this one (history)
 
 
 class FactsPage(msgspec.Struct):
@@ -392,3 +404,60 @@ class RedistillReport(msgspec.Struct, frozen=True):
     redistilled: int
     still_failing: int
     results: list[RedistillResult]
+
+
+ChangeAction = Literal["merge", "supersede", "condense"]
+
+
+class ConsolidationChange(msgspec.Struct, frozen=True):
+    """One change a consolidation run makes: `fact_id` retired, `into_id` stands in for it."""
+
+    action: ChangeAction  # merge: a duplicate; supersede: no longer true; condense: summaries
+    fact_id: int  # (for condense, both ids are summaries')
+    into_id: int
+    reason: str
+
+
+class Condensed(msgspec.Struct, frozen=True):
+    """Older summaries of a scope and the one summary that stands in for them."""
+
+    summary_ids: list[int]
+    text: str
+
+
+class ConsolidationRun(msgspec.Struct, frozen=True):
+    """What one run over one scope produced, committed in one transaction with its progress."""
+
+    run_id: str
+    model: str
+    scope: str
+    facts: int  # current facts considered
+    through_fact_id: int  # the newest of them: the scope's progress once committed
+    changes: list[ConsolidationChange]
+    usage: Usage
+    ungrounded: int = 0  # texts the grounding check dropped
+    condensed: Condensed | None = None  # older summaries condensed into one
+
+
+class FactChange(msgspec.Struct, frozen=True):
+    """One entry of a fact's audit trail: a change, the run that made it, and the other fact."""
+
+    action: ChangeAction
+    run_id: str
+    reason: str
+    created_at: str
+    fact: StoredFact  # the fact on the other side of the change
+
+
+class FactAudit(msgspec.Struct, frozen=True):
+    """Answer of `GET /v1/facts/{id}`: a fact, what it replaced and what replaced it."""
+
+    fact: StoredFact
+    replaced: list[FactChange]  # facts this one stands in for
+    replaced_by: FactChange | None  # the change that retired it, if any
+
+
+class ConsolidateAnswer(msgspec.Struct, frozen=True):
+    """Answer of `POST /v1/consolidate`: each scope's run."""
+
+    runs: list[ConsolidationRun]

@@ -30,7 +30,7 @@ from forged.models import (
 from forged.recall import Page, Recall, SearchQuery
 
 C = TypeVar("C")
-BUILT_IN = frozenset({DISTILL_OBSERVER})  # observer names forged itself uses
+BUILT_IN = frozenset({DISTILL_OBSERVER, "consolidate"})  # observer names forged itself uses
 
 
 def load_object(spec: str, key: str) -> Any:

@@ -246,6 +246,55 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         """,
     ),
+    (
+        "validity of facts: superseded facts kept as history; the consolidation audit trail",
+        """
+        -- A fact is valid from its first_at; a superseded one until invalid_at (a merged
+        -- duplicate never stopped being true: it has none). Current facts have no successor.
+        ALTER TABLE facts ADD COLUMN invalid_at TEXT;
+        ALTER TABLE facts ADD COLUMN superseded_by INTEGER;
+        ALTER TABLE facts ADD COLUMN superseded_reason TEXT;
+        CREATE INDEX facts_current ON facts (scope, id) WHERE superseded_by IS NULL;
+        ALTER TABLE summaries ADD COLUMN condensed_into INTEGER;  -- the summary standing in for it
+        CREATE INDEX summaries_current ON summaries (scope, id) WHERE condensed_into IS NULL;
+        CREATE TABLE consolidation_changes (
+            id INTEGER PRIMARY KEY,
+            observer TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            action TEXT NOT NULL CHECK (action IN ('merge', 'supersede', 'condense')),
+            fact_id INTEGER NOT NULL,               -- retired by the change (condense: a summary)
+            into_id INTEGER NOT NULL,               -- what replaces it (condense: a summary)
+            reason TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX consolidation_changes_by_fact ON consolidation_changes (fact_id);
+        CREATE INDEX consolidation_changes_by_into ON consolidation_changes (into_id);
+        CREATE TABLE consolidation_runs (
+            id INTEGER PRIMARY KEY,
+            observer TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            model TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            facts INTEGER NOT NULL,                 -- current facts the run considered
+            changes INTEGER NOT NULL,
+            llm_calls INTEGER NOT NULL,
+            prompt_tokens INTEGER NOT NULL,
+            completion_tokens INTEGER NOT NULL,
+            ms INTEGER NOT NULL,
+            ungrounded INTEGER NOT NULL,            -- texts the grounding check dropped
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX consolidation_runs_by_observer ON consolidation_runs (observer);
+        CREATE TABLE consolidation_progress (
+            observer TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            fact_id INTEGER NOT NULL,               -- the newest fact a committed run considered
+            run_at TEXT NOT NULL,
+            PRIMARY KEY (observer, scope)
+        );
+        """,
+    ),
 )
 
 

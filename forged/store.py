@@ -17,6 +17,8 @@ from forged.backup import DatabaseLock
 from forged.errors import StorageFull, StoreError
 from forged.models import (
     BatchOutcome,
+    ConsolidationChange,
+    ConsolidationRun,
     DeadLetterInfo,
     Deleted,
     Fact,
@@ -52,9 +54,28 @@ _INSERT_FACT = """
         seen_count = seen_count + 1,
         last_seen_at = excluded.last_seen_at,
         last_seq = max(last_seq, excluded.last_seq),
-        first_at = min(first_at, excluded.first_at),
-        last_at = max(last_at, excluded.last_at)
-"""
+        first_at = CASE WHEN {revived} THEN excluded.first_at
+                        ELSE min(first_at, excluded.first_at) END,
+        last_at = max(last_at, excluded.last_at),
+        invalid_at = CASE WHEN {revived} THEN NULL ELSE invalid_at END,
+        superseded_by = CASE WHEN {revived} THEN NULL ELSE superseded_by END,
+        superseded_reason = CASE WHEN {revived} THEN NULL ELSE superseded_reason END
+""".format(revived="excluded.first_at > invalid_at")  # said again after it stopped being true
+_SUPERSEDE = """
+    UPDATE facts SET superseded_by = :into, superseded_reason = :reason,
+        invalid_at = CASE WHEN :action = 'supersede'
+                          THEN max(first_at, (SELECT first_at FROM facts WHERE id = :into)) END
+    WHERE id = :fact AND id != :into AND scope = :scope AND superseded_by IS NULL
+      AND EXISTS (SELECT 1 FROM facts AS n WHERE n.id = :into AND n.scope = :scope
+                  AND n.superseded_by IS NULL
+                  AND (:action = 'merge' OR n.first_at >= facts.first_at))
+"""  # a fact changed or forgotten since it was read is left alone; none is replaced by an older
+_ABSORB = """
+    UPDATE facts SET (first_at, last_at, seen_count) =
+        (SELECT min(k.first_at, d.first_at), max(k.last_at, d.last_at), k.seen_count + d.seen_count
+         FROM facts AS k, facts AS d WHERE k.id = :into AND d.id = :fact)
+    WHERE id = :into
+"""  # the kept fact of a merge takes the duplicate's dates and count
 _SPAN = """
     SELECT min(timestamp), max(timestamp) FROM interactions
     WHERE scope = ? AND seq BETWEEN ? AND ?
@@ -81,6 +102,9 @@ _SCOPE_ROWS = {
     "interactions": "scope = :scope",
     "summaries": "scope = :scope",
     "facts": "scope = :scope",
+    "consolidation_changes": "scope = :scope",
+    "consolidation_runs": "scope = :scope",
+    "consolidation_progress": "scope = :scope",
 }
 CHECKPOINT_ATTEMPTS = 3  # TRUNCATE checkpoints tried while readers hold old snapshots
 
@@ -216,6 +240,7 @@ def _commit_batch(conn: sqlite3.Connection, observer: str, outcome: BatchOutcome
                      r.last_seq, first_at, last_at, created),
                 )  # fmt: skip
             conn.executemany(_INSERT_FACT, (_fact_row(conn, r, f, created) for f in r.facts))
+            _supersede_replaced(conn, observer, r, created)
         conn.executemany(
             "INSERT INTO dead_letters (observer, seq, reason, raw, created_at) VALUES (?, ?, ?, ?, ?)",
             ((observer, d.seq, d.reason, d.raw, created) for d in outcome.dead_letters),
@@ -271,8 +296,11 @@ def _observer_totals(conn: sqlite3.Connection, observer: str) -> ObserverStatus:
         "SELECT count(DISTINCT batch_id), coalesce(sum(llm_calls), 0),"
         " coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0),"
         " coalesce(sum(ms), 0), max(created_at), coalesce(sum(ungrounded), 0)"
-        " FROM distill_runs WHERE observer = ?",
-        (observer,),
+        " FROM (SELECT batch_id, llm_calls, prompt_tokens, completion_tokens, ms, created_at,"
+        " ungrounded FROM distill_runs WHERE observer = :o UNION ALL"
+        " SELECT run_id, llm_calls, prompt_tokens, completion_tokens, ms, created_at, ungrounded"
+        " FROM consolidation_runs WHERE observer = :o)",
+        {"o": observer},
     ).fetchone()
     (dead,) = conn.execute(
         "SELECT count(*) FROM dead_letters WHERE observer = ? AND resolved_at IS NULL", (observer,)
@@ -332,6 +360,112 @@ def _forget(conn: sqlite3.Connection, scope: str, observers: list[str]) -> Forgo
         log.warning("forget_checkpoint_busy", scope=scope)
     deleted = Deleted(erased["interactions"], erased["summaries"], erased["facts"])
     return Forgotten(deleted, through, totals)
+
+
+def _apply(
+    conn: sqlite3.Connection,
+    observer: str,
+    run_id: str,
+    scope: str,
+    c: ConsolidationChange,
+    created: str,
+) -> bool:
+    """Retire a fact into another and record why; False when the change no longer applies."""
+    change = {"action": c.action, "fact": c.fact_id, "into": c.into_id, "reason": c.reason,
+              "scope": scope}  # fmt: skip
+    if not conn.execute(_SUPERSEDE, change).rowcount:
+        return False
+    if c.action == "merge":
+        conn.execute(_ABSORB, change)
+    conn.execute(
+        "INSERT INTO consolidation_changes (observer, run_id, scope, action, fact_id, into_id,"
+        " reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (observer, run_id, scope, c.action, c.fact_id, c.into_id, c.reason, created),
+    )
+    return True
+
+
+def _supersede_replaced(
+    conn: sqlite3.Connection, observer: str, r: ScopeResult, created: str
+) -> None:
+    """Retire the known facts a batch's new facts replace, in the batch's transaction."""
+    for f in r.facts:
+        if not f.replaces:
+            continue
+        (into,) = conn.execute(
+            "SELECT id FROM facts WHERE scope = ? AND kind = ? AND norm = ?",
+            (r.scope, f.kind, normalise(f.text)),
+        ).fetchone()
+        reason = f"replaced by a newer {f.kind} when the batch was distilled"
+        for old in f.replaces:
+            _apply(conn, observer, r.batch_id, r.scope,
+                   ConsolidationChange("supersede", old, into, reason), created)  # fmt: skip
+
+
+def _condense(
+    conn: sqlite3.Connection, observer: str, run: ConsolidationRun, created: str
+) -> list[ConsolidationChange]:
+    """Write the condensed summary and point the ones it stands in for at it; nothing when
+    any of them changed or went meanwhile."""
+    if run.condensed is None:
+        return []
+    ids = run.condensed.summary_ids
+    marks = ", ".join("?" * len(ids))
+    (first_seq, last_seq, first_at, last_at, current) = conn.execute(
+        f"SELECT min(first_seq), max(last_seq), min(first_at), max(last_at), count(*)"
+        f" FROM summaries WHERE scope = ? AND condensed_into IS NULL AND id IN ({marks})",
+        (run.scope, *ids),
+    ).fetchone()
+    if current != len(ids):
+        return []
+    into = conn.execute(
+        "INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq, last_seq,"
+        " first_at, last_at, created_at) VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)",
+        (observer, run.run_id, run.scope, run.condensed.text, first_seq, last_seq, first_at,
+         last_at, created),
+    ).lastrowid  # fmt: skip
+    assert into is not None
+    conn.execute(f"UPDATE summaries SET condensed_into = ? WHERE id IN ({marks})", (into, *ids))
+    reason = f"condensed with {len(ids) - 1} other older summaries"
+    changes = [ConsolidationChange("condense", old, into, reason) for old in ids]
+    conn.executemany(
+        "INSERT INTO consolidation_changes (observer, run_id, scope, action, fact_id, into_id,"
+        " reason, created_at) VALUES (?, ?, ?, 'condense', ?, ?, ?, ?)",
+        [(observer, run.run_id, run.scope, c.fact_id, c.into_id, reason, created) for c in changes],
+    )
+    return changes
+
+
+def _commit_consolidation(
+    conn: sqlite3.Connection, observer: str, run: ConsolidationRun
+) -> list[ConsolidationChange]:
+    """Apply a run's changes, record them, the run and the scope's progress, all or nothing.
+
+    Returns the changes applied; nothing is written for a scope forgotten meanwhile.
+    """
+    created = now()
+    with atomic(conn):
+        sql = "SELECT 1 FROM facts WHERE scope = ? LIMIT 1"
+        if conn.execute(sql, (run.scope,)).fetchone() is None:
+            return []
+        applied = [
+            c for c in run.changes if _apply(conn, observer, run.run_id, run.scope, c, created)
+        ]
+        applied += _condense(conn, observer, run, created)
+        u = run.usage
+        conn.execute(
+            "INSERT INTO consolidation_runs (observer, run_id, model, scope, facts, changes,"
+            " llm_calls, prompt_tokens, completion_tokens, ms, ungrounded, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (observer, run.run_id, run.model, run.scope, run.facts, len(applied), u.calls,
+             u.prompt_tokens, u.completion_tokens, u.ms, run.ungrounded, created),
+        )  # fmt: skip
+        conn.execute(
+            "INSERT INTO consolidation_progress VALUES (?, ?, ?, ?) ON CONFLICT (observer, scope)"
+            " DO UPDATE SET fact_id = max(fact_id, excluded.fact_id), run_at = excluded.run_at",
+            (observer, run.scope, run.through_fact_id, created),
+        )
+    return applied
 
 
 def _remember_mode(conn: sqlite3.Connection, endpoint: str, mode: str) -> None:
@@ -445,6 +579,13 @@ class Store:
         written.
         """
         return await self._write(_commit_batch, observer, outcome)
+
+    async def commit_consolidation(
+        self, observer: str, run: ConsolidationRun
+    ) -> list[ConsolidationChange]:
+        """Apply a consolidation run with the scope's progress in one transaction; return the
+        changes that applied (one whose facts changed or went meanwhile does not)."""
+        return await self._write(_commit_consolidation, observer, run)
 
     async def set_watermark(self, observer: str, seq: int) -> None:
         await self._write(_commit_watermark, observer, seq)

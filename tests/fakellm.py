@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import html
 import re
 import sys
 import time
@@ -68,6 +69,19 @@ ANSWER_SCHEMA: dict[str, Any] = {
     "required": ["summary", "facts"],
 }
 
+# Consolidation requests list facts as "[id N] (kind, date) text" between <facts> tags.
+FACT_LINE = re.compile(r"^\[id (\d+)\] \((\w+), ([^)]*)\) (.*)$", re.M)
+FACTS_OPEN = "<facts>"
+SUBJECT_WORDS = 3  # facts whose first words agree are about the same thing
+# Distillation requests may list known facts as "[fact N] (kind, date) text" between these tags.
+KNOWN_FACT = re.compile(r"^\[fact (\d+)\] \((\w+), ([^)]*)\) (.*)$", re.M)
+KNOWN_OPEN = "<known_facts>"
+# Condensation requests list summaries as "[dates] text" between these tags.
+SUMMARIES_OPEN = "<summaries>"
+SUMMARY_LINE = re.compile(r"^\[[^\]]*\] (.*)$", re.M)
+SUPERSEDING = frozenset({"state", "preference", "correction"})  # kinds that replace known facts
+SPEAKER = re.compile(r"^(?:[^:]{1,40}: )+")  # speakers and labels before what was said
+
 _encoder = msgspec.json.Encoder()
 _WORD = re.compile(r"\w+")
 
@@ -88,6 +102,11 @@ def _prompt_text(body: dict[str, Any]) -> str:
         elif isinstance(content, list):
             texts += [p.get("text", "") for p in content if isinstance(p, dict)]
     return "\n".join(t for t in texts if isinstance(t, str))
+
+
+def _last_message(body: dict[str, Any]) -> str:
+    """The request's last message: what it asks about (the system prompt holds examples)."""
+    return _prompt_text({"messages": (body.get("messages") or [{}])[-1:]})
 
 
 def _blocks(text: str) -> list[tuple[int, list[str]]]:
@@ -115,8 +134,7 @@ def gold_answer(body: dict[str, Any], gold: dict[str, list[dict[str, str]]]) -> 
     """The facts `gold` holds for the turns of the prompt: an interaction whose text ends with
     a key's words gets that key's facts. The summary is the facts in one paragraph."""
     facts = []
-    transcript = {"messages": (body.get("messages") or [{}])[-1:]}  # not the prompt's example
-    for _, lines in _blocks(_prompt_text(transcript)):
+    for _, lines in _blocks(_last_message(body)):  # not the prompt's example
         words = " " + gold_key(" ".join(lines))
         facts += [f for key, found in gold.items() if words.endswith(" " + key) for f in found]
     return {"summary": " ".join(f["text"] for f in facts), "facts": facts}
@@ -134,8 +152,7 @@ def answer_for(body: dict[str, Any]) -> dict[str, Any]:
     in the transcript. Asked to pick lines (the extractive prompt), it picks each first line.
     """
     text = _prompt_text(body)
-    messages = body.get("messages") or [{}]
-    found = _interactions(_prompt_text({"messages": messages[-1:]}))  # not the prompt's example
+    found = _interactions(_last_message(body))  # not the prompt's example
     if EXTRACTIVE_MARK in text:
         return {"lines": [{"line": f"{seq}.1", "kind": "state"} for seq, _ in found]}
     if not found:
@@ -144,6 +161,82 @@ def answer_for(body: dict[str, Any]) -> dict[str, Any]:
     facts = [{"kind": "state", "text": f"Recorded: {_quote(line)}."} for _, line in found]
     summary = "Recorded exchanges: " + "; ".join(_quote(line) for _, line in found) + "."
     return {"summary": summary, "facts": facts}
+
+
+def consolidation_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """The deterministic consolidation of the listed facts: facts whose first SUBJECT_WORDS
+    words agree are about the same thing. Among them, one whose words are all in another's is
+    merged into the one with more words (ties: the lower id); then the latest (by date, then
+    id) supersedes the rest."""
+    subjects: dict[str, list[tuple[str, int, set[str]]]] = {}
+    for m in FACT_LINE.finditer(_last_message(body).split(FACTS_OPEN, 1)[-1]):
+        words = gold_key(m.group(4)).split()
+        subject = " ".join(words[:SUBJECT_WORDS])
+        subjects.setdefault(subject, []).append((m.group(3), int(m.group(1)), set(words)))
+    changes = []
+    for facts in subjects.values():
+        kept: list[tuple[str, int, set[str]]] = []
+        for fact in sorted(facts, key=lambda f: (-len(f[2]), f[1])):
+            twin = next((k for k in kept if fact[2] <= k[2]), None)
+            if twin is None:
+                kept.append(fact)
+                continue
+            changes.append({"action": "merge", "fact": fact[1], "into": twin[1],
+                            "reason": f"says the same as fact {twin[1]}"})  # fmt: skip
+        kept.sort(key=lambda f: (f[0], f[1]))
+        latest_at, latest, _ = kept[-1]
+        reason = f"replaced on {latest_at} by fact {latest}"
+        changes += [
+            {"action": "supersede", "fact": old, "into": latest, "reason": reason}
+            for _, old, _ in kept[:-1]
+        ]
+    return {"changes": changes}
+
+
+def _words(text: str) -> list[str]:
+    """What a fact or line says, folded, without a speaker in front."""
+    return gold_key(SPEAKER.sub("", text)).split()
+
+
+def replaced(kind: str, text: str, known: dict[int, str]) -> list[int]:
+    """The known facts a new one replaces, deterministically: a state, preference or correction
+    replaces those about the same subject (first SUBJECT_WORDS words) unless one's words are all
+    in the other's (a near-duplicate, left for consolidation to merge)."""
+    if kind not in SUPERSEDING:
+        return []
+    new = _words(text)
+    ids = []
+    for id_, old_text in known.items():
+        old = _words(old_text)
+        same = old[:SUBJECT_WORDS] == new[:SUBJECT_WORDS]
+        if same and not (set(old) <= set(new) or set(new) <= set(old)):
+            ids.append(id_)
+    return ids
+
+
+def _with_replaces(answer: dict[str, Any], message: str) -> dict[str, Any]:
+    """The answer with each fact's or picked line's `replaces`, when known facts are listed."""
+    known = {int(m.group(1)): m.group(4) for m in KNOWN_FACT.finditer(message)}
+    lines = {f"{seq}.{n}": line for seq, ls in _blocks(message) for n, line in enumerate(ls, 1)}
+    key = "facts" if "facts" in answer else "lines"
+    items = [
+        {**i, "replaces": replaced(i["kind"], i.get("text") or lines.get(i["line"], ""), known)}
+        for i in answer[key]
+    ]
+    return {**answer, key: items}
+
+
+def _valid(behaviour: str, body: dict[str, Any], gold: dict[str, Any]) -> dict[str, Any]:
+    """The valid answer the behaviours start from: consolidation, gold facts or the default."""
+    message = _last_message(body)
+    if FACTS_OPEN in message:
+        return consolidation_answer(body)
+    if SUMMARIES_OPEN in message:  # condensed: the summaries' texts, oldest first, in one
+        listed = message.split(SUMMARIES_OPEN, 1)[1]
+        said = " ".join(html.unescape(m.group(1)) for m in SUMMARY_LINE.finditer(listed))
+        return {"summary": said}
+    answer = gold_answer(body, gold) if behaviour == "gold" else answer_for(body)
+    return _with_replaces(answer, message) if KNOWN_OPEN in message else answer
 
 
 def _echoed_schema(body: dict[str, Any]) -> Any:
@@ -162,8 +255,8 @@ def _content(
     behaviour: str, body: dict[str, Any], gold: dict[str, list[dict[str, str]]]
 ) -> tuple[str, str]:
     """Message content and finish_reason for a behaviour that answers 200."""
-    valid = gold_answer(body, gold) if behaviour == "gold" else answer_for(body)
-    facts = valid["facts"] if "facts" in valid else valid["lines"]
+    valid = _valid(behaviour, body, gold)
+    facts = valid.get("facts", valid.get("lines", valid.get("changes", [])))  # none: a summary
     answer = _encoder.encode(valid).decode()
     key = '"text":"' if '"text":"' in answer else '"line":"'
     at = answer.find(key)  # an answer with nothing to remember has neither: cut it in half

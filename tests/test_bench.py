@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from bench import evaluate
 from bench.__main__ import DEFAULT_OUT, report_path
 from bench.corpus import locomo_path
 from bench.report import Row, furthest
@@ -27,7 +28,7 @@ def _expected_rows() -> list[str]:
     rows = ["scrub: "] * 2 + ["ingest: "] * 4 + ["batching: "] * 3
     for n in quick.recall_facts:
         rows += [f"recall: {n:,} facts, "] * 6
-    rows += ["memory: "] * 2 + ["start: "] * 2 + ["quality: "] * 2
+    rows += ["memory: "] * 2 + ["start: "] * 2 + ["quality: "] * 2 + ["consolidate: "]
     if binaries() is None:  # the PostgreSQL step says it could not run
         return [*rows, "postgres: "]
     return rows + ["postgres ingest: "] * 2 + ["postgres recall: "] * 4
@@ -76,3 +77,18 @@ def test_a_quick_run_leaves_the_tracked_report_alone() -> None:
     assert report_path("default") == DEFAULT_OUT
     for size in ("quick", "large"):
         assert report_path(size) == REPO / "var" / "bench" / f"benchmarks-{size}.md"
+
+
+def test_eval_keeps_the_hand_measured_sections_and_the_bundled_model(tmp_path: Path) -> None:
+    """A run keeps the small-model section and the bundled model's, and replaces the latter
+    only when it measured it again."""
+    out = tmp_path / "quality.md"
+    small = f"{evaluate.KEPT_SECTION}\n\nmeasured by hand\n"
+    bundled = f"{evaluate.BUNDLED_SECTION}\n\nold figures\n"
+    out.write_text(f"# Quality\n\nold table\n\n{small}\n{bundled}")
+    assert evaluate.tail(out, None) == f"\n{small}\n{bundled}"
+    fresh = f"{evaluate.BUNDLED_SECTION}\n\nnew figures\n"
+    assert evaluate.tail(out, fresh) == f"\n{small}\n{fresh}"
+    out.write_text(f"# Quality\n\n{small}")
+    assert evaluate.tail(out, None) == f"\n{small}"
+    assert evaluate.tail(out, fresh) == f"\n{small}\n{fresh}"

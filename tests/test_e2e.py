@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 import trio
 
+from bench.currentstate import SCOPE
+from bench.currentstate import interactions as state_changes
 from forged.models import FACT_KINDS
 from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
 from tests.data import rows
@@ -93,3 +95,50 @@ async def test_a_conversation_becomes_memory_with_the_bundled_model(short_tmp: P
         print(
             f"bundled model: {calls} call(s), {prompt} prompt + {completion} completion tokens, {ms} ms"
         )
+
+
+@pytest.mark.model
+async def test_changing_states_with_the_bundled_model_lose_nothing(short_tmp: Path) -> None:
+    """Supersession and consolidation with the bundled model: mechanics, not its judgement.
+
+    The second half of a conversation in which states change is distilled beside the facts of
+    the first; a consolidation run follows. Every interaction ends in a committed run or a dead
+    letter, the run commits, nothing is deleted, and every change names facts that exist.
+    """
+    said = state_changes()
+    half = len(said) // 2
+    consolidate = {"enabled": True, "min_new_facts": 1000, "check_interval": 3600.0}
+    config_path = write_config(short_tmp, "http://127.0.0.1:9/v1", consolidate=consolidate)
+    daemon = DaemonProcess(config_path, short_tmp)
+    with trio.fail_after(MODEL_READY_TIMEOUT + 3 * DISTILL_TIMEOUT):
+        await daemon.start(extra_args=("--bundled-llm",), ready_timeout=MODEL_READY_TIMEOUT)
+        try:
+            async with socket_client(daemon.socket) as client:
+                for part in (said[:half], said[half:]):
+                    last = (await client.post("/v1/interactions", json=part)).json()["last_seq"]
+                    await wait_for_watermark(client, last)
+                db = daemon.config.store.path
+                before = _rows(db, "SELECT count(*) FROM facts")
+                response = await client.post(
+                    "/v1/consolidate", params={"scope": SCOPE}, timeout=DISTILL_TIMEOUT
+                )
+                assert response.status_code == 200, response.text
+        finally:
+            assert await daemon.stop() == 0
+    (run,) = response.json()["runs"]
+    assert _rows(db, "SELECT count(*) FROM facts") == before  # superseding deletes nothing
+    committed = _rows(
+        db, "SELECT first_seq, last_seq FROM distill_runs WHERE outcome = 'committed'"
+    )
+    covered = {s for first, last in committed for s in range(first, last + 1)}
+    dead = {seq for (seq,) in _rows(db, "SELECT seq FROM dead_letters")}
+    assert covered | dead == set(range(1, len(said) + 1)), daemon.log()[-3000:]
+    runs = _rows(db, "SELECT run_id, llm_calls FROM consolidation_runs")
+    assert runs == [(run["run_id"], run["usage"]["calls"])]
+    orphans = _rows(db, "SELECT count(*) FROM consolidation_changes WHERE fact_id NOT IN"
+                        " (SELECT id FROM facts) OR into_id NOT IN (SELECT id FROM facts)")  # fmt: skip
+    assert orphans == [(0,)]
+    retired = _rows(db, "SELECT count(*) FROM facts WHERE superseded_by IS NOT NULL")
+    assert retired == _rows(db, "SELECT count(DISTINCT fact_id) FROM consolidation_changes")
+    print(f"bundled model: {before[0][0]} facts, {retired[0][0]} retired,"
+          f" consolidation {run['usage']['calls']} call(s) {run['usage']['ms']} ms")  # fmt: skip

@@ -283,10 +283,8 @@ async def test_a_batch_in_flight_brings_nothing_back(short_tmp: Path, fake_llm: 
             fake_llm.gate.set()
             status = await wait_for_watermark(client, 3)
             on_disk = msgspec.to_builtins(await api.store.observer_totals("distill"))
-    assert traces(config.store.path, "gone", [1, 2, 3], [SECRET_WORD]) == {
-        "interactions": 0, "summaries": 0, "facts": 0, "dead_letters": 0, "distill_runs": 0,
-        "facts_fts": 0, "summaries_fts": 0, "interactions_fts": 0,
-    }  # fmt: skip
+    left = traces(config.store.path, "gone", [1, 2, 3], [SECRET_WORD])
+    assert left == dict.fromkeys(left, 0)  # every table and index of the scope is empty
     (distill,) = status["observers"]
     assert (distill["llm_calls"], distill["batches"]) == (on_disk["llm_calls"], 0)
 

@@ -16,8 +16,15 @@ from forged.config import Config, DistillerConfig
 from forged.daemon import _with_llm
 from forged.errors import ContextOverflow, InvalidAnswer, LLMUnavailable
 from forged.llm import OpenAIDistiller, make_distiller, parse_answer
-from forged.models import Fact, Message, StoredInteraction
-from forged.prompt import render_transcript
+from forged.models import Fact, MemoryItem, Message, StoredInteraction
+from forged.prompt import (
+    GUIDED_MAX_REPLACES,
+    PICKS_SCHEMA,
+    REPLACES_RULE,
+    render_known,
+    render_transcript,
+    with_replaces,
+)
 from forged.store import Store
 from tests.fakellm import FakeLLM
 
@@ -314,3 +321,64 @@ def test_the_bundled_server_needs_no_probe() -> None:
         ).distiller.structured_output
         == "none"
     )
+
+
+KNOWN = [  # a fact the scope already holds, shown beside the transcript
+    MemoryItem(id=12, type="fact", kind="state", scope="user:alice", session=None,
+               text="Recorded: alice: Let's use MySQL.", score=1.0, created_at="c",
+               last_seen_at="c", first_seq=3, last_seq=3, first_at="2026-11-20T10:00:00Z",
+               last_at="2026-11-20T10:00:00Z"),
+]  # fmt: skip
+
+
+def _schema_sent(body: dict[str, Any]) -> str:
+    """The answer schema a request carried, wherever its mode puts it, as text."""
+    fmt = body.get("response_format")
+    if fmt is None:
+        return str(body["messages"][0]["content"])
+    return json.dumps(fmt.get("json_schema", {}).get("schema") or fmt["schema"])
+
+
+@pytest.mark.parametrize(
+    ("mode", "style"),
+    [("json_schema", "abstractive"), ("json_object", "abstractive"), ("none", "abstractive"),
+     ("json_object", "extractive"), ("none", "extractive")],
+)  # fmt: skip
+async def test_known_facts_let_a_new_fact_say_what_it_replaces(
+    fake_llm: FakeLLM, mode: str, style: str
+) -> None:
+    """Every mode asks for `replaces` limited to the listed ids, and the answer carries it."""
+    config = DistillerConfig(base_url=fake_llm.base_url, structured_output=mode, style=style)  # type: ignore[arg-type]
+    distiller = OpenAIDistiller(config)
+    try:
+        with trio.fail_after(TIMEOUT):
+            memory = await distiller.distill(render_known(KNOWN) + TRANSCRIPT)
+            plain = await distiller.distill(TRANSCRIPT)
+    finally:
+        await distiller.aclose()
+    with_known, without = fake_llm.requests
+    assert '"replaces": {"type": "array", "items": {"type": "integer", "enum": [12]}' in (
+        _schema_sent(with_known)
+    )
+    assert REPLACES_RULE in with_known["messages"][0]["content"]
+    assert "replaces" not in _schema_sent(without)  # no known facts: the request is as before
+    replaces = [f.replaces for f in memory.facts] or [list(p.replaces) for p in memory.picks]
+    assert replaces == [[12]]
+    assert [f.replaces for f in plain.facts] in ([], [[]])
+
+
+def test_a_grammar_bounds_what_a_fact_replaces() -> None:
+    """For llama-server's grammar: as many ids as listed, at most GUIDED_MAX_REPLACES."""
+    schema = with_replaces(PICKS_SCHEMA, list(range(1, 10)), bounded=True)
+    replaces = schema["properties"]["lines"]["items"]["properties"]["replaces"]
+    assert replaces["maxItems"] == GUIDED_MAX_REPLACES
+    assert schema["properties"]["lines"]["items"]["required"] == ["line", "kind", "replaces"]
+    assert "replaces" not in PICKS_SCHEMA["properties"]["lines"]["items"]["properties"]
+
+
+def test_replaced_ids_are_integers_or_quoted_digits() -> None:
+    content = json.dumps({"summary": "S.", "facts": [
+        {"kind": "state", "text": "Alice uses Postgres.", "replaces": [3, "4", "x", True, 3]},
+    ]})  # fmt: skip
+    _, facts = parse_answer(content, DistillerConfig())
+    assert facts[0].replaces == [3, 4]

@@ -24,6 +24,7 @@ from forged.recall import (
     RECENCY_FLOOR,
     RRF_K,
     SELECTIVE_MIN_ROWS,
+    TURNS_HEADING,
     Page,
     SearchQuery,
     fts_query,
@@ -497,7 +498,7 @@ BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
      "`session` must be 1 to 512 characters, got 513"),
     ("/v1/search", {"q": "x", "colour": "red"},
      "unknown parameter `colour`; /v1/search accepts q, scope, kind, types, session, since,"
-     " until, limit, sources"),
+     " until, history, limit, sources"),
     ("/v1/search", {"q": "x", "types": "facts"}, TYPES + "'facts'"),
     ("/v1/search", {"q": "x", "types": ""}, TYPES + "''"),
     ("/v1/search", {"q": "x", "types": "fact,,summary"}, TYPES + "'fact,,summary'"),
@@ -520,7 +521,7 @@ BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
      "`budget_tokens` must be an integer from 1 to 100000; got '1e3'"),
     ("/v1/context", {"q": "x", "limit": "5"},
      "unknown parameter `limit`; /v1/context accepts q, scope, kind, types, session, since,"
-     " until, budget_tokens"),
+     " until, history, budget_tokens"),
     ("/v1/facts", {"kind": "summary"},
      "`kind` must be one of decision, correction, preference, state, event, profile; got 'summary'"),
     ("/v1/facts", {"after": "abc"}, CURSOR + "'abc'"),
@@ -692,3 +693,32 @@ def test_an_item_that_repeats_the_block_is_skipped() -> None:
     echo = item(1, "alice: I adopted a greyhound called Biscuit")
     other = item(2, "Biscuit likes long walks.")
     assert [i.id for i in pack([turn, echo, other], 1000).items] == [2, 7]
+
+
+def test_a_turn_takes_the_place_of_a_fact_it_repeats() -> None:
+    """A turn taken after a fact distilled from it that it repeats replaces that fact, and the
+    budget the fact held goes to the next items; a fact from another turn stays."""
+    echo = item(1, "Recorded: alice: I adopted a greyhound called Biscuit")  # from seq 1
+    turn = msgspec.structs.replace(item(1, "alice: I adopted a greyhound called Biscuit today"),
+                                   type="interaction", kind="interaction")  # fmt: skip
+    elsewhere = msgspec.structs.replace(turn, id=2)  # the same words said again, at seq 2
+    other = item(3, "Biscuit likes long walks.")
+    assert [i.id for i in pack([echo, turn, other], 1000).items] == [3, 1]
+    assert pack([echo, elsewhere], 1000).items == [echo]  # not its source: it only repeats
+    turn_only = FRAME_TOKENS + estimate_tokens(TURNS_HEADING) + estimate_tokens(
+        "- [" + stamp(0)[:10] + "] " + turn.text + "\n"
+    )  # fmt: skip
+    assert pack([echo, turn], turn_only).items == [turn]  # the fact's room pays for the turn
+
+
+def test_a_date_in_the_query_ranks_what_happened_then_first(db: sqlite3.Connection) -> None:
+    """Of two equal matches, the one dated within the day, month or year the query names
+    comes first, whichever is more recent."""
+    then = datetime.fromisoformat(stamp(100)[:10])
+    older = add_fact(db, "Kiwi went to the beach.", days_ago=100)
+    newer = add_fact(db, "Kiwi went to the lake.", days_ago=10)
+    plain = [i.id for i in find(db, "Where did Kiwi go?")]
+    assert plain == [newer, older]
+    for named in (f"{then:%B} {then.day}, {then.year}", f"{then.day} {then:%B}", f"{then:%B}",
+                  f"{then:%Y-%m}", f"{then:%Y-%m-%d}"):  # fmt: skip
+        assert [i.id for i in find(db, f"Where did Kiwi go on {named}?")] == [older, newer], named
