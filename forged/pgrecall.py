@@ -37,7 +37,8 @@ _SEARCH = {
     "fact": f"""
         SELECT f.id, f.kind, f.scope, f.session, f.text, f.created_at, f.last_seen_at,
                f.first_seq, f.last_seq, f.first_at, f.last_at,
-               ts_rank(f.search, q.query) * {_DECAY.format(at="f.last_at")} AS score
+               ts_rank(f.search, q.query) * {_DECAY.format(at="f.last_at")} AS score,
+               f.superseded_by, f.invalid_at
         FROM facts AS f, ({{query}}) AS q (query)
         WHERE f.search @@ q.query AND f.scope = %(scope)s {{filters}}
         ORDER BY score DESC, f.id DESC LIMIT %(limit)s
@@ -45,7 +46,8 @@ _SEARCH = {
     "summary": f"""
         SELECT s.id, 'summary', s.scope, s.session, s.text, s.created_at, s.created_at,
                s.first_seq, s.last_seq, s.first_at, s.last_at,
-               ts_rank(s.search, q.query) * {_DECAY.format(at="s.last_at")} AS score
+               ts_rank(s.search, q.query) * {_DECAY.format(at="s.last_at")} AS score,
+               s.condensed_into, NULL
         FROM summaries AS s, ({{query}}) AS q (query)
         WHERE s.search @@ q.query AND s.scope = %(scope)s {{filters}}
         ORDER BY score DESC, s.id DESC LIMIT %(limit)s
@@ -53,7 +55,8 @@ _SEARCH = {
     "interaction": f"""
         SELECT i.seq, 'interaction', i.scope, i.session, i.messages, i.received_at,
                i.received_at, i.seq, i.seq, i.timestamp, i.timestamp,
-               ts_rank(i.search, q.query) * {_DECAY.format(at="i.timestamp")} AS score
+               ts_rank(i.search, q.query) * {_DECAY.format(at="i.timestamp")} AS score,
+               NULL, NULL
         FROM interactions AS i, ({{query}}) AS q (query)
         WHERE i.search @@ q.query AND i.scope = %(scope)s {{filters}}
         ORDER BY score DESC, i.seq DESC LIMIT %(limit)s

@@ -1,7 +1,7 @@
 """PostgreSQL schema: numbered migrations, each applied once in its own transaction and recorded.
 
 The numbering is PostgreSQL's own: version 1 is the whole SQLite schema of versions 1-6 in one
-step. Every table of a scope's rows carries `scope`, and every query of them filters by it, so a
+step, version 2 is SQLite's 7. Every table of a scope's rows carries `scope`, and every query of them filters by it, so a
 distributed PostgreSQL can shard them by scope.
 """
 
@@ -121,6 +121,53 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             endpoint text PRIMARY KEY,              -- the server's base URL
             mode text NOT NULL,                     -- json_schema, json_object or none
             learned_at text NOT NULL
+        );
+        """,
+    ),
+    (
+        "validity of facts: superseded facts kept as history; the consolidation audit trail",
+        """
+        ALTER TABLE facts ADD COLUMN invalid_at text;
+        ALTER TABLE facts ADD COLUMN superseded_by bigint;
+        ALTER TABLE facts ADD COLUMN superseded_reason text;
+        CREATE INDEX facts_current ON facts (scope, id) WHERE superseded_by IS NULL;
+        ALTER TABLE summaries ADD COLUMN condensed_into bigint;
+        CREATE INDEX summaries_current ON summaries (scope, id) WHERE condensed_into IS NULL;
+        CREATE TABLE consolidation_changes (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            observer text NOT NULL,
+            run_id text NOT NULL,
+            scope text NOT NULL,
+            action text NOT NULL CHECK (action IN ('merge', 'supersede', 'condense')),
+            fact_id bigint NOT NULL,
+            into_id bigint NOT NULL,
+            reason text NOT NULL,
+            created_at text NOT NULL
+        );
+        CREATE INDEX consolidation_changes_by_fact ON consolidation_changes (fact_id);
+        CREATE INDEX consolidation_changes_by_into ON consolidation_changes (into_id);
+        CREATE TABLE consolidation_runs (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            observer text NOT NULL,
+            run_id text NOT NULL,
+            model text NOT NULL,
+            scope text NOT NULL,
+            facts integer NOT NULL,
+            changes integer NOT NULL,
+            llm_calls integer NOT NULL,
+            prompt_tokens integer NOT NULL,
+            completion_tokens integer NOT NULL,
+            ms integer NOT NULL,
+            ungrounded integer NOT NULL,
+            created_at text NOT NULL
+        );
+        CREATE INDEX consolidation_runs_by_observer ON consolidation_runs (observer);
+        CREATE TABLE consolidation_progress (
+            observer text NOT NULL,
+            scope text NOT NULL,
+            fact_id bigint NOT NULL,
+            run_at text NOT NULL,
+            PRIMARY KEY (observer, scope)
         );
         """,
     ),

@@ -110,7 +110,16 @@ _LEASE_HELD = """
         AND objsubid = 2 AND pid = %s AND granted
 """
 # Every table holding a scope's rows; each carries the scope, so each delete stays in one shard.
-_SCOPE_TABLES = ("dead_letters", "distill_runs", "interactions", "summaries", "facts")
+_SCOPE_TABLES = (
+    "dead_letters",
+    "distill_runs",
+    "interactions",
+    "summaries",
+    "facts",
+    "consolidation_changes",
+    "consolidation_runs",
+    "consolidation_progress",
+)
 
 log = structlog.get_logger("forged.pgstore")
 

@@ -223,7 +223,7 @@ def test_check_config_names_the_store_and_its_schema_version(
     result = forged("check-config", "--config", str(path))
     assert result.returncode == 0, result.stderr
     assert (
-        f"# store: postgresql at {url}, schema version 0 (migrated to 1 at start)\n"
+        f"# store: postgresql at {url}, schema version 0 (migrated to 2 at start)\n"
         in result.stdout
     )
 
