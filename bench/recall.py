@@ -1,4 +1,4 @@
-"""Recall: search and context latency through the socket as the store grows, and its floor."""
+"""Recall: search and context latency through the socket as the store grows, beside bare FTS5."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from bench.corpus import PLACES, SEED, TOPICS
 from bench.report import Row
 from bench.runner import Client, running
 from bench.sizes import Context
-from bench.stores import SCOPES, build_facts, build_plain, size_mb
+from bench.stores import BARE, SCOPES, build_facts, cached
 from forged.config import RecallConfig
-from forged.recall import SearchQuery, pack, search
+from forged.models import MEMORY_TYPES
+from forged.recall import SearchQuery, exact_ids, fts_query, julian_now, query_phrases, ranked
 
 WARM_UP = 10  # queries sent before timing, so the first page reads are not counted
 LIMIT = 10  # results per search
@@ -52,23 +53,31 @@ async def _timed(
     return samples
 
 
-async def _in_process(path: Path, queries: list[tuple[str, str]]) -> dict[str, list[float]]:
-    """The same searches and packing by forged's recall code on a bare connection: no daemon."""
+async def _bare(path: Path, queries: list[tuple[str, str]]) -> list[float]:
+    """The same query words as one bare FTS5 query over every text of the store: the baseline."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    half_life, max_limit = RecallConfig().half_life_days, RecallConfig().max_limit
+    sql = f"SELECT rowid FROM {BARE} WHERE {BARE} MATCH ? ORDER BY rank LIMIT {LIMIT}"
 
-    async def ask_search(q: str, scope: str) -> object:
-        return search(conn, SearchQuery(q, scope, LIMIT), half_life)
+    async def ask(q: str, scope: str) -> object:
+        return conn.execute(sql, (fts_query(query_phrases(q)),)).fetchall()
 
-    async def ask_context(q: str, scope: str) -> object:
-        return pack(search(conn, SearchQuery(q, scope, max_limit), half_life), BUDGET)
-
-    timed = {
-        "search": await _timed(queries, ask_search),
-        "context": await _timed(queries, ask_context),
-    }
+    samples = await _timed(queries, ask)
     conn.close()
-    return timed
+    return samples
+
+
+def overlap(path: Path, queries: list[tuple[str, str]]) -> float:
+    """The mean share of each type's top ten that the ranking without shortcut also has."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    half_life, now, shares = RecallConfig().half_life_days, julian_now(), []
+    for q, scope in queries:
+        query = SearchQuery(q, scope, LIMIT)
+        for table in MEMORY_TYPES:
+            exact = exact_ids(conn, table, query, half_life, now)
+            found = {i.id for i in ranked(conn, table, query, half_life, now)}
+            shares.append(len(found & set(exact)) / len(exact) if exact else 1.0)
+    conn.close()
+    return statistics.fmean(shares)
 
 
 async def _through_socket(client: Client, queries: list[tuple[str, str]]) -> dict[str, list[float]]:
@@ -90,39 +99,27 @@ async def _through_socket(client: Client, queries: list[tuple[str, str]]) -> dic
 
 
 async def _one_size(ctx: Context, n: int) -> list[Row]:
-    store, plain = ctx.work / f"facts-{n}.db", ctx.work / f"plain-{n}.db"
-    started = time.perf_counter()
-    build_facts(store, n)
-    built = time.perf_counter() - started
-    started = time.perf_counter()
-    build_plain(plain, n)
-    plain_s = time.perf_counter() - started
+    store = cached(ctx.cache, f"recall-{n}", build_facts, n)
+    path = Path(store.path)
     queries = _queries(ctx.size.recall_queries)
     async with running(
-        ctx.work / f"recall-{n}", NO_LLM, store={"path": str(store)}, distill={"enabled": False}
+        ctx.work / f"recall-{n}", NO_LLM, store={"path": store.path}, distill={"enabled": False}
     ) as daemon:
         client = await daemon.client()
         timed = await _through_socket(client, queries)
         await client.aclose()
-    bare = await _in_process(store, queries)
-    at = f"recall: {n:,} facts,"
-    baseline = "same query in-process, no daemon"
+    (bare_median, bare_p99) = _stats(await _bare(path, queries))
+    at = f"recall: {n:,} facts + {n:,} turns,"
+    baseline = f"bare FTS5 MATCH, ORDER BY rank LIMIT {LIMIT}"
     rows = []
     for endpoint in ("search", "context"):
-        (median, p99), (floor_median, floor_p99) = _stats(timed[endpoint]), _stats(bare[endpoint])
+        median, p99 = _stats(timed[endpoint])
         rows += [
-            Row(f"{at} {endpoint} median", median, "ms", baseline, floor_median),
-            Row(f"{at} {endpoint} p99", p99, "ms", baseline, floor_p99),
+            Row(f"{at} {endpoint} median", median, "ms", baseline, bare_median),
+            Row(f"{at} {endpoint} p99", p99, "ms", baseline, bare_p99),
         ]
-    plain_table = "the same rows, plain table"
-    rows += [
-        Row(f"{at} time to build", built, "s", plain_table, plain_s),
-        Row(f"{at} size on disk", size_mb(store), "MB", plain_table, size_mb(plain)),
-    ]
-    for path in (store, plain):
-        for p in path.parent.glob(path.name + "*"):
-            p.unlink()
-    return rows
+    share = overlap(path, queries)
+    return [*rows, Row(f"{at} top-10 overlap", share, "share", "ranking every match", 1.0)]
 
 
 async def measure(ctx: Context) -> list[Row]:

@@ -15,7 +15,7 @@ class Size:
     ingest_bulk: int  # interactions per NDJSON request in the bulk scenario
     burst: int  # conversation turns in the batching burst
     llm_latency: float  # seconds the fake LLM takes per call in the batching burst
-    recall_facts: tuple[int, ...]  # store sizes, in facts, for the recall latencies
+    recall_facts: tuple[int, ...]  # store sizes, in facts (and as many turns), for recall
     recall_queries: int  # queries per endpoint and store size
     backlog: int  # interactions waiting on the stalled LLM, also the large store for start
     backlog_bytes: int  # approximate size of that store on disk
@@ -25,6 +25,7 @@ class Size:
     consolidate_facts: int = 1_000  # facts in the scope the consolidation step consolidates
 
 
+RECALL_MILLION = 1_000_000  # the store `--recall-million` adds: minutes to build the first time
 SIZES = {
     "quick": Size(
         "quick", ingest=300, ingest_bulk=100, burst=40, llm_latency=0.02,
@@ -33,7 +34,7 @@ SIZES = {
     ),
     "default": Size(
         "default", ingest=10_000, ingest_bulk=1_000, burst=1_000, llm_latency=0.2,
-        recall_facts=(10_000, 100_000, 1_000_000), recall_queries=100, backlog=1_000_000,
+        recall_facts=(10_000, 100_000), recall_queries=100, backlog=1_000_000,
         backlog_bytes=1 << 30, starts=3, scrub=5_000, quality_conversations=2,
     ),
     "large": Size(

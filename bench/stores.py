@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from bench.corpus import Turn, interaction, log_row, sentence
+from bench.corpus import NAMES, Turn, interaction, log_row, sentence
 from bench.sizes import Context
 from forged.models import normalise
 from forged.schema import MIGRATIONS
@@ -25,6 +25,8 @@ ROW_OVERHEAD = 340  # bytes an interaction row costs besides its text (columns, 
 SCOPES = 100  # facts spread over this many scopes; queries name one
 FACTS_PER_SUMMARY = 10  # one summary row per this many facts
 SPAN_DAYS = 365  # facts are dated over the last year, so recency decay has work to do
+BARE = "bench_bare_fts"  # every text of a recall store in a plain full-text table: the baseline
+BARE_TOKENIZER = "tokenize='porter unicode61 remove_diacritics 2'"  # the one forged's use
 SCHEMA = hashlib.sha256("".join(sql for _, sql in MIGRATIONS).encode()).hexdigest()[:10]
 _INSERT_LOG = """INSERT INTO interactions
     (client_id, scope, session, timestamp, received_at, tokens, messages, metadata)
@@ -122,8 +124,17 @@ def _reindex(conn: sqlite3.Connection, triggers: list[str], indexes: tuple[str, 
     conn.execute("COMMIT")
 
 
+def _interaction_rows(n: int, now: datetime) -> Iterator[tuple[Any, ...]]:
+    for i in range(n):
+        at = (now - timedelta(days=SPAN_DAYS * (n - i) / n)).isoformat(timespec="milliseconds")
+        at = at.replace("+00:00", "Z")
+        said = [{"role": "user", "name": NAMES[i % len(NAMES)], "text": sentence(n + i)[0]}]
+        yield (f"r{i}", f"user:{i % SCOPES}", None, at, at, 20, msgspec.json.encode(said), None)
+
+
 def build_facts(path: Path, n: int) -> None:
-    """`n` facts (and a summary per ten) over `SCOPES` scopes, indexed as forged's schema says.
+    """`n` facts, a summary per ten and `n` interactions over `SCOPES` scopes, indexed as
+    forged's schema says, and the same texts in a bare full-text table (`BARE`).
 
     The full-text indexes are built once after the load rather than row by row through the
     schema's triggers: the same index, two to three times faster.
@@ -143,7 +154,17 @@ def build_facts(path: Path, n: int) -> None:
         " last_seq, first_at, last_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         _summary_rows(n, now),
     )
+    _load(conn, _INSERT_LOG, _interaction_rows(n, now))
     _reindex(conn, triggers, ("facts_fts", "summaries_fts"))
+    conn.executescript(f"""
+        BEGIN;
+        INSERT INTO interactions_fts (rowid, text, scope) SELECT seq, text, scope
+            FROM interactions_text;
+        CREATE VIRTUAL TABLE {BARE} USING fts5(text, content='', {BARE_TOKENIZER});
+        INSERT INTO {BARE} (text) SELECT text FROM facts UNION ALL SELECT text FROM summaries
+            UNION ALL SELECT text FROM interactions_text;
+        COMMIT;
+    """)
     _finish(conn)
 
 
@@ -174,22 +195,3 @@ def backlog_store(ctx: Context, corpus: list[Turn]) -> Built:
     size = ctx.size
     return cached(ctx.cache, f"backlog-{size.backlog}", build_backlog, corpus, size.backlog,
                   size.backlog_bytes)  # fmt: skip
-
-
-def build_plain(path: Path, n: int) -> None:
-    """The same fact rows in a table without indexes or triggers: the floor for building."""
-    for p in (path, path.with_name(path.name + "-wal")):
-        p.unlink(missing_ok=True)
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = OFF")
-    conn.execute(
-        "CREATE TABLE facts (kind, text, norm, scope, session, batch_id, first_seq,"
-        " last_seq, first_at, last_at, created_at, last_seen_at)"
-    )
-    _load(
-        conn,
-        "INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        _fact_rows(n, datetime.now(UTC)),
-    )
-    _finish(conn)

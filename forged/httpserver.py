@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import errno
+import math
 import socket
 import struct
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import h11
@@ -29,6 +31,9 @@ REFUSAL_LINGER = 1.0  # seconds a refused client has to send its request before 
 BUSY_RETRY_AFTER = 1  # seconds a client is told to wait while the body budget is spent
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _GONE = (trio.BrokenResourceError, trio.ClosedResourceError)  # the client closed or reset
+# What a connection's deadline bounds: waiting for a request to start, its head or body arriving,
+# the handler (unbounded), the response leaving.
+Phase = Literal["idle", "head", "body", "handle", "respond"]
 
 log = structlog.get_logger("forged.http")
 
@@ -61,10 +66,6 @@ def error_response(
     headers = (("retry-after", str(retry_after)),) if retry_after is not None else ()
     body = _ERROR.encode(ErrorAnswer(ErrorBody(code, message)))
     return Response(status, body, headers=headers)
-
-
-class _Timeout(Exception):
-    """The client started a request and was too slow to finish it."""
 
 
 class _TooLarge(Exception):
@@ -145,9 +146,26 @@ class _Connection:
         self.budget = budget
         self.reserved = 0  # bytes of the budget held by the current request's body
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
-        self.idle = True
+        self.phase: Phase = "idle"
         self.head_only = False  # the current request is HEAD: answer with headers alone
+        # The connection's one deadline, moved at each phase of a request rather than a scope
+        # per phase (each costs a scope's entry and exit); eviction cancels it too.
         self.scope = trio.CancelScope()
+
+    @property
+    def idle(self) -> bool:
+        """Waiting for a request to start: the connection may be evicted."""
+        return self.phase == "idle"
+
+    @property
+    def timed_out_receiving(self) -> bool:
+        """The deadline cut a request short while its head or body was arriving."""
+        return self.scope.cancelled_caught and self.phase in ("head", "body")
+
+    def _enter(self, phase: Phase, seconds: float) -> None:
+        """Start a phase that may last `seconds` from now."""
+        self.phase = phase
+        self.scope.deadline = trio.current_time() + seconds
 
     async def _next_event(self) -> h11.Event | type[h11.PAUSED] | type[h11.NEED_DATA]:
         while True:
@@ -159,21 +177,12 @@ class _Connection:
 
     async def _read_head(self) -> h11.Request | None:
         """Wait up to `idle_timeout` for a request to start, then `header_timeout` for its head."""
-        self.idle = True
+        self._enter("idle", self.limits.idle_timeout)
         event = self.conn.next_event()
         if event is h11.NEED_DATA:
-            data = None
-            with trio.move_on_after(self.limits.idle_timeout):
-                data = await self.stream.receive_some(RECEIVE_SIZE)
-            if data is None:
-                return None  # idle too long: close quietly
-            self.conn.receive_data(data)
-            self.idle = False
-            with trio.move_on_after(self.limits.header_timeout) as timer:
-                event = await self._next_event()
-            if timer.cancelled_caught:
-                raise _Timeout
-        self.idle = False
+            self.conn.receive_data(await self.stream.receive_some(RECEIVE_SIZE))
+            self._enter("head", self.limits.header_timeout)
+            event = await self._next_event()
         if isinstance(event, h11.Request) and _head_size(event) > self.limits.max_header_bytes:
             # h11 caps only a head still incomplete; one that arrived whole in a read is checked here
             raise h11.RemoteProtocolError("the request head is too large", error_status_hint=431)
@@ -193,6 +202,7 @@ class _Connection:
         self.reserved = 0
 
     async def _read_body(self, head: h11.Request) -> bytes:
+        self._enter("body", self.limits.body_timeout)
         length = _declared_length(head)
         if length is not None and length > self.limits.max_body_bytes:
             raise _TooLarge
@@ -200,18 +210,15 @@ class _Connection:
         if self.conn.they_are_waiting_for_100_continue:
             await self._send(h11.InformationalResponse(status_code=100, headers=[]))
         chunks, size = [], 0
-        with trio.move_on_after(self.limits.body_timeout) as timer:
-            while not isinstance(event := await self._next_event(), h11.EndOfMessage):
-                if isinstance(event, h11.ConnectionClosed):
-                    raise h11.RemoteProtocolError("the client closed the connection mid-body")
-                if isinstance(event, h11.Data):
-                    size += len(event.data)
-                    if size > self.limits.max_body_bytes:
-                        raise _TooLarge
-                    self._reserve(size)  # a chunked body, whose size was not declared
-                    chunks.append(event.data)
-        if timer.cancelled_caught:
-            raise _Timeout
+        while not isinstance(event := await self._next_event(), h11.EndOfMessage):
+            if isinstance(event, h11.ConnectionClosed):
+                raise h11.RemoteProtocolError("the client closed the connection mid-body")
+            if isinstance(event, h11.Data):
+                size += len(event.data)
+                if size > self.limits.max_body_bytes:
+                    raise _TooLarge
+                self._reserve(size)  # a chunked body, whose size was not declared
+                chunks.append(event.data)
         return b"".join(chunks)
 
     async def _send(self, event: h11.Event) -> None:
@@ -219,8 +226,8 @@ class _Connection:
         if data:
             await self.stream.send_all(data)
 
-    async def respond(self, response: Response, *, close: bool = False) -> bool:
-        """Send the response in one write; False when the client did not take it in time.
+    async def respond(self, response: Response, *, close: bool = False) -> None:
+        """Send the response in one write, within `body_timeout` (else the deadline cuts it).
 
         To HEAD, only the head goes out, with the Content-Length a GET would get.
         """
@@ -232,23 +239,30 @@ class _Connection:
         if close:
             headers.append(("connection", "close"))
         if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
-            return False
+            return
         head = self.conn.send(h11.Response(status_code=response.status, headers=headers)) or b""
         body = b"" if self.head_only else self.conn.send(h11.Data(data=response.body)) or b""
         end = self.conn.send(h11.EndOfMessage()) or b""
-        with trio.move_on_after(self.limits.body_timeout) as timer:
-            await self.stream.send_all(head + body + end)  # one write: one wake-up for the client
-        return not timer.cancelled_caught
+        self._enter("respond", self.limits.body_timeout)
+        await self.stream.send_all(head + body + end)  # one write: one wake-up for the client
+
+    async def time_out(self) -> None:
+        """Answer 408 to a request whose head or body was too slow to arrive, under a new deadline."""
+        self.scope = trio.CancelScope()
+        with self.scope:
+            message = "the request took too long to arrive"
+            await self.respond(error_response(408, "request_timeout", message), close=True)
 
     async def _receive(self) -> tuple[h11.Request, bytes] | Response | None:
-        """The next whole request; an error response to close with; None when the client left."""
+        """The next whole request; an error response to close with; None when the client left.
+
+        A request too slow to arrive is cut by the deadline; `time_out` answers it.
+        """
         try:
             head = await self._read_head()
             if head is None:
                 return None
             return head, await self._read_body(head)
-        except _Timeout:
-            return error_response(408, "request_timeout", "the request took too long to arrive")
         except _TooLarge:
             message = f"the body is larger than {self.limits.max_body_bytes} bytes"
             return error_response(413, "body_too_large", message)
@@ -261,7 +275,11 @@ class _Connection:
             return error_response(status, code, f"malformed HTTP request: {exc}")
 
     async def serve(self, handler: Handler) -> None:
-        """Answer requests on this connection until it closes or misbehaves."""
+        """Answer requests on this connection until it closes or misbehaves.
+
+        Run inside `self.scope`: a phase past its deadline ends the connection; a response the
+        client does not read in time is cut, and nothing may follow it.
+        """
         while True:
             try:
                 received = await self._receive()
@@ -271,14 +289,12 @@ class _Connection:
                     await self.respond(received, close=True)
                     return
                 with self.in_flight:
-                    response = await handler(_request(*received))
-                    # a response the client does not read in time is cut: nothing may follow it
-                    if not await self.respond(response):
-                        return
+                    self._enter("handle", math.inf)
+                    await self.respond(await handler(_request(*received)))
             finally:
                 self._release()
-            if self.conn.our_state is h11.MUST_CLOSE or self.conn.their_state is h11.MUST_CLOSE:
-                return
+            if self.conn.our_state is not h11.DONE or self.conn.their_state is not h11.DONE:
+                return  # closing, or a response that could not be sent
             self.conn.start_next_cycle()
 
 
@@ -362,7 +378,8 @@ class HttpServer:
         the error rather than a failed write.
         """
         connection = _Connection(stream, self.limits, self._in_flight, self._budget)
-        await connection.respond(refusal, close=True)
+        with connection.scope:
+            await connection.respond(refusal, close=True)
         with trio.move_on_after(REFUSAL_LINGER):
             await stream.receive_some(RECEIVE_SIZE)
 
@@ -384,5 +401,7 @@ class HttpServer:
         try:
             with connection.scope:
                 await connection.serve(self.handler)
+            if connection.timed_out_receiving:
+                await connection.time_out()
         finally:
             self._connections.pop(connection, None)

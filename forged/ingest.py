@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Any
 
 import msgspec
@@ -70,7 +71,8 @@ def _decode_json(body: bytes) -> list[Interaction]:
         raise _too_deep() from None
 
 
-def _decode_ndjson(body: bytes) -> list[Interaction]:
+def _decode_lines(body: bytes) -> list[Interaction]:
+    """NDJSON line by line: slower, but it says on which line the body breaks."""
     items = []
     for number, line in enumerate(body.split(b"\n"), start=1):
         if not line.strip():
@@ -81,6 +83,18 @@ def _decode_ndjson(body: bytes) -> list[Interaction]:
             raise _invalid(exc, line, f"line {number}: ") from exc
         except RecursionError:
             raise _too_deep(f"line {number}: ") from None
+    return items
+
+
+def _decode_ndjson(body: bytes) -> list[Interaction]:
+    """All lines in one decode; a body it refuses, or where a value spans lines (one decode
+    accepts that, a line alone does not), is decoded line by line for the verdict."""
+    try:
+        items = _ONE.decode_lines(body)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return _decode_lines(body)
+    if len(items) != sum(1 for line in body.split(b"\n") if line.strip()):
+        return _decode_lines(body)
     return items
 
 
@@ -209,21 +223,39 @@ def _timestamp(value: str | None, received_at: str) -> str:
         raise InvalidRequest(400, "invalid_body", f"timestamp: {value!r} {exc}") from None
 
 
-def prepare(item: Interaction, received_at: str, at: str = "$") -> NewInteraction:
-    """Scrub every string of an interaction (one prefilter scan for all) and encode it for the log."""
+def _strings_of(item: Interaction) -> list[str]:
+    """Every string of an interaction, in the order `_scrubbed` takes them back: identifiers,
+    names, texts, metadata."""
     ids = [v for v in (item.id, item.scope, item.session) if v is not None]
     names = [m.name for m in item.messages if m.name]
-    texts = [m.text for m in item.messages]
     meta = _strings(item.metadata, []) if item.metadata else []
-    scrubbed = scrub_all([*ids, *names, *texts, *meta])
-    _unchanged_identifiers(item, scrubbed[: len(ids)], at)
-    clean_names = iter(scrubbed[len(ids) : len(ids) + len(names)])
-    clean_texts = scrubbed[len(ids) + len(names) : len(ids) + len(names) + len(texts)]
+    return [*ids, *names, *(m.text for m in item.messages), *meta]
+
+
+def _scrubbed(item: Interaction, clean: list[str], at: str) -> tuple[list[Message], Any]:
+    """The messages and metadata rebuilt from an interaction's scrubbed strings."""
+    ids = [v for v in (item.id, item.scope, item.session) if v is not None]
+    _unchanged_identifiers(item, clean[: len(ids)], at)
+    names = sum(1 for m in item.messages if m.name)
+    clean_names = iter(clean[len(ids) : len(ids) + names])
+    texts = clean[len(ids) + names : len(ids) + names + len(item.messages)]
     messages = [
         Message(role=m.role, text=text, name=next(clean_names) if m.name else None)
-        for m, text in zip(item.messages, clean_texts, strict=True)
+        for m, text in zip(item.messages, texts, strict=True)
     ]
-    clean_meta = iter(scrubbed[len(ids) + len(names) + len(texts) :])
+    meta = iter(clean[len(ids) + names + len(messages) :])
+    return messages, _rebuild(item.metadata, meta, None) if item.metadata else None
+
+
+def _prepared(
+    item: Interaction, strings: list[str], clean: list[str], received_at: str, at: str
+) -> NewInteraction:
+    """The log's row of an interaction; when scrubbing changed none of its strings (nearly
+    always), its messages are encoded as decoded, nothing rebuilt."""
+    if clean == strings and not item.metadata:
+        messages, metadata = item.messages, None
+    else:
+        messages, metadata = _scrubbed(item, clean, at)
     return NewInteraction(
         client_id=item.id,
         scope=item.scope,
@@ -234,13 +266,20 @@ def prepare(item: Interaction, received_at: str, at: str = "$") -> NewInteractio
             estimate_tokens(m.text) + (estimate_tokens(m.name) if m.name else 0) for m in messages
         ),
         messages=_JSON.encode(messages),
-        metadata=_JSON.encode(_rebuild(item.metadata, clean_meta, None)) if item.metadata else None,
+        metadata=None if metadata is None else _JSON.encode(metadata),
     )
 
 
-def _prepare_all(items: list[Interaction], received_at: str) -> list[NewInteraction]:
+def prepare_all(items: list[Interaction], received_at: str) -> list[NewInteraction]:
+    """Scrub every string of the interactions (one prefilter scan for them all) and encode each
+    for the log; an identifier holding a secret refuses the request."""
+    strings = [_strings_of(item) for item in items]
+    scrubbed = iter(scrub_all([s for own in strings for s in own]))
     where = (f"$[{i}]" if len(items) > 1 else "$" for i in range(len(items)))
-    return [prepare(item, received_at, at) for item, at in zip(items, where, strict=True)]
+    return [
+        _prepared(item, own, list(islice(scrubbed, len(own))), received_at, at)
+        for item, own, at in zip(items, strings, where, strict=True)
+    ]
 
 
 class _Pending:
@@ -292,9 +331,9 @@ class Ingest:
         try:
             received_at = now()
             if sum(len(m.text) for i in items for m in i.messages) > OFFLOAD_CHARS:
-                rows = await trio.to_thread.run_sync(_prepare_all, items, received_at)
+                rows = await trio.to_thread.run_sync(prepare_all, items, received_at)
             else:
-                rows = _prepare_all(items, received_at)
+                rows = prepare_all(items, received_at)
             pending = _Pending(rows)
             await self._send.send(pending)
             await pending.done.wait()

@@ -12,13 +12,17 @@ from __future__ import annotations
 import bisect
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import accumulate, count
+from operator import add
 from typing import Any, Protocol
 
 # Between joined strings: no anchor needs to match across it, and a match that spans it only
 # flags a string more, which costs an exact scan and changes nothing.
 _SEPARATOR = "\n"
 _NOTHING: frozenset[int] = frozenset()
+# Bytes that start a UTF-8 character (all but continuation bytes 0x80-0xBF).
+_CHARACTER_STARTS = bytes([*range(0x80), *range(0xC0, 0x100)])
 
 # The standard library's regex parser (private, so read defensively) and the node types of its
 # parse trees, read to find an anchor's literals.
@@ -147,11 +151,13 @@ class HyperscanPrefilter:
         self._db.scan(data, _collect, context=hits, scratch=self._thread_scratch())
         if not hits:
             return None
-        starts = _byte_starts(texts, ascii_only=len(data) == len(joined))
-        found: list[set[int]] = [set() for _ in texts]
-        for end, rule in hits:  # a match belongs to the string it ends in
-            found[bisect.bisect_right(starts, max(end - 1, 0)) - 1].add(rule)
-        return [frozenset(rules) if rules else _NOTHING for rules in found]
+        found: dict[int, set[int]] = {}
+        for index, rule in _owners(texts, data, hits, ascii_only=len(data) == len(joined)):
+            found.setdefault(index, set()).add(rule)
+        flags = [_NOTHING] * len(texts)  # per string only what C does: batches hold thousands
+        for index, rules in found.items():
+            flags[index] = frozenset(rules)
+        return flags
 
 
 def _collect(rule: int, _start: int, end: int, _flags: int, hits: list[tuple[int, int]]) -> None:
@@ -159,13 +165,23 @@ def _collect(rule: int, _start: int, end: int, _flags: int, hits: list[tuple[int
     hits.append((end, rule))
 
 
-def _byte_starts(texts: Sequence[str], *, ascii_only: bool) -> list[int]:
-    """Offset of each string in the joined, encoded buffer."""
-    starts, offset = [], 0
-    for text in texts:
-        starts.append(offset)
-        offset += (len(text) if ascii_only else len(text.encode("utf-8", "surrogatepass"))) + 1
-    return starts
+def _owners(
+    texts: Sequence[str], data: bytes, hits: list[tuple[int, int]], *, ascii_only: bool
+) -> Iterator[tuple[int, int]]:
+    """For each hit, the string its last byte is in (a match belongs to the string it ends in).
+
+    Byte offsets become character offsets by counting the UTF-8 bytes that start a character,
+    between one hit and the next; the strings' starts are character offsets in the joined text.
+    """
+    starts = list(map(add, accumulate(map(len, texts), initial=0), count()))  # + separators
+    read, chars = 0, 0
+    for end, rule in sorted(hits):
+        last = max(end - 1, 0)
+        if not ascii_only:
+            chunk = data[read : last + 1]
+            chars += len(chunk) - len(chunk.translate(None, _CHARACTER_STARTS))
+            read, last = last + 1, chars - 1
+        yield bisect.bisect_right(starts, last) - 1, rule
 
 
 def best(anchors: Sequence[str]) -> Prefilter:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import heapq
+import json
+import math
 import re
 import sqlite3
 import sys
@@ -35,6 +39,12 @@ MAX_QUERY_TERMS = 64  # words of a query that are searched; an agent may pass a 
 UNIX_EPOCH_JULIAN_DAY = 2440587.5  # julianday('1970-01-01'), to compare with SQLite's dates
 SECONDS_PER_DAY = 86400.0
 SELECTIVE_MIN_ROWS = 1000  # below this many rows every word of a query makes a row match
+STREAMED_MIN_ROWS = 20_000  # below this many rows a search scores every match of the scope
+KNOWN_LINE_TOKENS = 12  # a known fact's line beside its text: "[fact N] (kind, date) "
+RECOUNT_SHARE = 0.1  # a word's share of a table is counted again once the table grew this much
+COUNTS_KEPT = 4096  # phrases whose count of rows is remembered (then forgotten all at once)
+BM25_K1 = 1.2  # FTS5's bm25() term-frequency saturation: a phrase adds under IDF * (k1 + 1)
+RARE_SHARE = 0.5  # a phrase weighing less than this share of the query's heaviest is common
 RECENCY_FLOOR = 0.5  # the least share of its score an item keeps however old it is
 RRF_K = 60  # reciprocal rank fusion: an item scores weight / (RRF_K + its rank in its list)
 FUSION_WEIGHT: dict[str, float] = {"fact": 1.0, "summary": 0.5, "interaction": 1.0}
@@ -58,33 +68,44 @@ _QUOTE_MARK = "\u2039"  # SINGLE LEFT-POINTING ANGLE QUOTATION MARK stands in fo
 # Recency: the score halves with each half-life since it happened, down to RECENCY_FLOOR of
 # it, so that what is recent wins among equals and what is old but relevant is still found.
 _DECAY = "(:floor + (1 - :floor) * pow(0.5, max(0.0, :now - julianday({at})) / :half_life))"
-_SEARCH = {  # CROSS JOIN: the index drives, never one full-text query per row of the scope
-    "fact": f"""
-        SELECT f.id, f.kind, f.scope, f.session, f.text, f.created_at, f.last_seen_at,
-               f.first_seq, f.last_seq, f.first_at, f.last_at,
-               -bm25(facts_fts) * {_DECAY.format(at="f.last_at")},
-               f.superseded_by, f.invalid_at
-        FROM facts_fts CROSS JOIN facts AS f ON f.id = facts_fts.rowid
-        WHERE facts_fts MATCH :match AND f.scope = :scope {{filters}}
-        ORDER BY 12 DESC, f.id DESC LIMIT :limit
-    """,
-    "summary": f"""
-        SELECT s.id, 'summary', s.scope, s.session, s.text, s.created_at, s.created_at,
-               s.first_seq, s.last_seq, s.first_at, s.last_at,
-               -bm25(summaries_fts) * {_DECAY.format(at="s.last_at")}, s.condensed_into, NULL
-        FROM summaries_fts CROSS JOIN summaries AS s ON s.id = summaries_fts.rowid
-        WHERE summaries_fts MATCH :match AND s.scope = :scope {{filters}}
-        ORDER BY 12 DESC, s.id DESC LIMIT :limit
-    """,
-    "interaction": f"""
-        SELECT i.seq, 'interaction', i.scope, i.session, i.messages, i.received_at,
-               i.received_at, i.seq, i.seq, i.timestamp, i.timestamp,
-               -bm25(interactions_fts) * {_DECAY.format(at="i.timestamp")}, NULL, NULL
-        FROM interactions_fts CROSS JOIN interactions AS i ON i.seq = interactions_fts.rowid
-        WHERE interactions_fts MATCH :match AND i.scope = :scope {{filters}}
-        ORDER BY 12 DESC, i.seq DESC LIMIT :limit
-    """,
+SCORE = 11  # where the score sits in the row _item reads, after _COLUMNS
+_COLUMNS = {  # an item's row, in the order _item reads it
+    "fact": "f.id, f.kind, f.scope, f.session, f.text, f.created_at, f.last_seen_at, f.first_seq,"
+    " f.last_seq, f.first_at, f.last_at",
+    "summary": "s.id, 'summary', s.scope, s.session, s.text, s.created_at, s.created_at,"
+    " s.first_seq, s.last_seq, s.first_at, s.last_at",
+    "interaction": "i.seq, 'interaction', i.scope, i.session, i.messages, i.received_at,"
+    " i.received_at, i.seq, i.seq, i.timestamp, i.timestamp",
 }
+_LATER = {  # what _item reads after the score: what retired the item, and when
+    "fact": "f.superseded_by, f.invalid_at", "summary": "s.condensed_into, NULL",
+    "interaction": "NULL, NULL",
+}  # fmt: skip
+# The winners' rows, with their recency decay.
+_ROWS = """
+    SELECT {columns}, {decay}, {later} FROM {table} AS {alias}
+    WHERE {alias}.{key} IN (SELECT value FROM json_each(:ids))
+"""
+# Every match of the scope scored and joined to its row in one statement: for a small table,
+# fewer round trips than reading matches best first. CROSS JOIN: the index drives.
+_SCORED = """
+    SELECT {columns}, -bm25({fts}, 1.0, 0.0) * {decay}, {later}
+    FROM {fts} CROSS JOIN {table} AS {alias} ON {alias}.{key} = {fts}.rowid
+    WHERE {fts} MATCH :match AND {alias}.scope = :scope {filters}
+    ORDER BY 12 DESC, 1 DESC LIMIT :limit
+"""
+# The candidates the index found that pass the filters (SQL's), with their recency decay: only
+# the key and a number per candidate, so that reading many costs little.
+_DECAYS = """
+    SELECT {alias}.{key}, {decay} FROM {table} AS {alias}
+    WHERE {alias}.{key} IN (SELECT value FROM json_each(:ids)) AND {alias}.scope = :scope {filters}
+"""
+_KEY_AND_TIME: dict[MemoryType, tuple[str, str]] = {
+    "fact": ("id", "last_at"), "summary": ("id", "last_at"), "interaction": ("seq", "timestamp")
+}  # fmt: skip
+# The index's matches in the scope, best BM25 first ('rank' is BM25 over the text column).
+_MATCHES = "SELECT rowid, -rank FROM {fts} WHERE {fts} MATCH ? ORDER BY rank"
+FIRST_CANDIDATES = 32  # matches looked up at first; each further lookup takes twice as many
 _FTS: dict[MemoryType, str] = {
     "fact": "facts_fts", "summary": "summaries_fts", "interaction": "interactions_fts"
 }  # fmt: skip
@@ -116,6 +137,8 @@ _SUMMARY_COLUMNS = (
     " last_at, condensed_into"
 )
 _MESSAGES = msgspec.json.Decoder(list[Message])
+# (database file, index, phrase) -> (rows then, rows holding the phrase): see _Counts
+_COUNTED: dict[tuple[str, str, str], tuple[int, int]] = {}
 
 
 class SearchQuery(msgspec.Struct, frozen=True):
@@ -151,22 +174,73 @@ def fts_query(phrases: list[str]) -> str:
     return " OR ".join(phrases)
 
 
-def _selective(conn: sqlite3.Connection, table: MemoryType, phrases: list[str]) -> list[str]:
+class _Counts:
+    """One table's bound on its row count and how many of its rows hold each phrase.
+
+    Counting is a pass over the phrase's postings, so a count is kept for the next queries of
+    the same database while the table stays within RECOUNT_SHARE of the size it had then.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, table: MemoryType) -> None:
+        key = _KEY_AND_TIME[table][0]  # keys start at 1 and are never reused: max >= count
+        sql = f"SELECT coalesce(max({key}), 0) FROM {_CONTENT[table]}"
+        self.conn, self.fts, self.rows = conn, _FTS[table], int(conn.execute(sql).fetchone()[0])
+
+    @functools.cached_property
+    def database(self) -> str:
+        """The database file, which the kept counts are of ("" in memory: none kept)."""
+        return str(self.conn.execute("PRAGMA database_list").fetchone()[2])
+
+    def documents(self, phrase: str, *, fresh: bool = False) -> int:
+        """The rows holding a phrase, counted up to just over half; `fresh` counts again."""
+        rows, key = self.rows, (self.database, self.fts, phrase)
+        known = _COUNTED.get(key)
+        if (
+            not fresh
+            and self.database
+            and known
+            and abs(rows - known[0]) <= RECOUNT_SHARE * known[0]
+        ):
+            return known[1]
+        count = f"SELECT count(*) FROM (SELECT 1 FROM {self.fts} WHERE {self.fts} MATCH ? LIMIT ?)"
+        (documents,) = self.conn.execute(count, (f"text : {phrase}", rows // 2 + 1)).fetchone()
+        if len(_COUNTED) >= COUNTS_KEPT:
+            _COUNTED.clear()
+        _COUNTED[key] = (rows, int(documents))
+        return int(documents)
+
+    def weight(self, phrase: str, *, fresh: bool = False) -> float:
+        """FTS5's bm25() IDF of a phrase; with a `fresh` count, never below the true one
+        (more rows, more weight, and `rows` bounds the row count from above)."""
+        documents = self.documents(phrase, fresh=fresh)
+        return max(1e-6, math.log((self.rows - documents + 0.5) / (documents + 0.5)))
+
+
+def _selective(counts: _Counts, phrases: list[str]) -> list[str]:
     """Drop the phrases found in more than half the rows of a large table, unless all are.
 
     BM25 gives such a word no weight (FTS5 clamps its IDF to almost zero), yet in an OR query
     it makes nearly every row a match whose score must be computed: "the" or "was" in a
     question would cost a pass over the whole index.
     """
-    fts = _FTS[table]
-    key = "seq" if table == "interaction" else "id"
-    (rows,) = conn.execute(f"SELECT coalesce(max({key}), 0) FROM {_CONTENT[table]}").fetchone()
-    if rows < SELECTIVE_MIN_ROWS:
+    if counts.rows < SELECTIVE_MIN_ROWS:
         return phrases
-    half = rows // 2  # max(rowid) bounds the row count from above: it never drops too much
-    count = f"SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT ?)"
-    kept = [p for p in phrases if conn.execute(count, (p, half + 1)).fetchone()[0] <= half]
+    kept = [p for p in phrases if counts.documents(p) <= counts.rows // 2]
     return kept or phrases
+
+
+def _ceiling(counts: _Counts, phrases: list[str], *, fresh: bool = False) -> float:
+    """More than the BM25 of any row that holds no phrase but these (with `fresh` counts):
+    FTS5's bm25() gives a phrase less than its weight times (BM25_K1 + 1)."""
+    return (BM25_K1 + 1) * sum(counts.weight(p, fresh=fresh) for p in phrases)
+
+
+def _split(counts: _Counts, phrases: list[str]) -> tuple[list[str], list[str]]:
+    """The phrases weighing at least RARE_SHARE of the heaviest one, and the others."""
+    weight = {p: counts.weight(p) for p in phrases}
+    heaviest = max(weight.values())
+    rare = [p for p in phrases if weight[p] >= RARE_SHARE * heaviest]
+    return rare, [p for p in phrases if weight[p] < RARE_SHARE * heaviest]
 
 
 def julian_now() -> float:
@@ -202,6 +276,29 @@ def _filters(table: MemoryType, query: SearchQuery, params: dict[str, Any]) -> s
     return filters
 
 
+def scope_token(scope: str) -> str:
+    """The token that stands for a scope in the full-text indexes (schema.SCOPE_TOKEN)."""
+    return f"s{scope.encode().hex()}0"
+
+
+def _scoped_match(scope: str, phrases: list[str]) -> str:
+    """The FTS5 query for any of the phrases in the text of one scope's rows."""
+    return f'scope : "{scope_token(scope)}" AND text : ({fts_query(phrases)})'
+
+
+def _decayed(
+    conn: sqlite3.Connection, sql: str, params: dict[str, Any], keys: Iterable[int]
+) -> dict[int, float]:
+    """The recency decay of each candidate that passes the query's filters."""
+    params["ids"] = json.dumps(list(keys))
+    return dict(conn.execute(sql, params))
+
+
+def _best(bm25: dict[int, float], decay: dict[int, float], limit: int) -> list[tuple[float, int]]:
+    """The `limit` best candidates by BM25 times decay, as (score, key)."""
+    return heapq.nlargest(limit, ((bm25[key] * d, key) for key, d in decay.items()))
+
+
 def ranked(
     conn: sqlite3.Connection,
     table: MemoryType,
@@ -209,17 +306,145 @@ def ranked(
     half_life: float,
     now: float,
 ) -> list[MemoryItem]:
-    """One table's best matches, by BM25 times the decay of when they happened."""
+    """One table's best matches, by BM25 times the decay of when they happened.
+
+    The index gives the scope's matches by BM25 alone; their decays are read best first, a few
+    at a time, and the reading stops once the results are better than BM25 times the largest
+    decay (1) of the next match: nothing after it can enter. Only the winners' rows are read in
+    full. The answer is the exact ranking. A table under STREAMED_MIN_ROWS rows has too few
+    matches for this to pay: one statement scores them all.
+    """
     phrases = query_phrases(query.q)
     if not phrases:
         return []
-    match = fts_query(_selective(conn, table, phrases))
-    params: dict[str, Any] = {"match": match, "scope": query.scope, "limit": query.limit,
-                              "now": now, "half_life": half_life,
+    counts = _Counts(conn, table)
+    phrases = _selective(counts, phrases)
+    params: dict[str, Any] = {"scope": query.scope, "now": now, "half_life": half_life,
                               "floor": RECENCY_FLOOR}  # fmt: skip
     filters = _filters(table, query, params)
-    rows = conn.execute(_SEARCH[table].format(filters=filters), params).fetchall()
-    return [_item(table, r) for r in rows]
+    if counts.rows < STREAMED_MIN_ROWS:
+        return _small(conn, table, query, phrases, params, filters)
+    decays = _DECAYS.format(filters=filters, **_names(table))
+    rare, common = _split(counts, phrases)
+    best = _pruned(conn, counts, query, decays, params, rare, common) if common else None
+    if best is None:
+        best = _streamed(conn, table, query, decays, params, phrases)
+    return _items(conn, table, best, params)
+
+
+def _streamed(
+    conn: sqlite3.Connection,
+    table: MemoryType,
+    query: SearchQuery,
+    decays: str,
+    params: dict[str, Any],
+    phrases: list[str],
+) -> list[tuple[float, int]]:
+    """The best of all matches, read best BM25 first until nothing left can enter."""
+    match = _scoped_match(query.scope, phrases)
+    matches = conn.execute(_MATCHES.format(fts=_FTS[table]), (match,))
+    best: list[tuple[float, int]] = []
+    size = FIRST_CANDIDATES
+    try:
+        while batch := matches.fetchmany(size):
+            if len(best) == query.limit and best[-1][0] > batch[0][1]:
+                break
+            bm25 = dict(batch)
+            scored = _best(bm25, _decayed(conn, decays, params, bm25), query.limit)
+            best = heapq.nlargest(query.limit, best + scored)
+            size *= 2
+    finally:
+        matches.close()
+    return best
+
+
+def _pruned(
+    conn: sqlite3.Connection,
+    counts: _Counts,
+    query: SearchQuery,
+    decays: str,
+    params: dict[str, Any],
+    rare: list[str],
+    common: list[str],
+) -> list[tuple[float, int]] | None:
+    """The best of the matches that hold a rare phrase, if no row holding only common ones can
+    beat them (their BM25 stays under `_ceiling`); else None.
+
+    A word common in the scope ("report" in every note of a team) makes every row of it a
+    match whose BM25 must be computed; a rare word of the same query finds far fewer.
+    """
+    scores = f"SELECT rowid, -rank FROM {counts.fts} WHERE {counts.fts} MATCH ?"
+    with_rare = _scoped_match(query.scope, rare)
+    bm25 = dict(conn.execute(scores, (with_rare,)))  # exact where no common phrase is held too
+    decay = _decayed(conn, decays, params, bm25)
+    best = _best(bm25, decay, query.limit)  # each at most its score: a bound from below
+    if len(best) < query.limit or best[-1][0] <= _ceiling(counts, common):
+        return None
+    bm25 |= conn.execute(scores, (f"{with_rare} AND text : ({fts_query(common)})",))
+    best = _best(bm25, decay, query.limit)
+    return best if best[-1][0] > _ceiling(counts, common, fresh=True) else None
+
+
+def _items(
+    conn: sqlite3.Connection,
+    table: MemoryType,
+    best: list[tuple[float, int]],
+    params: dict[str, Any],
+) -> list[MemoryItem]:
+    """The winners' rows as items, best first, with the scores that ranked them (a row
+    forgotten since it was ranked is left out)."""
+    params["ids"] = json.dumps([key for _, key in best])
+    rows = {row[0]: row for row in conn.execute(_ROWS.format(**_names(table)), params)}
+    return [
+        _item(table, (*rows[key][:SCORE], score, *rows[key][SCORE + 1 :]))
+        for score, key in best
+        if key in rows
+    ]
+
+
+def _small(
+    conn: sqlite3.Connection,
+    table: MemoryType,
+    query: SearchQuery,
+    phrases: list[str],
+    params: dict[str, Any],
+    filters: str,
+) -> list[MemoryItem]:
+    """A small table's best matches, every one of the scope scored in one statement."""
+    sql = _SCORED.format(filters=filters, **_names(table))
+    params |= {"match": _scoped_match(query.scope, phrases), "limit": query.limit}
+    return [_item(table, row) for row in conn.execute(sql, params)]
+
+
+def _names(table: MemoryType) -> dict[str, str]:
+    """What the statements above call a table's parts."""
+    (key, at), alias = _KEY_AND_TIME[table], _ALIAS[table]
+    return {"table": _CONTENT[table], "alias": alias, "key": key, "fts": _FTS[table],
+            "columns": _COLUMNS[table], "decay": _DECAY.format(at=f"{alias}.{at}"),
+            "later": _LATER[table]}  # fmt: skip
+
+
+_EXACT = """
+    SELECT c.{key} FROM {fts} JOIN {table} AS c ON c.{key} = {fts}.rowid
+    WHERE {fts} MATCH :match AND c.scope = :scope
+    ORDER BY -bm25({fts}, 1.0, 0.0) * {decay} DESC, c.{key} DESC LIMIT :limit
+"""  # every match of every scope joined to its row: the ranking `ranked` gives, without shortcut
+
+
+def exact_ids(
+    conn: sqlite3.Connection, table: MemoryType, query: SearchQuery, half_life: float, now: float
+) -> list[int]:
+    """The ids `ranked` must return for a query without filters, by scoring every match."""
+    phrases = query_phrases(query.q)
+    if not phrases:
+        return []
+    key, at = _KEY_AND_TIME[table]
+    sql = _EXACT.format(fts=_FTS[table], table=_CONTENT[table], key=key,
+                        decay=_DECAY.format(at=f"c.{at}"))  # fmt: skip
+    params = {"match": f"text : ({fts_query(_selective(_Counts(conn, table), phrases))})",
+              "scope": query.scope, "limit": query.limit, "now": now, "half_life": half_life,
+              "floor": RECENCY_FLOOR}  # fmt: skip
+    return [k for (k,) in conn.execute(sql, params)]
 
 
 def _turn_text(messages: bytes) -> tuple[str, str]:
@@ -486,10 +711,17 @@ class Recall:
         return pack(await self.search(candidates), budget_tokens)
 
     async def related(self, scope: str, text: str, budget_tokens: int) -> list[MemoryItem]:
-        """The scope's current facts that recall finds for `text`, best first, packed into
-        `budget_tokens`: what a distiller is shown beside a transcript."""
+        """The scope's current facts that recall finds for `text`, best first, while they fit
+        `budget_tokens`: what a distiller is shown beside a transcript. Near-duplicates stay
+        (unlike in a context block): a new state must be able to replace every one of them."""
         query = SearchQuery(q=text, scope=scope, limit=self.config.max_limit, types=("fact",))
-        return (await self.context(query, budget_tokens)).items
+        shown, used = [], 0
+        for fact in await self.search(query):
+            cost = estimate_tokens(fact.text) + KNOWN_LINE_TOKENS
+            if used + cost <= budget_tokens:
+                shown.append(fact)
+                used += cost
+        return shown
 
     async def facts(self, page: Page) -> FactsPage:
         return await self.store.read(self._queries.list_facts, page)

@@ -25,6 +25,36 @@ _MEMORY_TRIGGERS = """
             INSERT INTO {table}_fts (rowid, text) VALUES (new.id, new.text);
         END;"""
 
+# A scope as one token of the full-text indexes: the hex of its UTF-8 bytes, so any scope is one
+# word, never FTS syntax; the final digit keeps the porter stemmer from shortening it.
+SCOPE_TOKEN = "('s' || hex({scope}) || '0')"
+_INDEX_TOKENIZER = "tokenize='porter unicode61 remove_diacritics 2'"
+# The scope column weighs nothing: BM25 ranks by the text alone.
+_RANK_BY_TEXT = "INSERT INTO {fts} ({fts}, rank) VALUES ('rank', 'bm25(1.0, 0.0)')"
+# A memory table's index: its text and its scope as a token, read from a view of the table.
+_SCOPED_INDEX = f"""
+        CREATE VIEW {{table}}_text (id, text, scope) AS
+            SELECT id, text, {SCOPE_TOKEN.format(scope="scope")} FROM {{table}};
+        CREATE VIRTUAL TABLE {{table}}_fts USING fts5(
+            text, scope, content='{{table}}_text', content_rowid='id', {_INDEX_TOKENIZER}
+        );
+        {_RANK_BY_TEXT.format(fts="{table}_fts")};
+        CREATE TRIGGER {{table}}_fts_insert AFTER INSERT ON {{table}} BEGIN
+            INSERT INTO {{table}}_fts (rowid, text, scope)
+                VALUES (new.id, new.text, {SCOPE_TOKEN.format(scope="new.scope")});
+        END;
+        CREATE TRIGGER {{table}}_fts_delete AFTER DELETE ON {{table}} BEGIN
+            INSERT INTO {{table}}_fts ({{table}}_fts, rowid, text, scope)
+                VALUES ('delete', old.id, old.text, {SCOPE_TOKEN.format(scope="old.scope")});
+        END;
+        CREATE TRIGGER {{table}}_fts_update AFTER UPDATE OF text, scope ON {{table}} BEGIN
+            INSERT INTO {{table}}_fts ({{table}}_fts, rowid, text, scope)
+                VALUES ('delete', old.id, old.text, {SCOPE_TOKEN.format(scope="old.scope")});
+            INSERT INTO {{table}}_fts (rowid, text, scope)
+                VALUES (new.id, new.text, {SCOPE_TOKEN.format(scope="new.scope")});
+        END;
+        INSERT INTO {{table}}_fts ({{table}}_fts) VALUES ('rebuild');"""
+
 # Each entry is one schema version; append, never edit a released one.
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -293,6 +323,46 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             run_at TEXT NOT NULL,
             PRIMARY KEY (observer, scope)
         );
+        """,
+    ),
+    (
+        "the scope inside every full-text index, as a token a search matches with its words",
+        f"""
+        DROP TRIGGER facts_fts_insert;
+        DROP TRIGGER facts_fts_delete;
+        DROP TRIGGER facts_fts_update;
+        DROP TRIGGER summaries_fts_insert;
+        DROP TRIGGER summaries_fts_delete;
+        DROP TRIGGER summaries_fts_update;
+        DROP TRIGGER interactions_fts_insert;
+        DROP TRIGGER interactions_fts_delete;
+        DROP TABLE facts_fts;                       -- secure_delete zeroes the pages they held
+        DROP TABLE summaries_fts;
+        DROP TABLE interactions_fts;
+        DROP VIEW interactions_text;
+        {_SCOPED_INDEX.format(table="facts")}
+        {_SCOPED_INDEX.format(table="summaries")}
+        CREATE VIEW interactions_text (seq, text, scope) AS
+            SELECT seq, (SELECT group_concat(
+                       coalesce(json_extract(m.value, '$.name'), json_extract(m.value, '$.role'))
+                       || ': ' || json_extract(m.value, '$.text'), char(10))
+                   FROM json_each(CAST(messages AS TEXT)) AS m),
+                   {SCOPE_TOKEN.format(scope="scope")}
+            FROM interactions;
+        CREATE VIRTUAL TABLE interactions_fts USING fts5(
+            text, scope, content='interactions_text', content_rowid='seq', {_INDEX_TOKENIZER}
+        );
+        {_RANK_BY_TEXT.format(fts="interactions_fts")};
+        CREATE TRIGGER interactions_fts_insert AFTER INSERT ON interactions BEGIN
+            INSERT INTO interactions_fts (rowid, text, scope)
+                SELECT seq, text, scope FROM interactions_text WHERE seq = new.seq;
+        END;
+        CREATE TRIGGER interactions_fts_delete BEFORE DELETE ON interactions BEGIN
+            INSERT INTO interactions_fts (interactions_fts, rowid, text, scope)
+                SELECT 'delete', seq, text, scope FROM interactions_text WHERE seq = old.seq;
+        END;
+        INSERT INTO interactions_fts (rowid, text, scope) SELECT seq, text, scope
+            FROM interactions_text;                 -- not 'rebuild': see the interactions index
         """,
     ),
 )

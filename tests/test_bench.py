@@ -27,7 +27,7 @@ def _expected_rows() -> list[str]:
     quick = SIZES["quick"]
     rows = ["scrub: "] * 2 + ["ingest: "] * 4 + ["batching: "] * 3
     for n in quick.recall_facts:
-        rows += [f"recall: {n:,} facts, "] * 6
+        rows += [f"recall: {n:,} facts + {n:,} turns, "] * 5
     rows += ["memory: "] * 2 + ["start: "] * 2 + ["quality: "] * 2 + ["consolidate: "]
     if binaries() is None:  # the PostgreSQL step says it could not run
         return [*rows, "postgres: "]

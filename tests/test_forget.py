@@ -14,6 +14,7 @@ import trio
 
 from forged.config import Config, load_config
 from forged.daemon import Running
+from forged.recall import scope_token
 from tests import daemons
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.data import rows
@@ -213,11 +214,13 @@ async def test_forget_leaves_no_trace_in_the_file_bytes(
     """The erased text is in neither forged.db, -wal nor -shm; the other scope's text still is."""
     config, _, client = distilled
     before = database_bytes(config.store.path)
-    assert SECRET_WORD.encode() in before  # the check below could fail
+    scope_term = scope_token("secret")[2:].encode()  # past what a neighbour term may share
+    assert SECRET_WORD.encode() in before and scope_term in before  # the check below could fail
     await client.delete("/v1/scopes/secret")
     after = database_bytes(config.store.path)
     for form in (SECRET_WORD, SECRET_WORD.lower(), SECRET_WORD[1:-1].lower(), POISON.lower()):
         assert form.encode() not in after, form
+    assert scope_term not in after  # the scope's token left the full-text indexes
     assert KEPT_WORD.encode() in after
 
 

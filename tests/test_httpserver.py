@@ -154,3 +154,49 @@ async def test_a_response_the_client_does_not_read_closes_the_connection(
                 answer = await _read_all(stream)
     assert answer.count(b"HTTP/1.1 200 ") == 1
     assert len(answer) < size
+
+
+async def test_an_idle_keep_alive_connection_is_closed_quietly_at_idle_timeout(
+    short_tmp: Path,
+) -> None:
+    """After its answer, a connection that starts no other request is closed with nothing sent."""
+    with trio.fail_after(TIMEOUT):
+        async with _serving(short_tmp, idle_timeout=0.2) as (path, _):
+            answer = await _exchange(path, b"GET / HTTP/1.1\r\nhost: f\r\n\r\n")
+    assert answer.count(b"HTTP/1.1 ") == 1
+    assert answer.endswith(BODY)
+
+
+@pytest.mark.parametrize(
+    "partial",
+    [b"GET / HTTP/1.1\r\nhost:", b"POST / HTTP/1.1\r\nhost: f\r\ncontent-length: 10\r\n\r\n{"],
+    ids=["head", "body"],
+)
+async def test_a_request_slow_to_arrive_gets_408(short_tmp: Path, partial: bytes) -> None:
+    """A head past `header_timeout` or a body past `body_timeout` is answered 408, then closed,
+    even though the connection could have stayed idle far longer."""
+    limits = {"idle_timeout": 60.0, "header_timeout": 0.2, "body_timeout": 0.2}
+    with trio.fail_after(TIMEOUT):
+        async with _serving(short_tmp, **limits) as (path, _):
+            answer = await _exchange(path, partial)
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert answer.endswith(
+        b'{"error":{"code":"request_timeout","message":"the request took too long to arrive"}}'
+    )
+
+
+async def test_a_handler_is_not_cut_by_the_request_deadlines(short_tmp: Path) -> None:
+    """The deadlines bound arriving and leaving, not the handler: a slow answer still goes out."""
+    limits = {"idle_timeout": 0.1, "header_timeout": 0.1, "body_timeout": 0.1}
+    with trio.fail_after(TIMEOUT):
+        async with _serving(short_tmp, **limits) as (path, handler), trio.open_nursery() as n:
+            n.start_soon(_release_later, handler)
+            answer = await _exchange(path, b"GET /hold HTTP/1.1\r\nhost: f\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert answer.endswith(BODY)
+
+
+async def _release_later(handler: _Handler) -> None:
+    await handler.holding.wait()
+    await trio.sleep(0.5)  # several times every deadline
+    handler.release.set()

@@ -14,7 +14,8 @@ import trio.lowlevel
 from trio.testing import MockClock, wait_all_tasks_blocked
 
 from forged.config import ServerConfig
-from forged.ingest import LINGER_MAX, OFFLOAD_BYTES, Ingest, read_body
+from forged.errors import InvalidRequest
+from forged.ingest import LINGER_MAX, OFFLOAD_BYTES, Ingest, parse_body, prepare_all, read_body
 from forged.models import Accepted, Interaction, Message
 from forged.store import Store
 
@@ -50,6 +51,52 @@ async def test_a_large_body_is_decoded_off_the_event_loop() -> None:
             nursery.cancel_scope.cancel()
     assert during == {"small": 0, "large": during["large"]}
     assert during["large"] > 0
+
+
+ONE = b'{"messages": [{"role": "user", "text": "hi"}]}'
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'{"messages":\n [{"role": "user", "text": "hi"}]}\n',
+         "line 1: not valid JSON: it ends at byte 12 before the JSON value is complete"),
+        (ONE + b", " + ONE + b"\n", "line 1: not valid JSON: trailing characters (byte 47)"),
+        (ONE + b"\n" + ONE + b"\n{\n", "line 3: not valid JSON: it ends at byte 1 before the JSON "
+         "value is complete"),
+    ],
+    ids=["a value over two lines", "two values on a line", "a broken last line"],
+)  # fmt: skip
+def test_an_ndjson_line_holds_one_interaction(body: bytes, message: str) -> None:
+    """All lines are decoded at once, yet each line must hold exactly one interaction, and a bad
+    one is named by its number."""
+    with pytest.raises(InvalidRequest) as refused:
+        parse_body(body, "application/x-ndjson", ServerConfig())
+    assert refused.value.message == message
+
+
+def test_blank_lines_and_crlf_between_ndjson_lines_are_skipped() -> None:
+    body = b"\n" + ONE + b"\r\n\n  \n" + ONE.replace(b"hi", b"ho")
+    items = parse_body(body, "application/x-ndjson", ServerConfig())
+    assert [i.messages[0].text for i in items] == ["hi", "ho"]
+
+
+def test_interactions_prepared_together_equal_each_prepared_alone() -> None:
+    """One scrub scan for a whole request changes nothing: secrets in texts, names and metadata
+    among plain interactions come out as they do one interaction at a time."""
+    secret = "my password=hunter2 and sk-proj-" + "a1B2c3D4" * 6
+    items = [
+        Interaction(messages=[Message("user", f"plain words {i} €")], id=f"i{i}", session="s")
+        for i in range(50)
+    ]
+    items[7] = Interaction(messages=[Message("user", secret, name="pat")], id="i7")
+    items[20] = Interaction(messages=[Message("assistant", "ok")], metadata={"api_key": 42})
+    items[33] = Interaction(messages=[Message("user", "hi", name=secret)], metadata={"n": secret})
+    together = prepare_all(items, "2026-01-01T00:00:00Z")
+    alone = [prepare_all([item], "2026-01-01T00:00:00Z")[0] for item in items]
+    assert together == alone
+    assert b"hunter2" not in b"".join(r.messages + (r.metadata or b"") for r in together)
+    assert together[20].metadata == b'{"api_key":"[REDACTED:api_key]"}'
 
 
 @pytest.fixture

@@ -71,6 +71,18 @@ def test_engine_equals_exact_on_locomo(engine: str) -> None:
     assert scrubbed == _locomo_exact()
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_request_of_many_interactions_is_scrubbed_in_one_scan(engine: str) -> None:
+    """Ingest scans a whole request's strings at once: each secret, behind text of every UTF-8
+    width, is found in its own string among thousands, and nothing else changes."""
+    prose = [s for turn in LOCOMO[:2000] for s in turn] or ["plain words"] * 4000
+    widths = ["", "é", "€uro", "😀 ", "\ud800"]  # two, three and four bytes, a lone surrogate
+    texts = [*prose]
+    for i, secret in enumerate(HOSTILE):
+        texts[(i * 37) % len(texts)] = widths[i % len(widths)] * (i % 4) + secret
+    assert ENGINES[engine].scrub_all(texts) == [scrub_exact(t) for t in texts]
+
+
 @settings(max_examples=examples(200), deadline=None)
 @given(_interaction)
 def test_fast_paths_and_exact_matching_agree(texts: list[str]) -> None:

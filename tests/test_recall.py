@@ -16,6 +16,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from forged import recall
 from forged.config import load_config
 from forged.daemon import Running
 from forged.models import BatchOutcome, Fact, MemoryItem, ScopeResult, normalise
@@ -27,6 +28,7 @@ from forged.recall import (
     TURNS_HEADING,
     Page,
     SearchQuery,
+    exact_ids,
     fts_query,
     fuse,
     julian_now,
@@ -36,7 +38,7 @@ from forged.recall import (
     ranked,
     search,
 )
-from forged.schema import MIGRATIONS
+from forged.schema import MIGRATIONS, migrate
 from forged.store import Store
 from forged.tokens import estimate_tokens
 from tests.daemons import (
@@ -216,6 +218,26 @@ def test_words_in_most_rows_of_a_large_table_do_not_match_alone(db: sqlite3.Conn
     zebra = add_fact(db, "The service feeds the zebra.")
     assert [i.id for i in find(db, "what does the service feed the zebra?")] == [zebra]
     assert len(find(db, "the service")) == 10  # only common words: they are searched all the same
+
+
+def test_a_word_is_counted_once_while_its_table_keeps_its_size(db: sqlite3.Connection) -> None:
+    """What counting found about a word serves the next queries, until the table grows a tenth."""
+    rows = ((f"The job {n} ran.", f"n{n}", stamp(0)) for n in range(SELECTIVE_MIN_ROWS))
+    db.executemany(
+        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, first_at,"
+        " last_at, created_at, last_seen_at) VALUES ('state', ?1, ?2, 'a', 'b', 1, 1, ?3, ?3, ?3,"
+        " ?3)",
+        rows,
+    )
+    counts: list[str] = []
+    db.set_trace_callback(lambda sql: counts.append(sql) if "count(*)" in sql else None)
+    find(db, "job zebra", types=("fact",))
+    find(db, "job zebra", types=("fact",))
+    assert len(counts) == 2  # each word once
+    for n in range(SELECTIVE_MIN_ROWS // 10 + 20):
+        add_fact(db, f"Grown {n}.")
+    find(db, "job zebra", types=("fact",))
+    assert len(counts) == 4
 
 
 @pytest.mark.parametrize("q", NASTY_QUERIES)
@@ -722,3 +744,150 @@ def test_a_date_in_the_query_ranks_what_happened_then_first(db: sqlite3.Connecti
     for named in (f"{then:%B} {then.day}, {then.year}", f"{then.day} {then:%B}", f"{then:%B}",
                   f"{then:%Y-%m}", f"{then:%Y-%m-%d}"):  # fmt: skip
         assert [i.id for i in find(db, f"Where did Kiwi go on {named}?")] == [older, newer], named
+
+
+# Recall at scale: the index holds each row's scope, and the search stops reading matches once
+# nothing left can enter the results. It must still give the exact ranking.
+_INSERT = {  # per type: how a row is written
+    "fact": "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, first_at,"
+    " last_at, created_at, last_seen_at) VALUES ('state', :text, :norm, :scope, 'b', 1, 1, :at,"
+    " :at, :at, :at)",
+    "summary": "INSERT INTO summaries (observer, batch_id, scope, text, first_seq, last_seq,"
+    " first_at, last_at, created_at) VALUES ('distill', 'b', :scope, :text, 1, 1, :at, :at, :at)",
+    "interaction": "INSERT INTO interactions (scope, timestamp, received_at, tokens, messages)"
+    " VALUES (:scope, :at, :at, 1, json_array(json_object('role', 'user', 'text', :text)))",
+}
+WORDS = ("kafka", "redis", "billing", "search", "alice", "deploy")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    table=st.sampled_from(list(_INSERT)),
+    rows=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(WORDS), min_size=1, max_size=8),
+            st.sampled_from(["a", "b", "c"]),
+            st.floats(0, 1000),
+        ),
+        min_size=100,  # enough matches that the search reads them in several lookups
+        max_size=400,
+    ),
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+    limit=st.integers(1, 40),
+)
+def test_the_search_that_stops_early_gives_the_exact_ranking(
+    table: Any, rows: list[tuple[list[str], str, float]], words: list[str], limit: int
+) -> None:
+    """On any corpus, a table's results are those of ranking every match in full."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        migrate(conn)
+        conn.executemany(
+            _INSERT[table],
+            ({"text": " ".join(w), "norm": f"{n}", "scope": s, "at": stamp(d)}
+             for n, (w, s, d) in enumerate(rows)),
+        )  # fmt: skip
+        q = " ".join(words)
+        query = SearchQuery(q=q, scope="a", limit=limit)
+        found = [i.id for i in ranked(conn, table, query, HALF_LIFE, NOW_JD)]
+        assert found == exact_ids(conn, table, query, HALF_LIFE, NOW_JD)
+        conn.close()
+
+
+def _skewed(
+    conn: sqlite3.Connection, table: Any, rows: list[tuple[bool, int, float]], others: int
+) -> None:
+    """Rows of scope "a" that all say "report", some "grafana" too; `others` of scope "b"."""
+    conn.executemany(
+        _INSERT[table],
+        [{"text": "grafana " * rare + "report " * (1 + extra) + "note", "norm": f"a{n}",
+          "scope": "a", "at": stamp(d)} for n, (rare, extra, d) in enumerate(rows)]
+        + [{"text": "other note", "norm": f"b{n}", "scope": "b", "at": stamp(0)}
+           for n in range(others)],
+    )  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    table=st.sampled_from(list(_INSERT)),
+    rows=st.lists(
+        st.tuples(st.integers(0, 4).map(lambda n: n == 0), st.integers(0, 3), st.floats(0, 300)),
+        min_size=40,
+        max_size=200,
+    ),
+    others=st.integers(0, 400),
+    limit=st.integers(1, 12),
+)
+def test_the_search_that_skips_rows_with_only_common_words_gives_the_exact_ranking(
+    table: Any, rows: list[tuple[bool, int, float]], others: int, limit: int
+) -> None:
+    """Where one word of the query is in every row of the scope, the results are still the
+    exact ranking, however the two words weigh."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        migrate(conn)
+        _skewed(conn, table, rows, others)
+        query = SearchQuery(q="grafana report", scope="a", limit=limit)
+        found = [i.id for i in ranked(conn, table, query, HALF_LIFE, NOW_JD)]
+        assert found == exact_ids(conn, table, query, HALF_LIFE, NOW_JD)
+        conn.close()
+
+
+def test_rows_with_only_a_common_word_are_not_scored_when_none_can_enter() -> None:
+    """A rare word's few matches answer alone once a common word's ceiling is below them."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        migrate(conn)
+        _skewed(conn, "fact", [(n % 20 == 0, 0, n / 10) for n in range(400)], 800)
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        query = SearchQuery(q="grafana report", scope="a", limit=3)
+        found = [i.id for i in ranked(conn, "fact", query, HALF_LIFE, NOW_JD)]
+        assert not [s for s in statements if "ORDER BY rank" in s]  # no pass over every match
+        conn.set_trace_callback(None)
+        assert found == exact_ids(conn, "fact", query, HALF_LIFE, NOW_JD)
+        conn.close()
+
+
+def test_a_row_with_only_the_common_word_still_wins_when_its_bm25_can() -> None:
+    """The ceiling on rows without a rare word is tight enough to matter: a recent row that
+    says the common word fifty times beats two old rows with the rare one."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        migrate(conn)
+        rows = [
+            ("report " * 50, "a", 0.0),
+            ("grafana note", "a", 1000.0),
+            ("grafana note", "a", 1000.0),
+        ]
+        rows += [("report " + "other " * 200, "b", 0.0)] * 10 + [("other " * 200, "b", 0.0)] * 50
+        conn.executemany(
+            _INSERT["fact"],
+            [{"text": t, "norm": f"{n}", "scope": s, "at": stamp(d)}
+             for n, (t, s, d) in enumerate(rows)],
+        )  # fmt: skip
+        query = SearchQuery(q="grafana report", scope="a", limit=1)
+        assert [i.id for i in ranked(conn, "fact", query, HALF_LIFE, NOW_JD)] == [1]
+        assert exact_ids(conn, "fact", query, HALF_LIFE, NOW_JD) == [1]
+        conn.close()
+
+
+SCOPES_ALIKE = [
+    "a", "A", "ab", "b", "user:alice", "user alice", "user-alice", "user:alice:x", "é", "e", "",
+    "日本", '"', "s0", "OR", "x" * 2000,
+]  # fmt: skip
+
+
+def test_scopes_the_tokenizer_would_fold_together_stay_apart(db: sqlite3.Connection) -> None:
+    """Scopes that differ only in case, accents, punctuation or length each see only their own."""
+    for scope in SCOPES_ALIKE:
+        add_fact(db, "Kafka carries the billing events.", scope=scope)
+        add_summary(db, "Kafka was discussed.", scope=scope)
+        db.execute(_INSERT["interaction"], {"scope": scope, "text": "kafka", "at": stamp(0)})
+    for scope in SCOPES_ALIKE:
+        found = find(db, "kafka billing", scope=scope)
+        assert len(found) == 3 and {i.scope for i in found} == {scope}, scope

@@ -34,6 +34,13 @@ def sock_dir() -> Iterator[Path]:
         yield Path(path)
 
 
+@pytest.fixture(autouse=True)
+def _closed_notifier() -> Iterator[None]:
+    """notify() keeps its socket open for the process's life; a test closes what it opened."""
+    yield
+    systemd.close_notify()
+
+
 def dgram_server(address: str | Path) -> socket.socket:
     server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     server.bind(str(address))
