@@ -18,6 +18,7 @@ from bench import (
     corpus,
     ingest,
     memory,
+    postgres,
     quality,
     recall,
     report,
@@ -31,7 +32,8 @@ from bench.stores import SCOPES
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "benchmarks.md"  # the tracked report: default-size runs only
 SCRATCH_OUT = REPO / "var" / "bench"  # where other sizes write theirs (not tracked)
-STEPS = ("scrub", "ingest", "batching", "recall", "memory", "start", "quality", "consolidate")
+STEPS = ("scrub", "ingest", "batching", "recall", "memory", "start", "quality", "consolidate",
+         "postgres")  # fmt: skip
 DEFAULT_CACHE = (
     Path(tempfile.gettempdir()) / "forged-bench-cache"
 )  # large stores, kept between runs
@@ -83,6 +85,13 @@ NOTES = """\
   /v1/consolidate` runs over all of them with the default `facts_per_call`; the fake LLM (its
   deterministic consolidation, {latency:.0f} ms per call) answers. The baseline is one LLM call
   per fact, as memory systems that decide ADD/UPDATE/DELETE fact by fact make.
+- **postgres**: a PostgreSQL server started from the machine's binaries on a Unix socket (fsync
+  and `synchronous_commit` on). Ingest: {n:,} interactions pushed one per request by {clients}
+  clients to one daemon, then split between two daemons sharing one database; the baseline is
+  a bare psycopg connection inserting the same rows, one transaction each, in the same run.
+  Recall: {pg_facts:,} facts (and a summary per ten) written with COPY into forged's schema,
+  the same queries as above through the socket; the baseline runs forged's PostgreSQL recall
+  query on a bare connection.
 """
 
 
@@ -98,6 +107,7 @@ async def _run(ctx: Context, turns: list[corpus.Turn], only: set[str]) -> list[R
         "start": lambda: start.measure(ctx, turns),
         "quality": lambda: quality.rows(REPO, ctx.size.quality_conversations, ctx.work),
         "consolidate": lambda: consolidation.measure(ctx),
+        "postgres": lambda: postgres.measure(ctx, turns),
     }
     rows: list[Row] = []
     for name, step in steps.items():
@@ -126,6 +136,7 @@ def _notes(size: Size, source: str) -> str:
         scrub=size.scrub,
         quality=size.quality_conversations,
         consolidate=size.consolidate_facts,
+        pg_facts=min(postgres.RECALL_FACTS, max(size.recall_facts)),
     )
 
 

@@ -10,6 +10,7 @@ import msgspec
 import structlog
 
 from forged import __version__, consolidate, deadletters
+from forged.backend import Backend
 from forged.config import Config
 from forged.deadletters import Redistiller
 from forged.errors import InvalidRequest, StorageFull, StoreError
@@ -27,10 +28,10 @@ from forged.models import (
     LogStatus,
     SearchAnswer,
     Status,
+    StoreStatus,
 )
 from forged.params import MAX_KEY_CHARS, Params
 from forged.recall import PAGE_DEFAULT, PAGE_MAX, Page, Recall, SearchQuery, kind_type
-from forged.store import Store
 
 SHUTDOWN_RETRY_AFTER = 2  # seconds a client is told to wait while the daemon restarts
 SCOPES_PREFIX = "/v1/scopes/"  # DELETE /v1/scopes/{scope} forgets a scope
@@ -65,7 +66,7 @@ class Api:
     def __init__(
         self,
         config: Config,
-        store: Store,
+        store: Backend,
         hub: Hub,
         ingest: Ingest,
         lifecycle: Lifecycle,
@@ -157,6 +158,7 @@ class Api:
                 shutting_down=self.lifecycle.shutting_down,
                 log=LogStatus(last_seq=self.store.last_seq, count=self.store.count),
                 observers=self.hub.statuses(),
+                store=StoreStatus(self.store.backend, self.store.schema_version),
             )
         )
 

@@ -14,8 +14,15 @@ import msgspec
 from forged import __version__
 from forged.backup import restore_backup, take_backup
 from forged.client import JSON, NDJSON, Client, find_socket
-from forged.config import Config, config_file, load_config, moved_keys, render_toml
-from forged.errors import AlreadyRunning, ClientError, ConfigError, ForgedError, leaves
+from forged.config import Config, StoreConfig, config_file, load_config, moved_keys, render_toml
+from forged.errors import (
+    AlreadyRunning,
+    BackupError,
+    ClientError,
+    ConfigError,
+    ForgedError,
+    leaves,
+)
 from forged.models import (
     FACT_KINDS,
     RECALL_KINDS,
@@ -68,28 +75,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    from forged.backend import check_store
     from forged.plugins import check_observers  # imports the daemon's modules: only here
 
     config = _config(args)
     check_observers(config)
+    store = check_store(config.store)  # reachable, and a schema this forged knows
     path = config_file(args.config, os.environ)
     print(
         f"# effective configuration (from {path or 'embedded defaults'}, with FORGED_* overrides)"
     )
+    print(f"# {store}")
     for old, new in moved_keys(path):
         print(f"# {old} is read as {new}: write it there (the old place is deprecated)")
     print(render_toml(config).rstrip())
     return 0
 
 
+def _sqlite_store(args: argparse.Namespace) -> StoreConfig:
+    store = _config(args).store
+    if store.backend == "postgresql":
+        raise BackupError("backup and restore copy the SQLite file; use pg_dump for PostgreSQL")
+    return store
+
+
 def cmd_backup(args: argparse.Namespace) -> int:
-    info = take_backup(_config(args).store, Path(args.file))
+    info = take_backup(_sqlite_store(args), Path(args.file))
     print(f"backed up to {args.file}: {info.describe()}")
     return 0
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    database = _config(args).store.path
+    database = _sqlite_store(args).path
     info = restore_backup(Path(args.file), database, replace=args.yes)
     print(f"restored {args.file} into {database}: {info.describe()}")
     return 0

@@ -20,6 +20,7 @@ MIB = 1024 * 1024
 OCTAL_KEYS = frozenset({"socket_mode"})  # file modes: written as 0o660, the way people read them
 _OCTAL_LINE = re.compile(rf"^({'|'.join(OCTAL_KEYS)}) = (\d+)$", re.MULTILINE)
 T = TypeVar("T")
+_URL_PASSWORD = re.compile(r"^[a-z]+://[^/@]*:[^/@]*@")  # user:password@ in a connection URL
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 Seconds = Annotated[float, msgspec.Meta(gt=0)]
@@ -63,6 +64,20 @@ class ServerConfig(_Section, frozen=True):
 class StoreConfig(_Section, frozen=True):
     path: str = DEFAULT_DATABASE
     busy_timeout_ms: Positive = 5000
+    url: str = ""  # postgresql://user@host/db selects PostgreSQL instead of the SQLite file `path`
+    password_file: str = ""  # the PostgreSQL password; else libpq's PGPASSWORD or ~/.pgpass
+    pool_size: Positive = 4  # PostgreSQL connections per daemon
+
+    def __post_init__(self) -> None:
+        if self.url and not self.url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("`url` must start with postgresql://")
+        if _URL_PASSWORD.match(self.url):
+            raise ValueError("`url` must not hold a password; use password_file or PGPASSWORD")
+
+    @property
+    def backend(self) -> str:
+        """The store this section selects: "postgresql" with a URL, else "sqlite"."""
+        return "postgresql" if self.url else "sqlite"
 
 
 class DistillerConfig(_Section, frozen=True):

@@ -19,6 +19,7 @@ import trio
 from forged import log as logging
 from forged import systemd
 from forged.api import Api
+from forged.backend import Backend, open_store
 from forged.config import Config, DistillStyle, ServerConfig
 from forged.consolidate import Asker, ConsolidateObserver
 from forged.deadletters import Redistiller
@@ -101,7 +102,7 @@ def _check_file_limit(server: ServerConfig) -> None:
                     hint="raise LimitNOFILE= (ulimit -n) or lower server.max_connections")  # fmt: skip
 
 
-def _related(config: Config, store: Store) -> Related | None:
+def _related(config: Config, store: Backend) -> Related | None:
     """What the distiller is shown of a scope's current facts: with consolidation on, what
     recall finds for the transcript within `related_facts_tokens`."""
     budget = config.consolidate.related_facts_tokens
@@ -112,7 +113,7 @@ def _related(config: Config, store: Store) -> Related | None:
 
 
 def _distill_work(
-    config: Config, distiller: Distiller | None, store: Store
+    config: Config, distiller: Distiller | None, store: Backend
 ) -> BatchDistiller | None:
     """The distill observer's work, unless distillation is turned off."""
     if distiller is None:
@@ -122,20 +123,22 @@ def _distill_work(
                           config.distiller.max_facts, _related(config, store))  # fmt: skip
 
 
-def _consolidator(config: Config, work: BatchDistiller, store: Store) -> ConsolidateObserver:
+def _consolidator(config: Config, work: BatchDistiller, store: Backend) -> ConsolidateObserver:
     """The consolidate observer, on the distiller's model and retry policy."""
     if not callable(getattr(work.distiller, "ask", None)):
         raise ConfigError(
             "consolidate.enabled: the distiller has no async method `ask`, which"
             " consolidation needs; use the OpenAI-compatible client"
         )
+    if not isinstance(store, Store):
+        raise ConfigError("consolidate.enabled: consolidation runs on the SQLite store only so far")
     llm = cast(Asker, work.distiller)
     max_chars = config.distiller.max_summary_chars
     return ConsolidateObserver(llm, config.consolidate, work.retry, max_chars, store)
 
 
 def _observers(
-    config: Config, work: BatchDistiller | None, plugins: list[Observer], store: Store
+    config: Config, work: BatchDistiller | None, plugins: list[Observer], store: Backend
 ) -> list[Observer]:
     """The built-in distill and consolidate observers (each unless turned off), then the plugins."""
     if work is None:
@@ -149,7 +152,7 @@ def _observers(
 class Running(NamedTuple):
     """What a started daemon shows its caller (the status line, tests): store, hub, lifecycle."""
 
-    store: Store
+    store: Backend
     hub: Hub
     lifecycle: Lifecycle
 
@@ -237,7 +240,7 @@ async def run_daemon(
     task_status: trio.TaskStatus[Running] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until SIGTERM or SIGINT; return after a bounded drain."""
-    store = await trio.to_thread.run_sync(Store, config.store.path, config.store.busy_timeout_ms)
+    store = await trio.to_thread.run_sync(open_store, config.store)
     bound: Path | None = None
     distiller: Distiller | None = None
     signals = _Signals()
@@ -284,7 +287,7 @@ async def run_daemon(
                     lifecycle.mark_ready()
                     running = signals.running = Running(store, hub, lifecycle)
                     systemd.notify("READY=1", _status_line(running))
-                    log.info("ready", socket=address, database=config.store.path,
+                    log.info("ready", socket=address, database=store.path, backend=store.backend,
                              last_seq=store.last_seq, schema=store.schema_version)  # fmt: skip
                     nursery.start_soon(_heartbeat, running)
                     task_status.started(running)

@@ -6,6 +6,7 @@ import msgspec
 import structlog
 import trio
 
+from forged.backend import Backend
 from forged.distill import RERUN, UNWATCHED, BatchDistiller, Distilled, new_batch_id
 from forged.errors import InvalidRequest, LLMUnavailable
 from forged.httpserver import Request, Response
@@ -18,7 +19,6 @@ from forged.models import (
     RedistillResult,
 )
 from forged.params import MAX_SEQ, Params
-from forged.store import Store
 
 PARAMS = ("from", "to")  # the seq range both routes take
 LLM_RETRY_AFTER = 10  # seconds a client is told to wait when the LLM is unreachable
@@ -34,7 +34,7 @@ class Redistiller:
     unreachable) and the distill observer's progress to commit through.
     """
 
-    def __init__(self, store: Store, work: BatchDistiller, progress: Progress) -> None:
+    def __init__(self, store: Backend, work: BatchDistiller, progress: Progress) -> None:
         self._store = store
         self._work = work
         self._progress = progress
@@ -80,7 +80,7 @@ def _range(params: Params) -> tuple[int, int]:
     return first, last
 
 
-async def list_dead_letters(store: Store, _request: Request, params: Params) -> Response:
+async def list_dead_letters(store: Backend, _request: Request, params: Params) -> Response:
     """`GET /v1/dead-letters?from=&to=`: the open dead letters, oldest seq first."""
     first, last = _range(params)
     letters = await store.list_dead_letters(DISTILL_OBSERVER, first, last)

@@ -9,6 +9,7 @@ from typing import Generic, Protocol, TypeVar
 import structlog
 import trio
 
+from forged.backend import Backend
 from forged.backoff import Backoff
 from forged.errors import ObserverError, StorageFull, leaves
 from forged.models import (
@@ -19,7 +20,6 @@ from forged.models import (
     ObserverStatus,
     StoredInteraction,
 )
-from forged.store import Store
 from forged.timestamps import now
 
 T = TypeVar("T")
@@ -149,7 +149,7 @@ class Feed(trio.abc.ReceiveChannel[StoredInteraction]):
 class Progress:
     """An observer's handle on its own progress: its watermark, its status and the stop signal."""
 
-    def __init__(self, store: Store, status: ObserverStatus, changed: Callable[[], None]) -> None:
+    def __init__(self, store: Backend, status: ObserverStatus, changed: Callable[[], None]) -> None:
         self._store = store
         self.status = status
         self.stopping = False
@@ -167,6 +167,12 @@ class Progress:
         if state == "idle":
             self.status.batch = None
         self._changed()
+
+    def follow(self, watermark: int) -> None:
+        """Take the watermark another daemon's run of this observer has stored."""
+        if watermark > self.status.watermark:
+            self.status.watermark = watermark
+            self._changed()
 
     def note_error(self, error: str) -> None:
         """Show the last error without a change of state (a bad answer that will be retried)."""
@@ -249,7 +255,7 @@ class Observer(Protocol):
 class Hub:
     """The observer registry: one supervised feeder and channel per observer."""
 
-    def __init__(self, store: Store, observers: list[Observer], channel_capacity: int) -> None:
+    def __init__(self, store: Backend, observers: list[Observer], channel_capacity: int) -> None:
         names = [o.name for o in observers]
         if len(set(names)) != len(names):
             raise ValueError(f"observer names must be unique: {names}")
@@ -341,7 +347,8 @@ class Hub:
         """
         send, receive = trio.open_memory_channel[StoredInteraction](self._capacity)
         feed = self.feeds[observer.name] = Feed(receive, progress)
-        async with trio.open_nursery() as nursery, feed:
+        lease = self._store.lease(observer.name, progress.follow)  # one daemon runs it at a time
+        async with lease, trio.open_nursery() as nursery, feed:
             nursery.start_soon(self._feed, send, feed, observer.name)
             await observer.run(feed, progress)
             raise ObserverError(
@@ -361,7 +368,8 @@ class Hub:
                     if end > cursor:  # the end of the log was forgotten before it was read
                         cursor = end
                         await feed.passed(end)
-                    await appended.wait()
+                    with trio.move_on_after(self._store.poll_interval):
+                        await appended.wait()
                     continue
                 for row in rows:
                     await send.send(row)

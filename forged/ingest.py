@@ -11,11 +11,11 @@ from typing import Any
 import msgspec
 import trio
 
+from forged.backend import Backend
 from forged.config import ServerConfig
 from forged.errors import InvalidRequest, StoreError, located
 from forged.models import Accepted, Interaction, Message, NewInteraction
 from forged.scrub import redacted, scrub_all, secret_key_kind
-from forged.store import Store
 from forged.timestamps import now, utc_timestamp
 from forged.tokens import estimate_tokens
 
@@ -298,7 +298,7 @@ class Ingest:
 
     def __init__(
         self,
-        store: Store,
+        store: Backend,
         on_appended: Callable[[], None],
         backlog: Callable[[], int],
         max_backlog: int,

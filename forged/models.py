@@ -162,6 +162,14 @@ class Status(msgspec.Struct):
     shutting_down: bool
     log: LogStatus
     observers: list[ObserverStatus]
+    store: StoreStatus | None = None
+
+
+class StoreStatus(msgspec.Struct):
+    """Which database holds the memory, at which schema version."""
+
+    backend: str  # "sqlite" or "postgresql"
+    schema_version: int
 
 
 class Health(msgspec.Struct):

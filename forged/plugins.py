@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 import structlog
 
+from forged.backend import Backend
 from forged.config import Config, RecallConfig, decode_table
 from forged.errors import ConfigError
 from forged.hub import Observer
@@ -27,7 +28,6 @@ from forged.models import (
     SummariesPage,
 )
 from forged.recall import Page, Recall, SearchQuery
-from forged.store import Store
 
 C = TypeVar("C")
 BUILT_IN = frozenset({DISTILL_OBSERVER, "consolidate"})  # observer names forged itself uses
@@ -57,7 +57,7 @@ def require_async(obj: object, method: str, key: str, spec: str) -> None:
 class StoreView:
     """What a plugin may read: the interaction log, watermarks and distilled memory; no writes."""
 
-    def __init__(self, store: Store, recall: RecallConfig) -> None:
+    def __init__(self, store: Backend, recall: RecallConfig) -> None:
         self._store = store
         self._recall = Recall(store, recall)
 
@@ -140,7 +140,7 @@ def check_observers(config: Config) -> None:
         _resolve(name, table)
 
 
-def load_observers(config: Config, store: Store) -> list[Observer]:
+def load_observers(config: Config, store: Backend) -> list[Observer]:
     """Create every observer plugin of the config, each with its context, checked."""
     view = StoreView(store, config.recall)
     observers: list[Observer] = []

@@ -8,12 +8,14 @@ import json
 import math
 import re
 import sqlite3
+import sys
 import time
 from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 
+from forged.backend import Backend
 from forged.config import RecallConfig
 from forged.grounding import STOPWORDS
 from forged.models import (
@@ -30,7 +32,6 @@ from forged.models import (
     SummariesPage,
     Turn,
 )
-from forged.store import Store
 from forged.tokens import estimate_tokens
 from forged.when import Period, periods, within
 
@@ -692,12 +693,17 @@ def fact_audit(conn: sqlite3.Connection, fact_id: int) -> FactAudit | None:
 class Recall:
     """Recall over a store, with the configured decay, limits and budget."""
 
-    def __init__(self, store: Store, config: RecallConfig) -> None:
+    def __init__(self, store: Backend, config: RecallConfig) -> None:
         self.store = store
         self.config = config
+        self._queries: Any = sys.modules[__name__]  # search, list_facts and list_summaries
+        if store.backend == "postgresql":
+            from forged import pgrecall  # the same answers, from tsvector and GIN
+
+            self._queries = pgrecall
 
     async def search(self, query: SearchQuery) -> list[MemoryItem]:
-        return await self.store.read(search, query, self.config.half_life_days)
+        return await self.store.read(self._queries.search, query, self.config.half_life_days)
 
     async def context(self, query: SearchQuery, budget_tokens: int) -> ContextAnswer:
         """The best candidates (up to `max_limit`) packed into the budget."""
@@ -718,10 +724,10 @@ class Recall:
         return shown
 
     async def facts(self, page: Page) -> FactsPage:
-        return await self.store.read(list_facts, page)
+        return await self.store.read(self._queries.list_facts, page)
 
     async def summaries(self, page: Page) -> SummariesPage:
-        return await self.store.read(list_summaries, page)
+        return await self.store.read(self._queries.list_summaries, page)
 
     async def fact(self, fact_id: int) -> FactAudit | None:
         return await self.store.read(fact_audit, fact_id)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -150,18 +150,22 @@ def _row_to_interaction(row: tuple[Any, ...]) -> StoredInteraction:
     return StoredInteraction(seq, scope, session, timestamp, tokens, _MESSAGES.decode(messages))
 
 
-def _new_rows(
-    conn: sqlite3.Connection, requests: list[list[NewInteraction]]
+def _stored_ids(conn: sqlite3.Connection, ids: list[str]) -> Iterable[str]:
+    return (row[0] for row in conn.execute(_STORED_IDS, (_IDS.encode(ids),)))
+
+
+def new_rows(
+    requests: list[list[NewInteraction]], stored: Callable[[list[str]], Iterable[str]]
 ) -> tuple[list[tuple[Any, ...]], list[int]]:
     """The rows to insert, in order, and how many each request adds.
 
-    An interaction whose client id is already stored, or came earlier in the group (in the same
-    request or another), is a duplicate.
+    An interaction whose client id is already stored (`stored` tells which of some ids are), or
+    came earlier in the group (in the same request or another), is a duplicate.
     """
     ids = [i.client_id for request in requests for i in request if i.client_id is not None]
     seen: set[str] = set()
     if ids:
-        seen.update(row[0] for row in conn.execute(_STORED_IDS, (_IDS.encode(ids),)))
+        seen.update(stored(ids))
     rows: list[tuple[Any, ...]] = []
     accepted = []
     for request in requests:
@@ -181,7 +185,7 @@ def _append(
 ) -> tuple[list[int], int]:
     """Insert the requests in one transaction; return what each added, and the last seq."""
     with atomic(conn):
-        rows, accepted = _new_rows(conn, requests)
+        rows, accepted = new_rows(requests, lambda ids: _stored_ids(conn, ids))
         conn.executemany(_INSERT_INTERACTION, rows)
         (last_seq,) = conn.execute("SELECT coalesce(max(seq), 0) FROM interactions").fetchone()
     return accepted, last_seq
@@ -477,6 +481,23 @@ def _commit_watermark(conn: sqlite3.Connection, observer: str, seq: int) -> None
         _set_watermark(conn, observer, seq)
 
 
+def file_schema_version(path: str) -> int:
+    """The schema version of the database file at `path`, read only (0 before the first start)."""
+    if not Path(path).exists():
+        return 0
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            sql = "SELECT coalesce(max(version), 0) FROM schema_migrations"
+            return int(conn.execute(sql).fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return 0
+        raise StoreError(f"cannot read the database at {path}: {exc}") from exc
+
+
 class Store:
     """The database, opened once: a writer connection behind a `CapacityLimiter(1)` and a reader.
 
@@ -502,6 +523,14 @@ class Store:
         self.path = path
         self._write_limiter = trio.CapacityLimiter(1)
         self._read_limiter = trio.CapacityLimiter(1)
+
+    backend = "sqlite"
+    poll_interval = math.inf  # every append goes through this daemon, which wakes the feeders
+
+    @asynccontextmanager
+    async def lease(self, observer: str, follow: Callable[[int], None]) -> AsyncIterator[None]:
+        """The right to run `observer`: always this daemon's, the only one with the file open."""
+        yield
 
     def close(self) -> None:
         self._reader.close()

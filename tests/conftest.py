@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
-from forged.config import Config, load_config
+from forged.backend import Backend
+from forged.backend import open_store as open_store_of
+from forged.config import Config, StoreConfig, load_config
+from tests import daemons
 from tests.daemons import running_daemon, write_config
 from tests.fakellm import FakeLLM
 from tests.observers import Recorder
+from tests.postgres import Server, binaries, postgres_server
 from tests.profiles import register_profiles
 
 register_profiles()  # before the hypothesis plugin loads the one `--hypothesis-profile` names
 
 # A test that asks for one of these starts a daemon or a server: `make check` leaves it out.
 INTEGRATION_FIXTURES = frozenset({"fake_llm", "short_tmp", "daemon", "sock_dir", "llm"})
+BACKENDS = ("sqlite", "postgresql")  # every test that starts a daemon runs on each
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -29,10 +34,53 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("store_backend") == "postgresql":
+            item.add_marker(pytest.mark.integration)  # it starts a PostgreSQL server
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run every test that starts a daemon once per store backend."""
+    if "store_backend" in metafunc.fixturenames:
+        metafunc.parametrize("store_backend", BACKENDS, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Server]:
+    """A PostgreSQL server for the whole session; the test is skipped without the binaries."""
+    if binaries() is None:
+        pytest.skip("no PostgreSQL binaries (initdb, pg_ctl) on this machine")
+    with postgres_server() as server:
+        yield server
 
 
 @pytest.fixture
-def short_tmp() -> Iterator[Path]:
+def store_backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The store the test's daemons use: SQLite, or a fresh PostgreSQL database."""
+    backend: str = request.param
+    if backend == "postgresql":
+        if request.node.get_closest_marker("sqlite_only"):
+            pytest.skip("tests a property of the SQLite file")
+        server: Server = request.getfixturevalue("postgres")
+        daemons.STORE_URL = server.new_database()
+    try:
+        yield backend
+    finally:
+        daemons.STORE_URL = None
+
+
+StoreOpener = Callable[[], Backend]  # opens the test's database (again, after a close)
+
+
+@pytest.fixture
+def open_store(store_backend: str, tmp_path: Path) -> StoreOpener:
+    """Opens the test's store: a SQLite file, or its PostgreSQL database."""
+    config = StoreConfig(path=str(tmp_path / "f.db"), url=daemons.STORE_URL or "")
+    return lambda: open_store_of(config)
+
+
+@pytest.fixture
+def short_tmp(store_backend: str) -> Iterator[Path]:
     """A short temporary directory: Unix socket paths must stay under 108 bytes."""
     with tempfile.TemporaryDirectory(prefix="fg") as path:
         yield Path(path)

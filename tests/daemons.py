@@ -26,11 +26,18 @@ STATUS_POLL = 0.01  # seconds between status reads of a daemon in another proces
 FAST_BACKOFF = {"backoff_initial": 0.02, "backoff_max": 0.1}  # retries in tests: quick, not zero
 
 
+STORE_URL: str | None = None  # the PostgreSQL database of the test running on that backend
+
+
 def write_config(directory: Path, llm_url: str, **sections: dict[str, Any]) -> Path:
-    """A config file with the socket and database in `directory`; `sections` override keys."""
+    """A config file with the socket and database in `directory`; `sections` override keys.
+
+    A test on the PostgreSQL backend gets its own database (`STORE_URL`) instead of the file.
+    """
+    store = {"url": STORE_URL} if STORE_URL else {}
     tables: dict[str, dict[str, Any]] = {
         "server": {"socket": str(directory / "forged.sock")},
-        "store": {"path": str(directory / "forged.db")},
+        "store": {"path": str(directory / "forged.db"), **store},
         "distiller": {"base_url": llm_url},
         "distill": {**FAST_BACKOFF},
         "log": {"format": "json"},

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
+import psycopg
 import trio
 
 from forged.models import Message, NewInteraction
 from forged.store import atomic
+from tests import daemons
 
 T = TypeVar("T")
 
@@ -39,8 +41,16 @@ def new(text: str, client_id: str | None = None, scope: str = "s") -> NewInterac
     return NewInteraction(client_id, scope, None, stamp, stamp, 3, messages, None)
 
 
+def _placeholders(sql: str) -> str:
+    """SQLite's `?` placeholders as psycopg's `%s` (and a literal `%` as `%%`)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
 def rows(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    """Rows of a read-only query against the daemon's database file."""
+    """Rows of a read-only query against the daemon's database (its PostgreSQL one, if any)."""
+    if daemons.STORE_URL:
+        with psycopg.connect(daemons.STORE_URL, autocommit=True) as pg:
+            return [tuple(r) for r in pg.execute(_placeholders(sql), args).fetchall()]
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return conn.execute(sql, args).fetchall()
@@ -48,8 +58,36 @@ def rows(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         conn.close()
 
 
+_BTREES = """SELECT c.oid::regclass::text FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
+    JOIN pg_am AS a ON a.oid = c.relam
+    WHERE a.amname = 'btree' AND c.relnamespace = 'public'::regnamespace"""
+
+
+def stored_bytes(db: str | Path) -> bytes:
+    """All that the database holds: the file with its WAL, or on PostgreSQL every row as text
+    (bytea columns decoded, so a secret in a message is found as it was written)."""
+    if not daemons.STORE_URL:
+        return b"".join(p.read_bytes() for p in Path(db).parent.glob(Path(db).name + "*"))
+    tables = rows(db, "SELECT table_name FROM information_schema.tables"
+                      " WHERE table_schema = 'public' AND table_type = 'BASE TABLE'")  # fmt: skip
+    found = [rows(db, f"SELECT {name}::text FROM {name}") for (name,) in tables]
+    texts = [text for table in found for (text,) in table]
+    for column in ("messages", "metadata"):
+        texts += [bytes(v).decode() for (v,) in rows(db, f"SELECT {column} FROM interactions") if v]
+    return "\n".join(texts).encode()
+
+
 def integrity(db: str | Path) -> str:
-    """`PRAGMA integrity_check` of the file: "ok" when SQLite finds nothing wrong."""
+    """`PRAGMA integrity_check` of the file: "ok" when SQLite finds nothing wrong.
+
+    On PostgreSQL, amcheck verifies every B-tree index against its table (raising if not).
+    """
+    if daemons.STORE_URL:
+        with psycopg.connect(daemons.STORE_URL, autocommit=True) as pg:
+            pg.execute("CREATE EXTENSION IF NOT EXISTS amcheck")
+            for (index,) in pg.execute(_BTREES).fetchall():
+                pg.execute("SELECT bt_index_check(%s::regclass, true)", (index,))
+        return "ok"
     return "; ".join(r for (r,) in rows(db, "PRAGMA integrity_check"))
 
 
@@ -71,10 +109,43 @@ def summaries_per_seq(db: str | Path) -> dict[int, int]:
     return counts
 
 
+class Portable:
+    """A PostgreSQL connection that runs the tests' SQLite statements: `?` placeholders, and an
+    insert's `lastrowid`."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+        self.lastrowid: int | None = None
+
+    def execute(self, sql: str, args: Any = ()) -> Portable:
+        sql = _placeholders(sql)
+        if sql.lstrip().upper().startswith("INSERT INTO") and "RETURNING" not in sql.upper():
+            row = self._conn.execute(sql + " RETURNING *", args).fetchone()
+            self.lastrowid = None if row is None else int(row[0])
+            self._rows: list[Any] = []
+        else:
+            cursor = self._conn.execute(sql, args)
+            self._rows = cursor.fetchall() if cursor.description else []
+        return self
+
+    def executemany(self, sql: str, args: Any) -> None:
+        for row in args:
+            self.execute(sql, row)
+
+    def fetchall(self) -> list[Any]:
+        return self._rows
+
+    def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+
 async def write_rows(db: str, write: Callable[[sqlite3.Connection], T]) -> T:
     """Write rows as another process would: its own connection, one transaction."""
 
     def run() -> T:
+        if daemons.STORE_URL:
+            with psycopg.connect(daemons.STORE_URL) as pg, pg.transaction():
+                return write(Portable(pg))  # type: ignore[arg-type]  # the calls tests make
         conn = sqlite3.connect(db, isolation_level=None)
         try:
             with atomic(conn):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import stat
 from functools import partial
 from pathlib import Path
@@ -18,6 +17,7 @@ from forged.observers.audit import AuditConfig, AuditFile
 from forged.plugins import check_observers, load_observers
 from forged.store import Store
 from tests.daemons import running_daemon, socket_client, write_config
+from tests.data import write_rows
 from tests.fakellm import FakeLLM
 
 AUDIT = "forged.observers.audit:AuditLog"
@@ -119,8 +119,10 @@ async def test_every_interaction_is_audited_once_across_a_lost_commit(
     turns = [{"messages": [{"role": "user", "text": f"turn {i}: {secret}"}]} for i in range(6)]
     with trio.fail_after(30):
         await _push_and_drain(config, turns)
-        with sqlite3.connect(short_tmp / "forged.db") as db:  # a crash after the sync, before
-            db.execute("UPDATE watermarks SET seq = 2 WHERE observer = 'audit'")  # the commit
+        await write_rows(  # a crash after the sync, before the commit
+            str(short_tmp / "forged.db"),
+            lambda db: db.execute("UPDATE watermarks SET seq = 2 WHERE observer = 'audit'"),
+        )
         await _push_and_drain(config, turns[:3])
     assert _seqs(trail) == list(range(1, 10))
     assert "AKIAIOSFODNN7EXAMPLE" not in trail.read_text()

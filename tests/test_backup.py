@@ -32,6 +32,8 @@ CLIENTS = 4  # concurrent pushers during the backup
 BEFORE = 60  # interactions acknowledged before the backup begins, at least
 AFTER = 40  # more acknowledged after it returns: ingest went on
 
+pytestmark = pytest.mark.sqlite_only  # copies of the SQLite file: PostgreSQL has pg_dump
+
 
 def _ids(database: Path) -> set[str]:
     with sqlite3.connect(database) as db:

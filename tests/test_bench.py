@@ -14,10 +14,11 @@ from bench.__main__ import DEFAULT_OUT, report_path
 from bench.corpus import locomo_path
 from bench.report import Row, furthest
 from bench.sizes import SIZES
+from tests.postgres import binaries
 
 pytestmark = pytest.mark.integration  # the benchmark runs daemons as child processes
 REPO = Path(__file__).resolve().parents[1]
-QUICK_TIMEOUT = 240.0  # seconds for `python -m bench --quick` on a busy two-core machine
+QUICK_TIMEOUT = 360.0  # seconds for `python -m bench --quick` on a busy two-core machine
 NUMBER = re.compile(r"^[\d,.]+( ?(/s|µs|ms|s|MiB|MB))?$")
 
 
@@ -27,7 +28,10 @@ def _expected_rows() -> list[str]:
     rows = ["scrub: "] * 2 + ["ingest: "] * 4 + ["batching: "] * 3
     for n in quick.recall_facts:
         rows += [f"recall: {n:,} facts + {n:,} turns, "] * 5
-    return rows + ["memory: "] * 2 + ["start: "] * 2 + ["quality: "] * 2 + ["consolidate: "]
+    rows += ["memory: "] * 2 + ["start: "] * 2 + ["quality: "] * 2 + ["consolidate: "]
+    if binaries() is None:  # the PostgreSQL step says it could not run
+        return [*rows, "postgres: "]
+    return rows + ["postgres ingest: "] * 2 + ["postgres recall: "] * 4
 
 
 def _table(markdown: str) -> list[list[str]]:
@@ -49,6 +53,9 @@ async def test_quick_bench_reports_every_figure_with_baseline_and_ratio(tmp_path
     for measure, value, _, base, ratio in rows:
         if without_locomo and measure.startswith("quality"):  # it measures on LoCoMo alone
             assert value.endswith("(LoCoMo not found)"), measure
+            continue
+        if measure == "postgres: ingest and recall":
+            assert value.endswith("(no PostgreSQL binaries on this machine)"), measure
             continue
         assert NUMBER.match(value) and NUMBER.match(base) and NUMBER.match(ratio), measure
     assert "## Machine" in out.read_text() and "SQLite" in out.read_text()

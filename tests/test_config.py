@@ -11,6 +11,7 @@ import pytest
 
 from forged.config import Config, load_config, parse_config, render_toml
 from forged.errors import ConfigError
+from tests.postgres import Server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -192,6 +193,65 @@ def test_a_rendered_table_value_round_trips() -> None:
     """render_toml writes `request_extra` as an inline table parse_config reads back."""
     config = parse_config('[distiller]\nrequest_extra = { repeat_penalty = 1.2, "a b" = "c" }\n')
     assert parse_config(render_toml(config)) == config
+
+
+def test_a_password_in_the_store_url_is_refused() -> None:
+    """A PostgreSQL password belongs in password_file or PGPASSWORD, never in the config."""
+    with pytest.raises(
+        ConfigError,
+        match=r"^<config>: store: `url` must not hold a password; use password_file or PGPASSWORD$",
+    ):
+        parse_config('[store]\nurl = "postgresql://forged:secret@db/forged"\n')
+
+
+def test_a_store_url_of_another_database_is_refused() -> None:
+    """Only PostgreSQL URLs select another store."""
+    with pytest.raises(
+        ConfigError, match=r"^<config>: store: `url` must start with postgresql://$"
+    ):
+        parse_config('[store]\nurl = "mysql://db/forged"\n')
+
+
+@pytest.mark.integration
+def test_check_config_names_the_store_and_its_schema_version(
+    postgres: Server, tmp_path: Path
+) -> None:
+    """check-config connects to PostgreSQL and says which schema version it holds."""
+    url = postgres.new_database()
+    path = tmp_path / "forged.toml"
+    path.write_text(f'[store]\nurl = "{url}"\n')
+    result = forged("check-config", "--config", str(path))
+    assert result.returncode == 0, result.stderr
+    assert (
+        f"# store: postgresql at {url}, schema version 0 (migrated to 2 at start)\n"
+        in result.stdout
+    )
+
+
+@pytest.mark.integration
+def test_check_config_reports_an_unreachable_store(tmp_path: Path) -> None:
+    """A PostgreSQL server that does not answer is one line on stderr, and status 1."""
+    path = tmp_path / "forged.toml"
+    path.write_text(f'[store]\nurl = "postgresql://forged@/forged?host={tmp_path}"\n')
+    result = forged("check-config", "--config", str(path))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.startswith(
+        f"forged: cannot use PostgreSQL at postgresql://forged@/forged?host={tmp_path}: "
+    )
+    assert "failed: No such file or directory" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.integration
+def test_backup_of_a_postgresql_store_points_to_pg_dump(tmp_path: Path) -> None:
+    """forged backup copies SQLite files; for PostgreSQL it says what to use instead."""
+    path = tmp_path / "forged.toml"
+    path.write_text('[store]\nurl = "postgresql://forged@db/forged"\n')
+    result = forged("backup", str(tmp_path / "copy.db"), "--config", str(path))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "forged: backup and restore copy the SQLite file; use pg_dump for PostgreSQL\n"
+    )
 
 
 def test_retry_keys_in_their_old_distiller_place_are_still_read() -> None:

@@ -71,6 +71,8 @@ RETIRED = {
 }
 QUESTIONS = "where does the user live, which database does the service use, name, prefers"
 
+pytestmark = pytest.mark.sqlite_only  # consolidation runs on the SQLite store only so far
+
 
 def _config(tmp: Path, llm: FakeLLM, **consolidate: Any) -> Path:
     llm.default, llm.gold = "gold", gold()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +20,7 @@ from forged.errors import InvalidAnswer, LLMUnavailable
 from forged.models import DistilledMemory, Message, StoredInteraction
 from forged.tokens import estimate_tokens
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.data import rows
 from tests.fakellm import SEQ_TAG, FakeLLM
 
 TIMEOUT = 30  # seconds any single test may take
@@ -37,11 +37,6 @@ def turn(n: int, text: str | None = None, scope: str = "user:alice") -> dict[str
             {"role": "assistant", "text": f"Noted for service {n}."},
         ],
     }
-
-
-def rows(db: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return conn.execute(sql, args).fetchall()
 
 
 def coverage(db: str) -> dict[int, int]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from bench.currentstate import SCOPE
 from bench.currentstate import interactions as state_changes
 from forged.models import FACT_KINDS
 from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.data import rows
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo10.json"
 TURNS = 6  # messages pushed: three interactions of two turns, one batch for the model
@@ -54,8 +54,7 @@ def _interactions(turns: list[tuple[str, str]]) -> list[dict[str, Any]]:
 
 
 def _rows(db: str, sql: str) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return conn.execute(sql).fetchall()
+    return rows(db, sql)
 
 
 @pytest.mark.model

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from tests.daemons import (
     wait_for_watermark,
     write_config,
 )
+from tests.data import rows
 from tests.fakellm import FakeLLM
 from tests.secret_corpus import SECRETS
 
@@ -33,11 +33,6 @@ def interaction(n: int, scope: str = "user:alice", **extra: Any) -> dict[str, An
         ],
         **extra,
     }
-
-
-def rows(db: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return conn.execute(sql, args).fetchall()
 
 
 def results_per_seq(db: str | Path, last_seq: int) -> dict[int, int]:

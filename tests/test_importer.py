@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ import trio
 
 from forged.config import Config
 from forged.importer import _Progress, read_records
+from tests.data import rows
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHATGPT = FIXTURES / "chatgpt-conversations.json"
@@ -110,10 +110,8 @@ async def _import(config: Config, *args: str) -> subprocess.CompletedProcess[byt
 
 
 def _stored(config: Config) -> list[tuple[str, str, bytes]]:
-    with sqlite3.connect(config.store.path) as db:
-        return db.execute(
-            "SELECT scope, timestamp, messages FROM interactions ORDER BY seq"
-        ).fetchall()
+    sql = "SELECT scope, timestamp, messages FROM interactions ORDER BY seq"
+    return [(scope, at, bytes(messages)) for scope, at, messages in rows(config.store.path, sql)]
 
 
 async def test_chatgpt_import_twice_stores_each_turn_once_with_its_date(daemon: Config) -> None:

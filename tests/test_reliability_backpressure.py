@@ -104,6 +104,7 @@ async def test_concurrent_pushes_cannot_cross_the_limit_together(
 
 
 @pytest.mark.slow  # in the default run too; `-m "not slow"` skips it
+@pytest.mark.sqlite_only  # measures the SQLite file's size
 async def test_backlog_of_200k_grows_on_disk_not_in_ram(short_tmp: Path, fake_llm: FakeLLM) -> None:
     """With the LLM stalled, 200,000 waiting interactions leave the daemon's RSS bounded."""
     fake_llm.default = "hang"

@@ -9,6 +9,7 @@ import httpx
 import pytest
 import trio
 
+from tests import daemons
 from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
 from tests.data import facts_per_seq, integrity, interaction, rows, summaries_per_seq
 from tests.fakellm import FakeLLM
@@ -69,7 +70,8 @@ async def test_sigkill_loop_loses_and_doubles_nothing(short_tmp: Path, fake_llm:
     rng = random.Random(SEED)
     pusher = _Pusher(daemon.socket, rng)
     mid_batch = 0
-    with trio.fail_after(60 * scaled(1) + 60):
+    starts = 2 if daemons.STORE_URL else 1  # a start on PostgreSQL opens a pool and a lease too
+    with trio.fail_after((60 * scaled(1) + 60) * starts):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(pusher.run)
             for _ in range(KILLS):
@@ -86,17 +88,19 @@ async def test_sigkill_loop_loses_and_doubles_nothing(short_tmp: Path, fake_llm:
             status = await wait_for_watermark(client, last_seq)
         assert await daemon.stop() == 0
     db = daemon.config.store.path
-    stored = {client_id for (client_id,) in rows(db, "SELECT client_id FROM interactions")}
+    ids = dict(rows(db, "SELECT client_id, seq FROM interactions"))
+    stored, seqs = set(ids), sorted(ids.values())
     (seen_twice,) = rows(db, "SELECT count(*) FROM facts WHERE seen_count > 1")[0]
     assert pusher.acknowledged - stored == set(), "an acknowledged interaction was lost"
-    assert status["log"] == {"last_seq": len(stored), "count": len(stored)}, (
-        "seqs are dense, ids once"
-    )
+    assert status["log"] == {"last_seq": seqs[-1], "count": len(stored)}, "ids once"
+    if daemons.STORE_URL is None:  # PostgreSQL does not reuse the seq of a rolled-back insert
+        assert seqs == list(range(1, len(stored) + 1)), "seqs are dense"
+        assert integrity(db) == "ok"
     assert status["observers"][0]["watermark"] == last_seq
-    assert facts_per_seq(db) == dict.fromkeys(range(1, last_seq + 1), 1)
-    assert summaries_per_seq(db) == dict.fromkeys(range(1, last_seq + 1), 1)
+    assert facts_per_seq(db) == dict.fromkeys(seqs, 1)
+    covered = summaries_per_seq(db)  # a summary's span may hold a seq never committed
+    assert {seq: covered.get(seq) for seq in seqs} == dict.fromkeys(seqs, 1)
     assert seen_twice == 0
-    assert integrity(db) == "ok"
     assert mid_batch > 0, "no kill landed while the LLM was answering"
     record(
         "crash_loop",

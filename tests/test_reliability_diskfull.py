@@ -32,6 +32,10 @@ TMPFS_SIZE = "4m"  # the tmpfs the database lives on in the mount-namespace vari
 BALLAST_BYTES = 3 * 1024 * 1024  # freed to let space return: enough for a checkpoint too
 FULL_MESSAGE = "the disk holding the database is full; nothing of this request was stored"
 
+pytestmark = (
+    pytest.mark.sqlite_only
+)  # a full disk under SQLite's file; PostgreSQL's is its server's
+
 
 def _big(key: str) -> dict[str, object]:
     return interaction(key, text=f"Turn {key}. " + "x" * 2000)

@@ -19,7 +19,7 @@ from tests.daemons import (
     wait_for_watermark,
     write_config,
 )
-from tests.data import interaction, rows
+from tests.data import interaction, rows, stored_bytes
 from tests.fakellm import FakeLLM
 from tests.reliability import record
 from tests.secret_corpus import NEAR_MISSES, SECRETS, embed
@@ -62,11 +62,11 @@ async def test_secrets_never_reach_disk_logs_or_llm(short_tmp: Path, fake_llm: F
                 assert (await client.post("/v1/interactions", json=chunk)).status_code == 202
             assert (await client.post("/v1/interactions", json=near)).status_code == 202
             await wait_for_watermark(client, len(pushed) + len(near))
-            files = Path(daemon.config.store.path).parent.glob("forged.db*")
-            while_running = b"".join(p.read_bytes() for p in files)  # the WAL is still there
+            while_running = stored_bytes(daemon.config.store.path)  # the WAL is still there
         assert await daemon.stop() == 0
     db = daemon.config.store.path
-    at_rest = b"".join(p.read_bytes() for p in Path(db).parent.glob("forged.db*"))
+    at_rest = stored_bytes(db)
+    assert b"near-0" in at_rest  # what is stored is looked at
     places = {
         "database and WAL": while_running + at_rest,
         "daemon log": daemon.log().encode(),

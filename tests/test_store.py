@@ -1,4 +1,5 @@
-"""The SQLite store: migrations, durable appends, atomic batch commits, round-trips."""
+"""The store: migrations, durable appends, atomic batch commits, round-trips (both backends where
+the answer is the same)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,13 @@ from forged.models import (
 )
 from forged.schema import MIGRATIONS
 from forged.store import Store
-from tests.data import new
+from tests.conftest import StoreOpener
+from tests.data import new, rows
 from tests.profiles import examples
+
+
+def ignore(_watermark: int) -> None:
+    """Follows no other daemon's watermark: the tests hold each lease alone."""
 
 
 def test_migrations_are_recorded_once(tmp_path: Path) -> None:
@@ -78,37 +84,37 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         Store(str(tmp_path / "f.db"))
 
 
-async def test_duplicate_ids_take_no_seq(tmp_path: Path) -> None:
+async def test_duplicate_ids_take_no_seq(open_store: StoreOpener) -> None:
     """Seqs stay dense: a duplicate id is counted, not numbered."""
-    store = Store(str(tmp_path / "f.db"))
+    store = open_store()
     assert await store.append([[new("a", "x")], [new("b", "x"), new("c", "y")]]) == [1, 1]
     assert (store.last_seq, store.count) == (2, 2)
     assert [i.seq for i in await store.read_log(0, 10)] == [1, 2]
     store.close()
 
 
-async def test_same_id_twice_in_one_request_is_stored_once(tmp_path: Path) -> None:
+async def test_same_id_twice_in_one_request_is_stored_once(open_store: StoreOpener) -> None:
     """The second use of an id within a request is a duplicate, and takes no seq."""
-    store = Store(str(tmp_path / "f.db"))
+    store = open_store()
     assert await store.append([[new("a", "x"), new("b", "x"), new("c")]]) == [2]
     stored = [(i.seq, i.messages[0].text) for i in await store.read_log(0, 10)]
     assert stored == [(1, "a"), (2, "c")]
     store.close()
 
 
-async def test_interactions_without_id_are_never_duplicates(tmp_path: Path) -> None:
+async def test_interactions_without_id_are_never_duplicates(open_store: StoreOpener) -> None:
     """Only a client id makes a push idempotent: the same text twice is stored twice."""
-    store = Store(str(tmp_path / "f.db"))
+    store = open_store()
     assert await store.append([[new("a"), new("a")], [new("a")]]) == [2, 1]
     store.close()
 
 
-async def test_ids_stored_before_a_restart_are_duplicates(tmp_path: Path) -> None:
+async def test_ids_stored_before_a_restart_are_duplicates(open_store: StoreOpener) -> None:
     """Idempotency survives a restart, and the seqs after it stay gap-free."""
-    store = Store(str(tmp_path / "f.db"))
+    store = open_store()
     await store.append([[new("a", "x"), new("b", "y")]])
     store.close()
-    store = Store(str(tmp_path / "f.db"))
+    store = open_store()
     assert await store.append([[new("c", "y"), new("d", "z")], [new("e", "x")]]) == [1, 0]
     assert [i.seq for i in await store.read_log(0, 10)] == [1, 2, 3]
     store.close()
@@ -146,31 +152,33 @@ async def test_first_use_of_an_id_wins(
     store.close()
 
 
-async def test_failed_batch_commit_leaves_nothing(tmp_path: Path) -> None:
+async def test_failed_batch_commit_leaves_nothing(open_store: StoreOpener) -> None:
     """Results and watermark move together: a failing commit writes neither."""
-    store = Store(str(tmp_path / "f.db"))
+    store = open_store()
     await store.append([[new("a")]])
     bad = Fact(kind="opinion", text="not a kind the schema allows")  # type: ignore[arg-type]
     result = ScopeResult("b1", "s", None, "sum", [bad], 1, 1)
-    with pytest.raises(StoreError):
-        await store.commit_batch("distill", BatchOutcome([result], [], [], watermark=1))
+    async with store.lease("distill", ignore):
+        with pytest.raises(StoreError):
+            await store.commit_batch("distill", BatchOutcome([result], [], [], watermark=1))
     totals = await store.observer_totals("distill")
     assert totals.watermark == 0
-    assert store._reader.execute("SELECT count(*) FROM summaries").fetchone() == (0,)
+    assert rows(store.path, "SELECT count(*) FROM summaries") == [(0,)]
     store.close()
 
 
-async def test_same_fact_from_two_batches_is_merged(tmp_path: Path) -> None:
+async def test_same_fact_from_two_batches_is_merged(open_store: StoreOpener) -> None:
     """A fact with the same scope, kind and normalised text is counted, not stored twice."""
-    store = Store(str(tmp_path / "f.db"))
+    store = open_store()
     await store.append([[new("a"), new("b")]])
     for seq, text in ((1, "Alice prefers tea."), (2, "alice PREFERS tea")):
         fact = Fact(kind="preference", text=text)
         result = ScopeResult(f"b{seq}", "s", None, "sum", [fact], seq, seq)
-        await store.commit_batch("distill", BatchOutcome([result], [], [], watermark=seq))
-    rows = store._reader.execute("SELECT seen_count, first_seq, last_seq FROM facts").fetchall()
+        async with store.lease("distill", ignore):
+            await store.commit_batch("distill", BatchOutcome([result], [], [], watermark=seq))
+    merged = rows(store.path, "SELECT seen_count, first_seq, last_seq FROM facts")
     store.close()
-    assert rows == [(2, 1, 2)]
+    assert merged == [(2, 1, 2)]
 
 
 def test_normalise_folds_case_space_and_punctuation() -> None:
@@ -258,18 +266,20 @@ def test_migration_keeps_a_fact_without_sources_dated_by_its_distillation(tmp_pa
     assert row == ("2026-01-02", "2026-01-02")
 
 
-async def test_batch_results_are_dated_by_their_interactions(tmp_path: Path) -> None:
+async def test_batch_results_are_dated_by_their_interactions(open_store: StoreOpener) -> None:
     """A committed fact and summary carry their source interactions' first and last timestamps."""
-    store = Store(str(tmp_path / "f.db"))
+    store = open_store()
     early = msgspec.structs.replace(new("a"), timestamp="2023-05-07T10:00:00.000Z")
     late = msgspec.structs.replace(new("b"), timestamp="2023-05-08T09:00:00.000Z")
     other = msgspec.structs.replace(new("c", scope="t"), timestamp="2020-01-01T00:00:00.000Z")
     await store.append([[early, other, late]])
     result = ScopeResult("b1", "s", None, "sum", [Fact("state", "Alice likes tea.")], 1, 3)
-    await store.commit_batch("distill", BatchOutcome([result], [], [], watermark=3))
-    spans = store._reader.execute(
-        "SELECT first_at, last_at FROM facts UNION ALL SELECT first_at, last_at FROM summaries"
-    ).fetchall()
+    async with store.lease("distill", ignore):
+        await store.commit_batch("distill", BatchOutcome([result], [], [], watermark=3))
+    spans = rows(
+        store.path,
+        "SELECT first_at, last_at FROM facts UNION ALL SELECT first_at, last_at FROM summaries",
+    )
     store.close()
     assert spans == [("2023-05-07T10:00:00.000Z", "2023-05-08T09:00:00.000Z")] * 2
 
@@ -287,10 +297,12 @@ async def test_new_kinds_are_accepted_by_the_schema(tmp_path: Path) -> None:
     store.close()
 
 
-async def test_a_batch_of_a_scope_forgotten_meanwhile_stores_nothing_of_it(tmp_path: Path) -> None:
+async def test_a_batch_of_a_scope_forgotten_meanwhile_stores_nothing_of_it(
+    open_store: StoreOpener,
+) -> None:
     """Results, runs and dead letters of forgotten seqs are left out; the rest and the watermark
     are stored, and the answer says what was."""
-    store = Store(str(tmp_path / "f.db"))
+    store = open_store()
     await store.append([[new("a", scope="fz"), new("b", scope="kept"), new("c", scope="fz")]])
     forgotten = await store.forget("fz", ["distill"])
     assert (forgotten.deleted, forgotten.through) == (Deleted(2, 0, 0), 3)
@@ -306,12 +318,13 @@ async def test_a_batch_of_a_scope_forgotten_meanwhile_stores_nothing_of_it(tmp_p
         runs,
         watermark=3,
     )
-    stored = await store.commit_batch("distill", outcome)
-    rows = {t: store._reader.execute(f"SELECT group_concat(scope) FROM {t}").fetchone()[0]
-            for t in ("summaries", "facts", "distill_runs")}  # fmt: skip
-    dead = store._reader.execute("SELECT count(*) FROM dead_letters").fetchone()[0]
+    async with store.lease("distill", ignore):
+        stored = await store.commit_batch("distill", outcome)
+    scopes = {t: rows(store.path, f"SELECT DISTINCT scope FROM {t}")
+              for t in ("summaries", "facts", "distill_runs")}  # fmt: skip
+    dead = rows(store.path, "SELECT count(*) FROM dead_letters")[0][0]
     totals = await store.observer_totals("distill")
     store.close()
-    assert rows == dict.fromkeys(rows, "kept")
+    assert all(found == [("kept",)] for found in scopes.values()), scopes
     assert (dead, totals.watermark, totals.llm_calls) == (0, 3, 1)
     assert (len(stored.results), len(stored.runs), stored.dead_letters) == (1, 1, [])

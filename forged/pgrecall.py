@@ -1,0 +1,133 @@
+"""Recall's queries on PostgreSQL: tsvector and GIN in place of FTS5, the same ranking and packing.
+
+Each of the user's words becomes `plainto_tsquery` of a bound parameter, so no character or
+keyword of a query is ever read as query syntax; the words are ORed as in FTS5, ranked by
+`ts_rank` (text relevance, in place of BM25) times the same recency decay, and the lists are
+fused and packed by the functions `recall` uses for SQLite.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from forged import recall
+from forged.models import MEMORY_TYPES, FactsPage, MemoryItem, MemoryType, SummariesPage
+from forged.pgschema import TEXT_SEARCH
+from forged.recall import (
+    RECENCY_FLOOR,
+    Page,
+    SearchQuery,
+    _filters,
+    _item,
+    fuse,
+    julian_now,
+    kind_type,
+    query_phrases,
+)
+
+# Julian day of a stored ISO 8601 timestamp, the unit `now` and the half-life are given in.
+_JULIAN = "(extract(epoch from {at}::timestamptz) / 86400.0 + 2440587.5)"
+_DECAY = (
+    "(%(floor)s + (1 - %(floor)s) * power(0.5, greatest(0.0, %(now)s - "
+    + _JULIAN
+    + ") / %(half_life)s))"
+)
+_SEARCH = {
+    "fact": f"""
+        SELECT f.id, f.kind, f.scope, f.session, f.text, f.created_at, f.last_seen_at,
+               f.first_seq, f.last_seq, f.first_at, f.last_at,
+               ts_rank(f.search, q.query) * {_DECAY.format(at="f.last_at")} AS score,
+               f.superseded_by, f.invalid_at
+        FROM facts AS f, ({{query}}) AS q (query)
+        WHERE f.search @@ q.query AND f.scope = %(scope)s {{filters}}
+        ORDER BY score DESC, f.id DESC LIMIT %(limit)s
+    """,
+    "summary": f"""
+        SELECT s.id, 'summary', s.scope, s.session, s.text, s.created_at, s.created_at,
+               s.first_seq, s.last_seq, s.first_at, s.last_at,
+               ts_rank(s.search, q.query) * {_DECAY.format(at="s.last_at")} AS score,
+               s.condensed_into, NULL
+        FROM summaries AS s, ({{query}}) AS q (query)
+        WHERE s.search @@ q.query AND s.scope = %(scope)s {{filters}}
+        ORDER BY score DESC, s.id DESC LIMIT %(limit)s
+    """,
+    "interaction": f"""
+        SELECT i.seq, 'interaction', i.scope, i.session, i.messages, i.received_at,
+               i.received_at, i.seq, i.seq, i.timestamp, i.timestamp,
+               ts_rank(i.search, q.query) * {_DECAY.format(at="i.timestamp")} AS score,
+               NULL, NULL
+        FROM interactions AS i, ({{query}}) AS q (query)
+        WHERE i.search @@ q.query AND i.scope = %(scope)s {{filters}}
+        ORDER BY score DESC, i.seq DESC LIMIT %(limit)s
+    """,
+}
+_NAMED = re.compile(r"(?<![:\w]):(\w+)")  # a `:name` placeholder, not a `::type` cast
+
+
+def _words(text: str) -> list[str]:
+    """The user's words, as `recall` finds them for FTS5, without FTS5's quoting."""
+    return [p[1:-1].replace('""', '"') for p in query_phrases(text)]
+
+
+def _tsquery(words: list[str], params: dict[str, Any]) -> str:
+    """SQL for the words ORed, each a bound parameter read as plain text."""
+    terms = []
+    for n, word in enumerate(words):
+        params[f"w{n}"] = word
+        terms.append(f"plainto_tsquery('{TEXT_SEARCH}', %(w{n})s)")
+    return "SELECT " + " || ".join(terms)
+
+
+def _named(sql: str) -> str:
+    """`recall`'s SQL placeholders (`:name`) as psycopg's (`%(name)s`)."""
+    return _NAMED.sub(r"%(\1)s", sql)
+
+
+def ranked(
+    conn: Any, table: MemoryType, query: SearchQuery, half_life: float, now: float
+) -> list[MemoryItem]:
+    """One table's best matches, by text relevance times the decay of when they happened."""
+    words = _words(query.q)
+    if not words:
+        return []
+    params: dict[str, Any] = {"scope": query.scope, "limit": query.limit, "now": now,
+                              "half_life": half_life, "floor": RECENCY_FLOOR}  # fmt: skip
+    sql = _SEARCH[table].format(
+        query=_tsquery(words, params), filters=_named(_filters(table, query, params))
+    )
+    return [_item(table, r) for r in conn.execute(sql, params).fetchall()]
+
+
+class _Portable:
+    """A psycopg connection that runs `recall`'s portable SQL (`?` and `:name` placeholders)."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        sql = _NAMED.sub(r"%(\1)s", sql.replace("?", "%s"))
+        return self._conn.execute(sql, params)
+
+
+def search(
+    conn: Any, query: SearchQuery, half_life_days: float, now: float | None = None
+) -> list[MemoryItem]:
+    """The best `query.limit` items of one scope, as `recall.search` ranks them on SQLite."""
+    now = julian_now() if now is None else now
+    wanted = query.types if query.kind is None else (kind_type(query.kind),)
+    types = [t for t in MEMORY_TYPES if t in wanted]
+    found = fuse([ranked(conn, t, query, half_life_days, now) for t in types], query.limit)
+    if query.sources:
+        found = [recall._with_sources(_Portable(conn), i) for i in found]  # type: ignore[arg-type]
+    return found
+
+
+def list_facts(conn: Any, page: Page) -> FactsPage:
+    """Facts with id greater than `after`, in id order."""
+    return recall.list_facts(_Portable(conn), page)  # type: ignore[arg-type]  # portable SQL
+
+
+def list_summaries(conn: Any, page: Page) -> SummariesPage:
+    """Summaries with id greater than `after`, in id order."""
+    return recall.list_summaries(_Portable(conn), page)  # type: ignore[arg-type]  # portable SQL

@@ -1,0 +1,245 @@
+"""Many daemons, one PostgreSQL memory: shared log, observer leases, out-of-order commits, restarts."""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import psycopg
+import pytest
+import trio
+
+from forged.config import StoreConfig, load_config
+from forged.errors import StoreError
+from forged.pgstore import _INSERT_INTERACTION, LOG_LOCK, PostgresStore
+from tests import daemons
+from tests.daemons import (
+    DaemonProcess,
+    running_daemon,
+    socket_client,
+    wait_for_watermark,
+    write_config,
+)
+from tests.data import facts_per_seq, interaction, new, rows
+from tests.fakellm import FakeLLM
+from tests.postgres import Server
+
+LLM_LATENCY = 0.05  # seconds per LLM call, so that kills land mid-batch
+KILLS = 6  # SIGKILLs of the daemon holding the distill lease
+KILL_AFTER = (0.2, 0.8)  # seconds between kills, uniformly drawn
+SEED = 20261130
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def shared(postgres: Server) -> Iterator[Path]:
+    """A short directory for sockets, and a fresh database every daemon of the test shares."""
+    daemons.STORE_URL = postgres.new_database()
+    try:
+        with tempfile.TemporaryDirectory(prefix="fg") as path:
+            yield Path(path)
+    finally:
+        daemons.STORE_URL = None
+
+
+def distilled_once(stored: dict[str, int]) -> dict[int, int]:
+    """Facts per seq that the test expects: one for each stored interaction."""
+    return dict.fromkeys(stored.values(), 1)
+
+
+def stored_ids() -> dict[str, int]:
+    return dict(rows("", "SELECT client_id, seq FROM interactions"))
+
+
+class Pusher:
+    """Pushes unique interactions to one daemon; keeps the ids that were acknowledged."""
+
+    def __init__(self, socket: str, prefix: str) -> None:
+        self.socket, self.prefix = socket, prefix
+        self.acknowledged: set[str] = set()
+        self.refused = 0  # 503 answers
+        self._next = 0
+        self._changed = trio.Event()
+
+    async def until(self, done: Callable[[Pusher], bool]) -> None:
+        """Return once `done(self)` holds, checked after every answer."""
+        while not done(self):
+            await self._changed.wait()
+
+    def _answered(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def run(self) -> None:
+        pending: list[str] = []
+        while True:
+            ids = pending or [f"{self.prefix}-{self._next + n}" for n in range(3)]
+            self._next += 0 if pending else 3
+            try:
+                async with socket_client(self.socket) as client:
+                    answer = await client.post(
+                        "/v1/interactions", json=[interaction(i) for i in ids]
+                    )
+                self._answered()
+                if answer.status_code == 202:
+                    self.acknowledged.update(ids)
+                    pending = []
+                    continue
+                assert answer.status_code == 503, answer.text
+                assert answer.json()["error"]["code"] == "store_unavailable"
+                self.refused += 1
+            except httpx.TransportError:
+                pass  # the daemon is down: these ids were not acknowledged
+            pending = ids
+            await trio.sleep(0.05)  # a client's pause before it retries
+
+
+async def _lease_holder(first: DaemonProcess, second: DaemonProcess) -> DaemonProcess:
+    """The daemon whose log says it took the distill lease last (one of them always has it)."""
+    while True:
+        for daemon in (first, second):
+            alive = daemon.process is not None and daemon.process.returncode is None
+            if alive and daemon.events("lease_taken"):
+                return daemon
+        await trio.sleep(0.05)
+
+
+@pytest.mark.slow  # in the default run too; `-m "not slow"` skips it
+async def test_two_daemons_distil_every_acknowledged_push_once(
+    shared: Path, fake_llm: FakeLLM
+) -> None:
+    """Two daemons take pushes; the one distilling is SIGKILLed again and again: no loss, no twice."""
+    fake_llm.latency = LLM_LATENCY
+    rng = random.Random(SEED)
+    pair = []
+    for name in ("a", "b"):
+        (shared / name).mkdir()
+        config = write_config(shared / name, fake_llm.base_url,
+                              distill={"max_batch_interactions": 4})  # fmt: skip
+        pair.append(DaemonProcess(config, shared / name))
+    pushers = [Pusher(d.socket, d.directory.name) for d in pair]
+    mid_batch = 0
+    with trio.fail_after(180):
+        async with pair[0], pair[1], trio.open_nursery() as nursery:
+            for daemon in pair:
+                await daemon.start()
+            for pusher in pushers:
+                nursery.start_soon(pusher.run)
+            for _ in range(KILLS):
+                await trio.sleep(rng.uniform(*KILL_AFTER))
+                holder = await _lease_holder(*pair)
+                mid_batch += fake_llm.in_flight > 0
+                await holder.kill()
+                holder.log_path.write_text("")  # its lease_taken lines died with it
+                await holder.start()
+            nursery.cancel_scope.cancel()
+        async with pair[0], pair[1]:
+            for daemon in pair:
+                await daemon.start()
+            stored = stored_ids()
+            async with socket_client(pair[0].socket) as client:
+                await _until_distilled(client, max(stored.values()))
+            for daemon in pair:
+                assert await daemon.stop() == 0
+    acknowledged = pushers[0].acknowledged | pushers[1].acknowledged
+    assert acknowledged - set(stored) == set(), "an acknowledged interaction was lost"
+    assert facts_per_seq("") == distilled_once(stored)
+    assert mid_batch > 0, "no kill landed while the LLM was answering"
+
+
+async def _until_distilled(client: httpx.AsyncClient, seq: int) -> None:
+    """Wait until the distill watermark, wherever it runs, reaches `seq`."""
+    await wait_for_watermark(client, seq)
+
+
+def _hold_append(url: str, text: str) -> tuple[psycopg.Connection[Any], int]:
+    """Begin an append as the store does (barrier, insert) and leave it uncommitted."""
+    conn = psycopg.connect(url)
+    conn.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", LOG_LOCK)
+    row = new(text, scope="user:alice")
+    seq = conn.execute(_INSERT_INTERACTION, msgspec.structs.astuple(row)).fetchone()
+    assert seq is not None
+    return conn, int(seq[0])
+
+
+def _barrier_waiters(url: str) -> int:
+    sql = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s"
+           " AND NOT granted")  # fmt: skip
+    with psycopg.connect(url, autocommit=True) as conn:
+        return int(conn.execute(sql, (LOG_LOCK[0],)).fetchone()[0])  # type: ignore[index]  # count(*) answers one row
+
+
+async def _until_feeder_waits(url: str) -> None:
+    """Return once a read of the log waits behind an open append (a lock table sends no event)."""
+    while True:
+        if await trio.to_thread.run_sync(_barrier_waiters, url):
+            return
+        await trio.sleep(0.05)
+
+
+async def test_commits_out_of_seq_order_lose_nothing(shared: Path, fake_llm: FakeLLM) -> None:
+    """Seq 1 commits after seq 2: the observer waits for it instead of passing it by."""
+    url = daemons.STORE_URL
+    assert url is not None
+    config = load_config(write_config(shared, fake_llm.base_url), {})
+    with trio.fail_after(60):
+        async with running_daemon(config) as running:
+            early, first = await trio.to_thread.run_sync(_hold_append, url, "early PostgreSQL")
+            late, second = await trio.to_thread.run_sync(_hold_append, url, "late PostgreSQL")
+            assert first < second
+            await trio.to_thread.run_sync(late.commit)  # the later seq commits first
+            await _until_feeder_waits(url)
+            assert running.hub.progress["distill"].status.watermark == 0
+            await trio.to_thread.run_sync(early.commit)
+            early.close()
+            late.close()
+            async with socket_client(config.server.socket) as client:
+                await wait_for_watermark(client, second, hub=running.hub)
+    assert facts_per_seq("") == {first: 1, second: 1}
+
+
+async def test_database_restart_under_load_refuses_then_loses_nothing(
+    shared: Path, fake_llm: FakeLLM, postgres: Server
+) -> None:
+    """While PostgreSQL is down pushes get 503; after it is back every 202 is stored, distilled."""
+    config = load_config(
+        write_config(shared, fake_llm.base_url, store={"busy_timeout_ms": 1000}), {}
+    )
+    pusher = Pusher(config.server.socket, "p")
+    with trio.fail_after(120):
+        async with running_daemon(config) as running:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(pusher.run)
+                await pusher.until(lambda p: len(p.acknowledged) >= 9)
+                await trio.to_thread.run_sync(postgres.ctl, "stop", "-m", "fast")
+                await pusher.until(lambda p: p.refused >= 2)
+                await trio.to_thread.run_sync(postgres.ctl, "start")
+                acknowledged = len(pusher.acknowledged)
+                await pusher.until(lambda p: len(p.acknowledged) >= acknowledged + 9)
+                nursery.cancel_scope.cancel()
+            stored = stored_ids()
+            async with socket_client(config.server.socket) as client:
+                await wait_for_watermark(client, max(stored.values()), hub=running.hub)
+    assert pusher.acknowledged - set(stored) == set(), "an acknowledged interaction was lost"
+    assert facts_per_seq("") == distilled_once(stored)
+
+
+async def test_a_commit_without_the_lease_is_refused(shared: Path) -> None:
+    """A daemon that lost its observer's lease cannot move that observer's watermark."""
+    assert daemons.STORE_URL is not None
+    store = PostgresStore(StoreConfig(url=daemons.STORE_URL))
+    try:
+        await store.append([[new("a")]])
+        with pytest.raises(
+            StoreError, match=r"^this daemon no longer holds the lease of observer 'distill'$"
+        ):
+            await store.set_watermark("distill", 1)
+        assert await store.watermark("distill") == 0
+    finally:
+        store.close()
