@@ -15,9 +15,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from forged.errors import InvalidAnswer
 from forged.grounding import Sources, Verdict, check
-from forged.llm import Task, extract_json
+from forged.llm import Task, decode_answer
 from forged.models import Usage
 from forged.prompt import GUIDED_SUMMARY_CHARS
 from forged.tokens import estimate_tokens
@@ -94,14 +93,7 @@ def render_summaries(summaries: list[OldSummary]) -> str:
 
 def parse_summary(content: str, usage: Usage) -> str:
     """The condensed summary an answer holds, or InvalidAnswer (carrying its cost)."""
-    try:
-        return msgspec.json.decode(extract_json(content), type=_Answer).summary.strip()
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise InvalidAnswer(f"the answer is not a summary: {exc}", raw=content,
-                            usage=usage) from exc  # fmt: skip
-    except InvalidAnswer as exc:
-        exc.usage = usage
-        raise
+    return decode_answer(content, usage, _Answer, "a summary").summary.strip()
 
 
 def grounded(text: str, summaries: list[OldSummary]) -> Verdict:

@@ -32,7 +32,7 @@ from forged.distill import RetryPolicy, add_usage
 from forged.errors import ContextOverflow, InvalidAnswer, InvalidRequest, LLMUnavailable
 from forged.httpserver import Request, Response
 from forged.hub import Feed, Progress
-from forged.llm import Task, extract_json
+from forged.llm import Task, decode_answer
 from forged.models import (
     Condensed,
     ConsolidateAnswer,
@@ -184,14 +184,7 @@ def chunks(facts: list[CurrentFact], per_call: int, max_tokens: int) -> list[lis
 
 def parse_changes(content: str, usage: Usage) -> list[_RawChange]:
     """The changes an answer proposes, or InvalidAnswer (carrying its cost)."""
-    try:
-        return msgspec.json.decode(extract_json(content), type=_Answer).changes
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise InvalidAnswer(f"the answer is not a list of changes: {exc}", raw=content,
-                            usage=usage) from exc  # fmt: skip
-    except InvalidAnswer as exc:
-        exc.usage = usage
-        raise
+    return decode_answer(content, usage, _Answer, "a list of changes").changes
 
 
 def _overlap(a: str, b: str) -> float:

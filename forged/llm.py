@@ -126,6 +126,18 @@ def extract_json(content: str) -> str:
     return text[start : end + 1]
 
 
+def decode_answer(content: str, usage: Usage, shape: type[T], what: str) -> T:
+    """An answer as `shape`, or InvalidAnswer that says it is not `what` and carries its cost."""
+    try:
+        return msgspec.json.decode(extract_json(content), type=shape)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise InvalidAnswer(f"the answer is not {what}: {exc}", raw=content,
+                            usage=usage) from exc  # fmt: skip
+    except InvalidAnswer as exc:
+        exc.usage = usage
+        raise
+
+
 def _clip(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
