@@ -119,6 +119,9 @@ class ConsolidateConfig(_Section, frozen=True):
     unless turned on."""
 
     enabled: bool = False  # the bundled model is too small to judge which facts still hold
+    # a plugin ("package.module:Class") proposing the changes in place of the LLM, and its keys
+    class_: str = msgspec.field(default="", name="class")
+    settings: dict[str, Any] = {}  # [consolidate.settings]: decoded into the plugin's `Config`
     min_new_facts: Positive = 20  # a scope with this many facts new since its last run is due
     max_wait: Seconds = 86400.0  # seconds after which a scope with any new fact is due
     check_interval: Seconds = 60.0  # seconds between looks for due scopes

@@ -18,7 +18,7 @@ import sqlite3
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 import msgspec
@@ -137,15 +137,23 @@ class CurrentFact(NamedTuple):
     first_at: str
 
 
-class _RawChange(msgspec.Struct):
-    action: str
+class ProposedChange(msgspec.Struct):
+    """A change an LLM or a plugin proposes: retire fact `fact`, fact `into` stands in for it."""
+
+    action: str  # "merge" (a duplicate) or "supersede" (no longer true)
     fact: int
     into: int
     reason: str = ""
 
 
 class _Answer(msgspec.Struct):
-    changes: list[_RawChange] = []
+    changes: list[ProposedChange] = []
+
+
+class Proposer(Protocol):
+    """A consolidation plugin (`[consolidate] class`): proposes changes in place of the LLM."""
+
+    async def propose(self, scope: str, facts: list[CurrentFact]) -> list[ProposedChange]: ...
 
 
 class BudgetSpent(Exception):
@@ -182,7 +190,7 @@ def chunks(facts: list[CurrentFact], per_call: int, max_tokens: int) -> list[lis
     return [*out, current] if current else out
 
 
-def parse_changes(content: str, usage: Usage) -> list[_RawChange]:
+def parse_changes(content: str, usage: Usage) -> list[ProposedChange]:
     """The changes an answer proposes, or InvalidAnswer (carrying its cost)."""
     return decode_answer(content, usage, _Answer, "a list of changes").changes
 
@@ -192,7 +200,9 @@ def _overlap(a: str, b: str) -> float:
     return len(wa & wb) / max(1, min(len(wa), len(wb)))
 
 
-def _refusal(change: _RawChange, facts: dict[int, CurrentFact], retired: set[int]) -> str | None:
+def _refusal(
+    change: ProposedChange, facts: dict[int, CurrentFact], retired: set[int]
+) -> str | None:
     """Why forged will not apply a proposed change, or None when it checks out."""
     old, new = facts.get(change.fact), facts.get(change.into)
     if old is None or new is None:
@@ -211,7 +221,7 @@ def _refusal(change: _RawChange, facts: dict[int, CurrentFact], retired: set[int
 
 
 def checked(
-    proposed: list[_RawChange], facts: list[CurrentFact], retired: set[int], reason_chars: int
+    proposed: list[ProposedChange], facts: list[CurrentFact], retired: set[int], reason_chars: int
 ) -> list[ConsolidationChange]:
     """The proposed changes forged can stand behind; the facts they retire join `retired`."""
     by_id = {f.id: f for f in facts}
@@ -227,6 +237,11 @@ def checked(
         retired.add(change.fact)
         kept.append(ConsolidationChange(change.action, change.fact, change.into, reason))  # type: ignore[arg-type]
     return kept
+
+
+def _plugin_name(proposer: Proposer) -> str:
+    """A plugin's import path, recorded as the `model` of its runs."""
+    return f"{type(proposer).__module__}:{type(proposer).__qualname__}"
 
 
 def _due(conn: sqlite3.Connection, config: ConsolidateConfig, min_new: int) -> list[str]:
@@ -245,13 +260,16 @@ class ConsolidateObserver:
 
     def __init__(
         self,
-        llm: Asker,
+        llm: Asker | None,
         config: ConsolidateConfig,
         retry: RetryPolicy,
         max_summary_chars: int,
         store: Store,
+        proposer: Proposer | None = None,
     ) -> None:
-        self.llm = llm
+        self.llm = llm  # condenses summaries, and judges facts unless a plugin does (None: neither)
+        self.proposer = proposer
+        self.model = _plugin_name(proposer) if proposer is not None else getattr(llm, "model", "")
         self.config = config
         self.retry = retry  # bad answers and backoff, as for distilling
         self.max_summary_chars = (
@@ -320,14 +338,13 @@ class ConsolidateObserver:
             chunk = [f for f in chunk if f.id not in retired]
             if len(chunk) < 2:
                 continue
-            proposed, spent = await self._ask(TASK, render_facts(chunk), parse_changes, progress,
-                                              patient)  # fmt: skip
+            proposed, spent = await self._ask(self._proposal(scope, chunk), progress, patient)
             usage = add_usage(usage, spent)
             changes += checked(proposed or [], chunk, retired, self.config.max_reason_chars)
         condensed, spent, ungrounded = await self._condense(scope, progress, patient)
         return ConsolidationRun(
             run_id=uuid.uuid4().hex[:16],
-            model=self.llm.model,
+            model=self.model,
             scope=scope,
             facts=len(facts),
             through_fact_id=max((f.id for f in facts), default=0),
@@ -344,10 +361,10 @@ class ConsolidateObserver:
         or the answer is not grounded in them), its cost, and 1 if the grounding check dropped it."""
         old = await self.store.read(condense.old_summaries, scope, self.config.keep_summaries)
         old = condense.fitting(old, self.config.max_prompt_tokens)
-        if len(old) < 2:
+        if len(old) < 2 or self.llm is None:
             return None, Usage(), 0
-        text, spent = await self._ask(condense.TASK, condense.render_summaries(old),
-                                      condense.parse_summary, progress, patient)  # fmt: skip
+        asked = self._asked(condense.TASK, condense.render_summaries(old), condense.parse_summary)
+        text, spent = await self._ask(asked, progress, patient)
         if not text:
             return None, spent, 0
         if not (verdict := condense.grounded(text, old)).grounded:
@@ -370,11 +387,42 @@ class ConsolidateObserver:
             log.info("consolidation_budget_spent", observer=self.name, resume_in=round(wait))
             await trio.sleep(wait)
 
+    def _proposal(
+        self, scope: str, chunk: list[CurrentFact]
+    ) -> Callable[[], Awaitable[tuple[list[ProposedChange], Usage]]]:
+        """One request for a chunk's changes: to the plugin when there is one, else to the LLM."""
+        if self.proposer is None:
+            return self._asked(TASK, render_facts(chunk), parse_changes)
+        proposer = self.proposer
+
+        async def proposed() -> tuple[list[ProposedChange], Usage]:
+            start = time.monotonic()
+            answer = await proposer.propose(scope, list(chunk))
+            usage = Usage(ms=round((time.monotonic() - start) * 1000), calls=1)
+            try:  # a plugin's answer is checked as strictly as the LLM's
+                return msgspec.convert(answer, list[ProposedChange], from_attributes=True), usage
+            except msgspec.ValidationError as exc:
+                raise InvalidAnswer(f"the plugin's answer is not a list of changes: {exc}",
+                                    usage=usage) from exc  # fmt: skip
+
+        return proposed
+
+    def _asked(
+        self, task: Task, user: str, parse: Callable[[str, Usage], T]
+    ) -> Callable[[], Awaitable[tuple[T, Usage]]]:
+        """One request to the LLM, its answer parsed."""
+        llm = self.llm
+        assert llm is not None  # the daemon builds no observer without an LLM or a plugin
+
+        async def asked() -> tuple[T, Usage]:
+            content, usage = await llm.ask(task, user)
+            return parse(content, usage), usage
+
+        return asked
+
     async def _ask(
         self,
-        task: Task,
-        user: str,
-        parse: Callable[[str, Usage], T],
+        request: Callable[[], Awaitable[tuple[T, Usage]]],
         progress: Progress,
         patient: bool,
     ) -> tuple[T | None, Usage]:
@@ -388,8 +436,8 @@ class ConsolidateObserver:
         while attempts < self.retry.max_attempts:  # an outage is waited out, not counted
             await self._budget(patient)
             try:
-                content, usage = await self.llm.ask(task, user)
-                return parse(content, usage), add_usage(spent, usage)
+                answer, usage = await request()
+                return answer, add_usage(spent, usage)
             except LLMUnavailable as exc:
                 if not patient:
                     raise

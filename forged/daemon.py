@@ -21,7 +21,7 @@ from forged import systemd
 from forged.api import Api
 from forged.backend import Backend, open_store
 from forged.config import Config, DistillStyle, ServerConfig
-from forged.consolidate import Asker, ConsolidateObserver
+from forged.consolidate import Asker, ConsolidateObserver, Proposer
 from forged.deadletters import Redistiller
 from forged.distill import BatchDistiller, DistillObserver, Related, RetryPolicy
 from forged.errors import AlreadyRunning, ConfigError
@@ -31,7 +31,7 @@ from forged.ingest import Ingest
 from forged.lifecycle import Lifecycle
 from forged.llm import Distiller, make_distiller
 from forged.models import DISTILL_OBSERVER
-from forged.plugins import load_observers
+from forged.plugins import load_consolidator, load_observers
 from forged.recall import Recall
 from forged.store import Store
 
@@ -123,29 +123,36 @@ def _distill_work(
                           config.distiller.max_facts, _related(config, store))  # fmt: skip
 
 
-def _consolidator(config: Config, work: BatchDistiller, store: Backend) -> ConsolidateObserver:
-    """The consolidate observer, on the distiller's model and retry policy."""
-    if not callable(getattr(work.distiller, "ask", None)):
+def _consolidator(
+    config: Config, work: BatchDistiller, store: Backend, proposer: Proposer | None
+) -> ConsolidateObserver:
+    """The consolidate observer, on the distiller's model (or the plugin) and retry policy."""
+    asks = callable(getattr(work.distiller, "ask", None))
+    if not asks and proposer is None:
         raise ConfigError(
             "consolidate.enabled: the distiller has no async method `ask`, which"
-            " consolidation needs; use the OpenAI-compatible client"
+            " consolidation needs; use the OpenAI-compatible client or a consolidate.class"
         )
     if not isinstance(store, Store):
         raise ConfigError("consolidate.enabled: consolidation runs on the SQLite store only so far")
-    llm = cast(Asker, work.distiller)
+    llm = cast(Asker, work.distiller) if asks else None  # without it, summaries stay as they are
     max_chars = config.distiller.max_summary_chars
-    return ConsolidateObserver(llm, config.consolidate, work.retry, max_chars, store)
+    return ConsolidateObserver(llm, config.consolidate, work.retry, max_chars, store, proposer)
 
 
 def _observers(
-    config: Config, work: BatchDistiller | None, plugins: list[Observer], store: Backend
+    config: Config,
+    work: BatchDistiller | None,
+    plugins: list[Observer],
+    store: Backend,
+    proposer: Proposer | None,
 ) -> list[Observer]:
     """The built-in distill and consolidate observers (each unless turned off), then the plugins."""
     if work is None:
         return plugins
     built_in: list[Observer] = [DistillObserver(work, config.distill)]
     if config.consolidate.enabled:
-        built_in.append(_consolidator(config, work, store))
+        built_in.append(_consolidator(config, work, store, proposer))
     return [*built_in, *plugins]
 
 
@@ -246,6 +253,7 @@ async def run_daemon(
     signals = _Signals()
     try:
         plugins = load_observers(config, store)  # a faulty plugin stops us before anything runs
+        proposer = load_consolidator(config, store)
         with trio.open_signal_receiver(*STOP_SIGNALS, signal.SIGHUP) as received:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(signals.watch, received)
@@ -266,7 +274,7 @@ async def run_daemon(
                         make_distiller(config.distiller, store) if config.distill.enabled else None
                     )
                     work = _distill_work(config, distiller, store)
-                    hub = Hub(store, _observers(config, work, plugins, store),
+                    hub = Hub(store, _observers(config, work, plugins, store, proposer),
                               config.distill.channel_capacity)  # fmt: skip
                     ingest = Ingest(
                         store, hub.notify_appended, hub.backlog, config.server.max_backlog

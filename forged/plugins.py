@@ -5,13 +5,16 @@ An observer plugin is a class named in its own config table, `[observers.NAME]`,
 into its own `Config` Struct, a read-only view of the store, a logger) and must have that `name`
 and an async `run(interactions, progress)` that lives as long as the daemon. Every check happens
 at start and fails as a config error naming what is missing, never after the first interaction.
+
+A consolidation plugin, `[consolidate] class`, is created the same way (its settings from
+`[consolidate.settings]`) and must have an async `propose(scope, facts)` (forged.consolidate).
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 import structlog
@@ -29,8 +32,12 @@ from forged.models import (
 )
 from forged.recall import Page, Recall, SearchQuery
 
+if TYPE_CHECKING:  # forged.consolidate imports forged.llm, which imports this module
+    from forged.consolidate import Proposer
+
 C = TypeVar("C")
-BUILT_IN = frozenset({DISTILL_OBSERVER, "consolidate"})  # observer names forged itself uses
+CONSOLIDATE = "consolidate"  # the consolidate observer's name, which its plugin's context takes
+BUILT_IN = frozenset({DISTILL_OBSERVER, CONSOLIDATE})  # observer names forged itself uses
 
 
 def load_object(spec: str, key: str) -> Any:
@@ -134,10 +141,45 @@ def _resolve(name: str, table: dict[str, Any]) -> tuple[Any, Any, str]:
     return cls, _settings(cls, table, key, spec), spec
 
 
+def _consolidator(config: Config) -> tuple[Any, Any, str] | None:
+    """The consolidation plugin's class, settings and spec, checked; None for the built-in one
+    (or with consolidation off)."""
+    spec, settings = config.consolidate.class_, config.consolidate.settings
+    if not config.consolidate.enabled:
+        return None
+    if not spec:
+        if settings:
+            raise ConfigError("consolidate.settings: only a plugin takes settings; name it"
+                              " with consolidate.class = 'package.module:Class'")  # fmt: skip
+        return None
+    cls = load_object(spec, "consolidate.class")
+    require_async(cls, "propose", "consolidate.class", spec)
+    return cls, _settings(cls, settings, "consolidate.settings", spec), spec
+
+
+def _create(cls: Any, context: ObserverContext[Any], key: str, spec: str) -> Any:
+    """The plugin created with its context; its own failure to start is one line, not a trace."""
+    try:
+        return cls(context)
+    except Exception as exc:
+        raise ConfigError(f"{key}: {spec} failed to start: {type(exc).__name__}: {exc}") from exc
+
+
 def check_observers(config: Config) -> None:
-    """Import every observer plugin and decode its settings; raise ConfigError on the first fault."""
+    """Import every plugin and decode its settings; raise ConfigError on the first fault."""
     for name, table in config.observers.items():
         _resolve(name, table)
+    _consolidator(config)
+
+
+def load_consolidator(config: Config, store: Backend) -> Proposer | None:
+    """The consolidation plugin of the config, created and checked; None for the built-in one."""
+    if (found := _consolidator(config)) is None:
+        return None
+    cls, settings, spec = found
+    context = ObserverContext(CONSOLIDATE, settings, StoreView(store, config.recall))
+    proposer: Proposer = _create(cls, context, "consolidate", spec)
+    return proposer
 
 
 def load_observers(config: Config, store: Backend) -> list[Observer]:
@@ -146,12 +188,7 @@ def load_observers(config: Config, store: Backend) -> list[Observer]:
     observers: list[Observer] = []
     for name, table in config.observers.items():
         cls, settings, spec = _resolve(name, table)
-        try:
-            observer = cls(ObserverContext(name, settings, view))
-        except Exception as exc:  # a plugin's own failure to start: one line, not a traceback
-            raise ConfigError(
-                f"observers.{name}: {spec} failed to start: {type(exc).__name__}: {exc}"
-            ) from exc
+        observer = _create(cls, ObserverContext(name, settings, view), f"observers.{name}", spec)
         actual = getattr(observer, "name", None)
         if actual != name:
             found = "has no `name`" if actual is None else f"is named {actual!r}"

@@ -49,6 +49,7 @@ from tests.daemons import (
 )
 from tests.data import integrity, rows
 from tests.fakellm import FACTS_OPEN, FakeLLM, consolidation_answer
+from tests.stub_consolidator import SamePrefix
 from tests.test_recall_cli import Daemon
 
 CURRENT = {
@@ -260,15 +261,15 @@ async def test_facts_a_run_cannot_check_are_not_changed() -> None:
         CurrentFact(2, "state", "The user lives in Berlin.", "2026-03-03T10:00:00.000Z"),
         CurrentFact(3, "preference", "The user prefers tea.", "2026-03-02T10:00:00.000Z"),
     ]
-    from forged.consolidate import _RawChange
+    from forged.consolidate import ProposedChange
 
     proposed = [
-        _RawChange("supersede", 2, 1, "older for newer"),
-        _RawChange("supersede", 1, 9, "unknown id"),
-        _RawChange("merge", 3, 3, "itself"),
-        _RawChange("merge", 3, 2, "unrelated"),
-        _RawChange("supersede", 1, 2, "moved"),
-        _RawChange("merge", 1, 2, "already retired"),
+        ProposedChange("supersede", 2, 1, "older for newer"),
+        ProposedChange("supersede", 1, 9, "unknown id"),
+        ProposedChange("merge", 3, 3, "itself"),
+        ProposedChange("merge", 3, 2, "unrelated"),
+        ProposedChange("supersede", 1, 2, "moved"),
+        ProposedChange("merge", 1, 2, "already retired"),
     ]
     kept = checked(proposed, facts, set(), 300)
     assert [(c.action, c.fact_id, c.into_id) for c in kept] == [("supersede", 1, 2)]
@@ -468,8 +469,59 @@ async def test_consolidation_needs_a_distiller_that_can_ask(short_tmp: Path) -> 
     assert done.returncode == 2
     assert done.stderr.decode().splitlines()[-1] == (
         "forged: config error: consolidate.enabled: the distiller has no async method `ask`,"
-        " which consolidation needs; use the OpenAI-compatible client"
+        " which consolidation needs; use the OpenAI-compatible client or a consolidate.class"
     )
+
+
+async def test_a_plugin_named_in_config_consolidates_in_place_of_the_llm(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """`[consolidate] class` proposes; forged checks, applies and audits as for the LLM."""
+    SamePrefix.asked.clear()
+    plugin = {"class": "tests.stub_consolidator:SamePrefix", "settings": {"words": 3}}
+    config = load_config(_config(short_tmp, fake_llm, **plugin), {})
+    async with running_daemon(config), socket_client(config.server.socket) as client:
+        await _distilled(client)
+        response = await client.post("/v1/consolidate", params={"scope": SCOPE})
+        assert response.status_code == 200, response.text
+        (run,) = response.json()["runs"]
+        assert set(await _facts(client)) == CURRENT
+        history = await _facts(client, history=True)
+        for text, (_, into, _) in RETIRED.items():
+            into = "The service uses Postgres." if "MySQL" in text else into  # no merge here
+            change = (await client.get(f"/v1/facts/{history[text]['id']}")).json()["replaced_by"]
+            assert (change["action"], change["fact"]["text"]) == ("supersede", into), text
+            assert (change["reason"], change["run_id"]) == (
+                "same first 3 words, said later", run["run_id"]
+            )  # fmt: skip
+    assert SamePrefix.asked == [(SCOPE, len(CONVERSATION))]
+    assert (run["model"], run["usage"]["calls"], len(run["changes"])) == (
+        "tests.stub_consolidator:SamePrefix", 1, len(RETIRED)
+    )  # fmt: skip
+    assert _consolidation_calls(fake_llm) == 0  # the LLM was not asked to judge the facts
+
+
+@pytest.mark.parametrize(
+    ("cls", "calls", "error"),
+    [
+        ("Backwards", 1, None),  # refused: a fact superseded by an older one
+        ("Garbled", 3, "InvalidAnswer: the plugin's answer is not a list of changes: Object"
+                       " missing required field `fact` - at `$[0]`"),  # asked [distill] max_attempts times
+    ],
+)  # fmt: skip
+async def test_a_plugins_proposals_meet_forgeds_checks_and_retries(
+    short_tmp: Path, fake_llm: FakeLLM, cls: str, calls: int, error: str | None
+) -> None:
+    config = load_config(_config(short_tmp, fake_llm, **{"class": f"tests.stub_consolidator:{cls}"}),
+                         {})  # fmt: skip
+    async with running_daemon(config), socket_client(config.server.socket) as client:
+        await _distilled(client)
+        (run,) = (await client.post("/v1/consolidate", params={"scope": SCOPE})).json()["runs"]
+        assert (run["changes"], run["usage"]["calls"]) == ([], calls)
+        assert len(await _facts(client)) == len(CONVERSATION)
+        status = (await client.get("/v1/status")).json()
+    mine = next(o for o in status["observers"] if o["name"] == "consolidate")
+    assert mine["last_error"] == error
 
 
 def _consolidation_calls(llm: FakeLLM) -> int:
