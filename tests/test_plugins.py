@@ -13,11 +13,12 @@ import trio
 from forged.config import DistillerConfig, load_config, parse_config
 from forged.errors import ConfigError
 from forged.llm import make_distiller
-from forged.plugins import check_observers, load_observers
+from forged.plugins import check_observers, load_consolidator, load_observers
 from forged.store import Store
 from tests.daemons import running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
 from tests.observers import Configured, Quitter
+from tests.stub_consolidator import SamePrefix
 
 ONE = {"messages": [{"role": "user", "text": "hello"}]}
 
@@ -119,6 +120,63 @@ def test_an_observer_is_created_whole_with_its_tables_name(
     assert str(info.value) == message
 
 
+CONSOLIDATE = "[consolidate]\nenabled = true\n"
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        (
+            "class = 'tests.nope:Judge'",
+            "consolidate.class: cannot import 'tests.nope': No module named 'tests.nope'",
+        ),
+        ("class = 'Judge'", "consolidate.class: 'Judge' is not of the form 'package.module:Name'"),
+        (
+            "class = 'tests.stub_consolidator:Blocking'",
+            "consolidate.class: tests.stub_consolidator:Blocking has no async method `propose`",
+        ),
+        (
+            "class = 'tests.stub_consolidator:Backwards'\n[consolidate.settings]\nwords = 2",
+            "consolidate.settings.words: unknown key"
+            " (tests.stub_consolidator:Backwards takes no settings)",
+        ),
+        (
+            "class = 'tests.stub_consolidator:SamePrefix'\n[consolidate.settings]\nwords = 'x'",
+            "consolidate.settings.words: expected `int`, got `str`",
+        ),
+        (
+            "class = 'tests.stub_consolidator:SamePrefix'\n[consolidate.settings]\nwrods = 2",
+            "consolidate.settings.wrods: unknown key",
+        ),
+        (
+            "[consolidate.settings]\nwords = 2",
+            "consolidate.settings: only a plugin takes settings; name it with"
+            " consolidate.class = 'package.module:Class'",
+        ),
+    ],
+)
+def test_a_faulty_consolidation_plugin_is_named_at_load(
+    toml: str, message: str, store: Store
+) -> None:
+    """The same checks and messages as for observer plugins, under `consolidate`."""
+    config = parse_config(CONSOLIDATE + toml)
+    with pytest.raises(ConfigError) as info:
+        check_observers(config)
+    assert str(info.value) == message
+    with pytest.raises(ConfigError) as info:
+        load_consolidator(config, store)
+    assert str(info.value) == message
+
+
+def test_a_consolidation_plugin_is_created_with_its_settings(store: Store) -> None:
+    toml = "class = 'tests.stub_consolidator:SamePrefix'\n[consolidate.settings]\nwords = 2"
+    plugin = load_consolidator(parse_config(CONSOLIDATE + toml), store)
+    assert isinstance(plugin, SamePrefix) and plugin.words == 2
+    assert load_consolidator(parse_config(CONSOLIDATE), store) is None  # the built-in LLM one
+    off = "[consolidate]\nclass = 'tests.nope:Judge'"  # consolidation off: nothing is loaded
+    assert load_consolidator(parse_config(off), store) is None
+
+
 def test_one_class_runs_under_two_names(store: Store) -> None:
     """Two tables, one class: two observers, each with its own name and settings."""
     toml = "".join(f"[observers.{n}]\nclass = 'tests.observers:Configured'\nlabel = '{n}'\n"
@@ -203,6 +261,11 @@ def test_a_faulty_distiller_is_named_at_load(cls: str, message: str) -> None:
         (
             "[observers.norun]\nclass = 'tests.observers:NoRun'",
             "observers.norun: tests.observers:NoRun has no async method `run`",
+        ),
+        (
+            "[consolidate]\nenabled = true\nclass = 'tests.stub_consolidator:Broken'",
+            "consolidate: tests.stub_consolidator:Broken failed to start:"
+            " RuntimeError: no judge model at /srv/judge",
         ),
         (
             "[distiller]\nclass = 'tests.stub_distiller:Modelless'",
