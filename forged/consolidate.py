@@ -5,7 +5,8 @@ Nothing is deleted: a retired fact keeps its text and dates, gains `superseded_b
 and recall leaves it out unless asked for history. forged applies only what it can check: both
 facts are listed, current and different; a fact is superseded only by one at least as recent;
 a merge keeps one of the two texts verbatim (no text is written) and joins facts that share most
-of their words. A run also condenses the scope's older summaries into one (forged.condense).
+of their words, whether the LLM proposed the change or a plugin named in `[consolidate] class`
+(a `Proposer`) did. A run also condenses the scope's older summaries into one (forged.condense).
 A run's changes, its cost and the scope's progress commit in one transaction, so a run cut short
 by a crash is done again from the start and nothing is applied twice.
 """

@@ -50,6 +50,7 @@ from tests.daemons import (
 from tests.data import integrity, rows
 from tests.fakellm import FACTS_OPEN, FakeLLM, consolidation_answer
 from tests.stub_consolidator import SamePrefix
+from tests.test_plugins import example
 from tests.test_recall_cli import Daemon
 
 CURRENT = {
@@ -522,6 +523,22 @@ async def test_a_plugins_proposals_meet_forgeds_checks_and_retries(
         status = (await client.get("/v1/status")).json()
     mine = next(o for o in status["observers"] if o["name"] == "consolidate")
     assert mine["last_error"] == error
+
+
+async def test_the_documented_consolidation_plugin_runs(
+    short_tmp: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/plugins.md's example, as printed, loads and leaves only the current state."""
+    (short_tmp / "example_judge.py").write_text(example("docs/plugins.md", "SameStart"))
+    monkeypatch.syspath_prepend(str(short_tmp))
+    plugin = {"class": "example_judge:SameStart", "settings": {"words": 3}}
+    config = load_config(_config(short_tmp, fake_llm, **plugin), {})
+    async with running_daemon(config), socket_client(config.server.socket) as client:
+        await _distilled(client)
+        response = await client.post("/v1/consolidate", params={"scope": SCOPE})
+        assert response.status_code == 200, response.text
+        assert set(await _facts(client)) == CURRENT
+        assert set(await _facts(client, history=True)) == CURRENT | set(RETIRED)
 
 
 def _consolidation_calls(llm: FakeLLM) -> int:

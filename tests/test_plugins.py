@@ -286,11 +286,11 @@ def test_serve_with_a_faulty_plugin_exits_2_with_one_line(
     assert (done.returncode, done.stderr) == (2, f"forged: config error: {message}\n")
 
 
-def _example(document: str) -> str:
-    """The Python block of `document` that defines the example plugin `Counter`."""
+def example(document: str, name: str = "Counter") -> str:
+    """The Python block of `document` that defines the example plugin `name`."""
     text = (Path(__file__).resolve().parent.parent / document).read_text()
     blocks = [b.split("\n", 1)[1] for b in text.split("```")[1::2] if b.startswith("python")]
-    (code,) = [b for b in blocks if "class Counter" in b]
+    (code,) = [b for b in blocks if f"class {name}" in b]
     return code
 
 
@@ -300,7 +300,7 @@ async def test_the_documented_example_plugin_runs(
 ) -> None:
     """The example as the documentation prints it loads, runs and moves its watermark."""
     module = f"example_{document.replace('/', '_').replace('.', '_')}"
-    (short_tmp / f"{module}.py").write_text(_example(document))
+    (short_tmp / f"{module}.py").write_text(example(document))
     monkeypatch.syspath_prepend(str(short_tmp))
     config = load_config(write_config(short_tmp, fake_llm.base_url, distill={"enabled": False},
                                       observers={"counter": {"class": f"{module}:Counter"}}),
