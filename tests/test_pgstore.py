@@ -159,13 +159,30 @@ async def _until_distilled(client: httpx.AsyncClient, seq: int) -> None:
 
 
 def _hold_append(url: str, text: str) -> tuple[psycopg.Connection[Any], int]:
-    """Begin an append as the store does (barrier, insert) and leave it uncommitted."""
+    """Begin an append as the store does (barrier, insert) and leave it uncommitted; give up
+    (LockNotAvailable) when the barrier is not granted within a second."""
     conn = psycopg.connect(url)
-    conn.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", LOG_LOCK)
-    row = new(text, scope="user:alice")
-    seq = conn.execute(_INSERT_INTERACTION, msgspec.structs.astuple(row)).fetchone()
+    try:
+        conn.execute("SET lock_timeout = '1s'")
+        conn.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", LOG_LOCK)
+        row = new(text, scope="user:alice")
+        seq = conn.execute(_INSERT_INTERACTION, msgspec.structs.astuple(row)).fetchone()
+    except BaseException:
+        conn.close()
+        raise
     assert seq is not None
     return conn, int(seq[0])
+
+
+def _hold_two_appends(url: str) -> tuple[tuple[psycopg.Connection[Any], int], ...]:
+    """Two appends open at once. A read of the log that queues for the barrier between them
+    makes the second wait behind it, and it waits for the first: let it pass, and begin again."""
+    while True:
+        early = _hold_append(url, "early PostgreSQL")
+        try:
+            return early, _hold_append(url, "late PostgreSQL")
+        except psycopg.errors.LockNotAvailable:
+            early[0].close()  # rolls back: its seq stays a gap, which PostgreSQL allows
 
 
 def _barrier_waiters(url: str) -> int:
@@ -190,8 +207,7 @@ async def test_commits_out_of_seq_order_lose_nothing(shared: Path, fake_llm: Fak
     config = load_config(write_config(shared, fake_llm.base_url), {})
     with trio.fail_after(60):
         async with running_daemon(config) as running:
-            early, first = await trio.to_thread.run_sync(_hold_append, url, "early PostgreSQL")
-            late, second = await trio.to_thread.run_sync(_hold_append, url, "late PostgreSQL")
+            (early, first), (late, second) = await trio.to_thread.run_sync(_hold_two_appends, url)
             assert first < second
             await trio.to_thread.run_sync(late.commit)  # the later seq commits first
             await _until_feeder_waits(url)
