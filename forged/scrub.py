@@ -113,6 +113,16 @@ class Scrubber:
         self.engine = engine
 
     def _flagged(self, text: str, flags: frozenset[int]) -> str:
+        """Scrub until nothing changes: a marker can expose a match that the secret it replaced
+        hid ("mysql -pX shopmysql -pY": Y matches only once X is a marker)."""
+        for _ in range(MAX_ROUNDS):
+            scrubbed = self._once(text, flags)
+            if scrubbed == text:
+                break
+            text, flags = scrubbed, (self.engine.flags([scrubbed]) or [frozenset()])[0]
+        return text
+
+    def _once(self, text: str, flags: frozenset[int]) -> str:
         """Both passes, each with only the rules the prefilter flagged."""
         if first := flags & _FIRST:
             scrubbed = _run(0, first, text)
@@ -129,6 +139,8 @@ class Scrubber:
             return list(texts)
         return [self._flagged(t, f) if f else t for t, f in zip(texts, flagged, strict=True)]
 
+
+MAX_ROUNDS = 4  # each round redacts more, so few are ever needed
 
 _SCRUBBER = Scrubber(prefilter.best(ANCHORS))
 

@@ -99,6 +99,7 @@ class Tour:
             self.make = await trio.lowlevel.open_process(
                 command, cwd=self.checkout, env=env, stdout=log, stderr=log,
                 start_new_session=True,  # its own group, as a terminal's foreground job
+                preexec_fn=_interruptible,
             )  # fmt: skip
         await notify.wait_for("READY=1")
 
@@ -150,6 +151,12 @@ class Tour:
         os.killpg(self.make.pid, signal.SIGINT)
         with trio.fail_after(STOP_TIMEOUT):
             return await self.make.wait()
+
+
+def _interruptible() -> None:
+    """Ctrl-C interrupts make, as in a terminal, even when this run inherited SIGINT ignored
+    (a background job of a non-interactive shell does)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _text(result: object) -> str:

@@ -258,6 +258,7 @@ def test_scrub_is_idempotent_on_arbitrary_text(text: str) -> None:
 @settings(deadline=None)  # the first scrub of a rule mix compiles its regex
 @given(_corpus_text)
 @example("-api_token = hunter2")
+@example("mysql -u root -prakDVO6nSo3Mg9 shopmysql -u root -prakDVO6nSo3Mg9 shop")
 def test_scrub_is_idempotent_on_corpus_mixtures(text: str) -> None:
     """Secrets, look-alikes and fragments glued together scrub to a fixed point."""
     once = scrub(text)
