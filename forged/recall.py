@@ -168,6 +168,17 @@ def query_phrases(text: str) -> list[str]:
     return ['"' + w.replace('"', '""') + '"' for w in words]
 
 
+def _meaningful(phrases: list[str]) -> list[str]:
+    """The phrases without function words ("what", "did", "the"), unless only those are left.
+
+    FTS5 indexes every word, and BM25 still gives "when" or "what" some weight: a question
+    would rank first the turns that ask something. PostgreSQL's english configuration leaves
+    them out of a query the same way.
+    """
+    kept = [p for p in phrases if not set(_WORD.findall(p.casefold())) <= STOPWORDS]
+    return kept or phrases
+
+
 def fts_query(phrases: list[str]) -> str:
     """Phrases joined by OR: BM25 ranks what matches more and rarer words first, so a question
     asked in full sentences still finds memory that shares only some of its words."""
@@ -314,7 +325,7 @@ def ranked(
     full. The answer is the exact ranking. A table under STREAMED_MIN_ROWS rows has too few
     matches for this to pay: one statement scores them all.
     """
-    phrases = query_phrases(query.q)
+    phrases = _meaningful(query_phrases(query.q))
     if not phrases:
         return []
     counts = _Counts(conn, table)
@@ -435,7 +446,7 @@ def exact_ids(
     conn: sqlite3.Connection, table: MemoryType, query: SearchQuery, half_life: float, now: float
 ) -> list[int]:
     """The ids `ranked` must return for a query without filters, by scoring every match."""
-    phrases = query_phrases(query.q)
+    phrases = _meaningful(query_phrases(query.q))
     if not phrases:
         return []
     key, at = _KEY_AND_TIME[table]

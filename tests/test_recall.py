@@ -205,6 +205,20 @@ def test_query_words_are_quoted() -> None:
     assert query_phrases("- + * 🎉") == []
 
 
+def test_a_questions_function_words_find_nothing_alone(db: sqlite3.Connection) -> None:
+    """The words "when" and "did" are not searched: a turn that only asks does not answer."""
+    asking = add_turn(db, "When did you get here? What did they say?")
+    answer = add_turn(db, "I went to the concert with Ana.")
+    found = find(db, "When did Ana go to the concert?", types=("interaction",))
+    assert [i.id for i in found] == [answer] and asking != answer
+
+
+def test_a_query_of_function_words_only_is_searched_as_it_is(db: sqlite3.Connection) -> None:
+    """With nothing but function words, those are the words searched."""
+    turn = add_turn(db, "What did they say?")
+    assert [i.id for i in find(db, "what did they", types=("interaction",))] == [turn]
+
+
 def test_words_in_most_rows_of_a_large_table_do_not_match_alone(db: sqlite3.Connection) -> None:
     """Over 1,000 rows, a word in more than half of them (no BM25 weight) makes no match alone."""
     db.execute("BEGIN")  # one commit, not one fsync per row
