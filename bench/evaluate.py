@@ -30,8 +30,10 @@ EVAL_FLAGS=--bundled`; not in the default `make eval`: the model takes minutes a
 shared cores): the bundled model, SmolLM2-135M-Instruct in the bundled default style
 (extractive), distils the first {sessions} sessions of LoCoMo {conversation} ({turns} turns)
 through the socket; the {questions} questions of categories 1-4 whose evidence lies in those
-sessions are then asked as above, beside the same baselines over the same turns. Measured
-{date} in {minutes:.1f} minutes.
+sessions are then asked as above, beside the same baselines over the same turns. Every line
+the model keeps is word for word one of those turns, and the block ranks it once, as that turn
+(README, Recall): the block is forged's ranking of the turns, whatever the model picks.
+Measured {date} in {minutes:.1f} minutes.
 
 {table}
 
