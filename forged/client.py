@@ -14,26 +14,9 @@ from pathlib import Path
 
 import httpx
 
-from forged import calls
+from forged import calls, models
 from forged.calls import JSON, NDJSON, Call, T
 from forged.config import DEFAULT_SOCKET, config_file, load_config
-from forged.models import (
-    Accepted,
-    ConsolidateAnswer,
-    ContextAnswer,
-    DeadLettersAnswer,
-    FactAudit,
-    FactsPage,
-    ForgetAnswer,
-    Health,
-    Interaction,
-    RedistillReport,
-    SearchAnswer,
-    Status,
-    StoredFact,
-    StoredSummary,
-    SummariesPage,
-)
 
 __all__ = ["JSON", "NDJSON", "AsyncClient", "Client", "find_socket"]
 TIMEOUT = httpx.Timeout(120.0, connect=5.0)  # seconds: a local daemon accepts at once or is down
@@ -99,24 +82,26 @@ class Client:
             response = self._http.send(call.request(self._http))
         return calls.decode(call, response)
 
-    def push(self, interactions: Interaction | Iterable[Interaction]) -> Accepted:
+    def push(
+        self, interactions: models.Interaction | Iterable[models.Interaction]
+    ) -> models.Accepted:
         """Store finished interactions (one, or several in one request); durable on return."""
         return self._send(calls.push(interactions))
 
-    def push_body(self, body: bytes, content_type: str = JSON) -> Accepted:
+    def push_body(self, body: bytes, content_type: str = JSON) -> models.Accepted:
         """Push a ready-made body: a JSON object or array (`JSON`), or NDJSON (`NDJSON`)."""
         return self._send(calls.push_body(body, content_type))
 
     def search(self, q: str, *, scope: str | None = None, kind: str | None = None,
                session: str | None = None, limit: int | None = None,
-               **filters: str | None) -> SearchAnswer:  # fmt: skip
+               **filters: str | None) -> models.SearchAnswer:  # fmt: skip
         """Memory matching the words of `q`, best first; `filters`: types, since, until, sources."""
         params = {"scope": scope, "kind": kind, "session": session, "limit": limit, **filters}
         return self._send(calls.search(q, **params))
 
     def context(self, q: str, *, scope: str | None = None, kind: str | None = None,
                 session: str | None = None, budget_tokens: int | None = None,
-                **filters: str | None) -> ContextAnswer:  # fmt: skip
+                **filters: str | None) -> models.ContextAnswer:  # fmt: skip
         """The memory block for `q`, packed into `budget_tokens`; `filters`: types, since, until."""
         params = {"scope": scope, "kind": kind, "session": session, "budget_tokens": budget_tokens,
                   **filters}  # fmt: skip
@@ -124,14 +109,14 @@ class Client:
 
     def facts(self, *, scope: str | None = None, kind: str | None = None,
               after: str | None = None, limit: int | None = None,
-              history: bool = False) -> FactsPage:  # fmt: skip
+              history: bool = False) -> models.FactsPage:  # fmt: skip
         """One page of current facts in id order (`history`: superseded ones too); pass its
         `next` as `after` for the following."""
         return self._send(calls.facts(scope=scope, kind=kind, after=after, limit=limit,
                                       history=history))  # fmt: skip
 
     def iter_facts(self, *, scope: str | None = None, kind: str | None = None,
-                   history: bool = False) -> Iterator[StoredFact]:  # fmt: skip
+                   history: bool = False) -> Iterator[models.StoredFact]:  # fmt: skip
         """Every current fact (`history`: every stored fact), page after page."""
         after = None
         while True:
@@ -140,20 +125,20 @@ class Client:
             if (after := page.next) is None:
                 return
 
-    def fact(self, fact_id: int) -> FactAudit:
+    def fact(self, fact_id: int) -> models.FactAudit:
         """A fact, current or not, with what it replaced and what replaced it."""
         return self._send(calls.fact(fact_id))
 
-    def consolidate(self, scope: str | None = None) -> ConsolidateAnswer:
+    def consolidate(self, scope: str | None = None) -> models.ConsolidateAnswer:
         """Consolidate `scope` now (or every scope with new facts); waits on the model."""
         return self._send(calls.consolidate(scope))
 
     def summaries(self, *, scope: str | None = None, after: str | None = None,
-                  limit: int | None = None) -> SummariesPage:  # fmt: skip
+                  limit: int | None = None) -> models.SummariesPage:  # fmt: skip
         """One page of stored summaries in id order."""
         return self._send(calls.summaries(scope=scope, after=after, limit=limit))
 
-    def iter_summaries(self, *, scope: str | None = None) -> Iterator[StoredSummary]:
+    def iter_summaries(self, *, scope: str | None = None) -> Iterator[models.StoredSummary]:
         """Every stored summary, page after page."""
         after = None
         while True:
@@ -162,22 +147,26 @@ class Client:
             if (after := page.next) is None:
                 return
 
-    def forget(self, scope: str) -> ForgetAnswer:
+    def forget(self, scope: str) -> models.ForgetAnswer:
         """Erase everything of a scope, for good."""
         return self._send(calls.forget(scope))
 
-    def status(self) -> Status:
+    def status(self) -> models.Status:
         return self._send(calls.STATUS)
 
-    def health(self) -> Health:
+    def health(self) -> models.Health:
         """`status="ok"` once ready; `Unavailable` (503 `not_ready`) before."""
         return self._send(calls.HEALTH)
 
-    def dead_letters(self, first: int | None = None, last: int | None = None) -> DeadLettersAnswer:
+    def dead_letters(
+        self, first: int | None = None, last: int | None = None
+    ) -> models.DeadLettersAnswer:
         """The open dead letters with seq in the range."""
         return self._send(calls.dead_letters(first, last))
 
-    def redistill(self, first: int | None = None, last: int | None = None) -> RedistillReport:
+    def redistill(
+        self, first: int | None = None, last: int | None = None
+    ) -> models.RedistillReport:
         """Distil the open dead letters again; waits as long as the model takes."""
         return self._send(calls.redistill(first, last))
 
@@ -210,24 +199,26 @@ class AsyncClient:
             response = await self._http.send(call.request(self._http))
         return calls.decode(call, response)
 
-    async def push(self, interactions: Interaction | Iterable[Interaction]) -> Accepted:
+    async def push(
+        self, interactions: models.Interaction | Iterable[models.Interaction]
+    ) -> models.Accepted:
         """Store finished interactions (one, or several in one request); durable on return."""
         return await self._send(calls.push(interactions))
 
-    async def push_body(self, body: bytes, content_type: str = JSON) -> Accepted:
+    async def push_body(self, body: bytes, content_type: str = JSON) -> models.Accepted:
         """Push a ready-made body: a JSON object or array (`JSON`), or NDJSON (`NDJSON`)."""
         return await self._send(calls.push_body(body, content_type))
 
     async def search(self, q: str, *, scope: str | None = None, kind: str | None = None,
                      session: str | None = None, limit: int | None = None,
-                     **filters: str | None) -> SearchAnswer:  # fmt: skip
+                     **filters: str | None) -> models.SearchAnswer:  # fmt: skip
         """Memory matching the words of `q`, best first; `filters`: types, since, until, sources."""
         params = {"scope": scope, "kind": kind, "session": session, "limit": limit, **filters}
         return await self._send(calls.search(q, **params))
 
     async def context(self, q: str, *, scope: str | None = None, kind: str | None = None,
                       session: str | None = None, budget_tokens: int | None = None,
-                      **filters: str | None) -> ContextAnswer:  # fmt: skip
+                      **filters: str | None) -> models.ContextAnswer:  # fmt: skip
         """The memory block for `q`, packed into `budget_tokens`; `filters`: types, since, until."""
         params = {"scope": scope, "kind": kind, "session": session, "budget_tokens": budget_tokens,
                   **filters}  # fmt: skip
@@ -235,14 +226,14 @@ class AsyncClient:
 
     async def facts(self, *, scope: str | None = None, kind: str | None = None,
                     after: str | None = None, limit: int | None = None,
-                    history: bool = False) -> FactsPage:  # fmt: skip
+                    history: bool = False) -> models.FactsPage:  # fmt: skip
         """One page of current facts in id order (`history`: superseded ones too); pass its
         `next` as `after` for the following."""
         return await self._send(calls.facts(scope=scope, kind=kind, after=after, limit=limit,
                                             history=history))  # fmt: skip
 
     async def iter_facts(self, *, scope: str | None = None, kind: str | None = None,
-                         history: bool = False) -> AsyncIterator[StoredFact]:  # fmt: skip
+                         history: bool = False) -> AsyncIterator[models.StoredFact]:  # fmt: skip
         """Every current fact (`history`: every stored fact), page after page."""
         after = None
         while True:
@@ -252,20 +243,22 @@ class AsyncClient:
             if (after := page.next) is None:
                 return
 
-    async def fact(self, fact_id: int) -> FactAudit:
+    async def fact(self, fact_id: int) -> models.FactAudit:
         """A fact, current or not, with what it replaced and what replaced it."""
         return await self._send(calls.fact(fact_id))
 
-    async def consolidate(self, scope: str | None = None) -> ConsolidateAnswer:
+    async def consolidate(self, scope: str | None = None) -> models.ConsolidateAnswer:
         """Consolidate `scope` now (or every scope with new facts); waits on the model."""
         return await self._send(calls.consolidate(scope))
 
     async def summaries(self, *, scope: str | None = None, after: str | None = None,
-                        limit: int | None = None) -> SummariesPage:  # fmt: skip
+                        limit: int | None = None) -> models.SummariesPage:  # fmt: skip
         """One page of stored summaries in id order."""
         return await self._send(calls.summaries(scope=scope, after=after, limit=limit))
 
-    async def iter_summaries(self, *, scope: str | None = None) -> AsyncIterator[StoredSummary]:
+    async def iter_summaries(
+        self, *, scope: str | None = None
+    ) -> AsyncIterator[models.StoredSummary]:
         """Every stored summary, page after page."""
         after = None
         while True:
@@ -275,23 +268,25 @@ class AsyncClient:
             if (after := page.next) is None:
                 return
 
-    async def forget(self, scope: str) -> ForgetAnswer:
+    async def forget(self, scope: str) -> models.ForgetAnswer:
         """Erase everything of a scope, for good."""
         return await self._send(calls.forget(scope))
 
-    async def status(self) -> Status:
+    async def status(self) -> models.Status:
         return await self._send(calls.STATUS)
 
-    async def health(self) -> Health:
+    async def health(self) -> models.Health:
         """`status="ok"` once ready; `Unavailable` (503 `not_ready`) before."""
         return await self._send(calls.HEALTH)
 
     async def dead_letters(
         self, first: int | None = None, last: int | None = None
-    ) -> DeadLettersAnswer:
+    ) -> models.DeadLettersAnswer:
         """The open dead letters with seq in the range."""
         return await self._send(calls.dead_letters(first, last))
 
-    async def redistill(self, first: int | None = None, last: int | None = None) -> RedistillReport:
+    async def redistill(
+        self, first: int | None = None, last: int | None = None
+    ) -> models.RedistillReport:
         """Distil the open dead letters again; waits as long as the model takes."""
         return await self._send(calls.redistill(first, last))
