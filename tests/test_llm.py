@@ -15,7 +15,8 @@ from forged.bundled import STRUCTURED_OUTPUT, STYLE
 from forged.config import Config, DistillerConfig
 from forged.daemon import _with_llm
 from forged.errors import ContextOverflow, InvalidAnswer, LLMUnavailable
-from forged.llm import OpenAIDistiller, make_distiller, parse_answer
+from forged.llm import OpenAIDistiller, make_distiller
+from forged.llm_answer import parse_answer
 from forged.models import Fact, MemoryItem, Message, StoredInteraction
 from forged.prompt import (
     GUIDED_MAX_REPLACES,
