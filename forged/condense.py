@@ -16,8 +16,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from forged.grounding import Sources, Verdict, check
-from forged.llm import Task
-from forged.llm_answer import decode_answer
+from forged.llm import Task, decode_answer
 from forged.models import Usage
 from forged.prompt import GUIDED_SUMMARY_CHARS
 from forged.tokens import estimate_tokens

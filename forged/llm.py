@@ -20,7 +20,8 @@ from forged.errors import (
     LLMUnavailable,
     UnsupportedMode,
 )
-from forged.llm_answer import decode_answer as decode_answer  # consolidation reads it from here
+# condense and consolidate read decode_answer from here (their branch moves the import)
+from forged.llm_answer import decode_answer as decode_answer
 from forged.llm_answer import parse_answer, parse_picks
 from forged.models import DistilledMemory, Usage
 from forged.plugins import load_object, require_async
