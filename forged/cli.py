@@ -47,8 +47,7 @@ def _answer(args: argparse.Namespace, ask: Callable[[Client], T], show: Callable
     """Ask the daemon once; print the answer as JSON with `--json`, else as `show` shows it."""
     with _client(args) as client:
         answer = ask(client)
-    as_json = getattr(args, "json", False)  # `fact` and `consolidate` have no --json: always JSON
-    (_print_json if as_json else show)(answer)
+    (_print_json if args.json else show)(answer)
     return answer
 
 
@@ -337,7 +336,7 @@ def _parser() -> argparse.ArgumentParser:
         name: str, handler: Callable[[argparse.Namespace], int], help: str
     ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[common], help=help, description=help)
-        p.set_defaults(handler=handler)
+        p.set_defaults(handler=handler, json=False)  # a command without --json shows for people
         return p
 
     serve = add("serve", cmd_serve, "run the daemon")
