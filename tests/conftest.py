@@ -25,13 +25,17 @@ register_profiles()  # before the hypothesis plugin loads the one `--hypothesis-
 # A test that asks for one of these starts a daemon or a server: `make check` leaves it out.
 INTEGRATION_FIXTURES = frozenset({"fake_llm", "short_tmp", "daemon", "sock_dir", "llm"})
 BACKENDS = ("sqlite", "postgresql")  # every test that starts a daemon runs on each
+LONG_MARKERS = ("slow", "model")  # tests that take many seconds
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `integration` every test that starts a daemon or a server (by the fixtures it uses).
+    """Mark `integration` every test that starts a daemon or a server (by the fixtures it uses),
+    and put the long ones first: spread over cores (`make test`), none is left running alone
+    at the end.
 
     Tests that start child processes without such a fixture carry the mark themselves.
     """
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in LONG_MARKERS))
     for item in items:
         if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
