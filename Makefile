@@ -35,8 +35,9 @@ run: $(STAMP)
 check: lint
 	$(PY) -m pytest -q -m "not integration and not slow and not model" --hypothesis-profile=check
 
+# One worker process per core, each with its own PostgreSQL server (tests/conftest.py).
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto
 
 bench: $(STAMP)
 	$(PY) -m bench

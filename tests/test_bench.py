@@ -39,6 +39,7 @@ def _table(markdown: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines]
 
 
+@pytest.mark.slow  # in the default run too
 async def test_quick_bench_reports_every_figure_with_baseline_and_ratio(tmp_path: Path) -> None:
     """`python -m bench --quick` writes a table with every row measured beside its baseline."""
     out = tmp_path / "benchmarks.md"
