@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forged.errors import StoreError
+from forged import migrations
 from forged.timestamps import now
 
 MIGRATION_LOCK = 0x666F7267  # advisory lock: one daemon at a time migrates a shared database
@@ -174,14 +174,6 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _applied(conn: Any) -> list[int]:
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations"
-        " (version integer PRIMARY KEY, name text NOT NULL, applied_at text NOT NULL)"
-    )
-    return [v for (v,) in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
-
-
 def migrate(conn: Any) -> int:
     """Apply the missing migrations in order; return the schema version now in force.
 
@@ -190,18 +182,11 @@ def migrate(conn: Any) -> int:
     """
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        applied = _applied(conn)
-    if applied != list(range(1, len(applied) + 1)):
-        raise StoreError(f"schema_migrations is inconsistent: versions {applied}")
-    if len(applied) > len(MIGRATIONS):
-        raise StoreError(
-            f"the database is at schema version {len(applied)}, newer than this forged"
-            f" knows ({len(MIGRATIONS)}); upgrade forged"
-        )
+        migrations.check(migrations.applied(conn), len(MIGRATIONS))
     for version, (name, sql) in enumerate(MIGRATIONS, start=1):
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            if version in _applied(conn):  # another daemon applied it meanwhile
+            if version in migrations.applied(conn):  # another daemon applied it meanwhile
                 continue
             conn.execute(sql)
             conn.execute(

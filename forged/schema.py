@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from forged.errors import StoreError
+from forged import migrations
 from forged.timestamps import now
 
 # The time span of a fact's or summary's source interactions, for rows stored before it was
@@ -365,29 +365,24 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             FROM interactions_text;                 -- not 'rebuild': see the interactions index
         """,
     ),
+    (
+        "dead letters carry the scope of their interaction, like every table of per-scope rows",
+        """
+        ALTER TABLE dead_letters ADD COLUMN scope TEXT NOT NULL DEFAULT '';
+        UPDATE dead_letters SET scope = coalesce(
+            (SELECT i.scope FROM interactions AS i WHERE i.seq = dead_letters.seq), '');
+        CREATE INDEX dead_letters_by_scope ON dead_letters (scope);
+        """,
+    ),
 )
-
-
-def _applied(conn: sqlite3.Connection) -> list[int]:
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations"
-        " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-    )
-    return [v for (v,) in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
 
 
 def migrate(conn: sqlite3.Connection) -> int:
     """Apply the missing migrations in order; return the schema version now in force."""
-    applied = _applied(conn)
-    if applied != list(range(1, len(applied) + 1)):
-        raise StoreError(f"schema_migrations is inconsistent: versions {applied}")
-    if len(applied) > len(MIGRATIONS):
-        raise StoreError(
-            f"the database is at schema version {len(applied)}, newer than this forged"
-            f" knows ({len(MIGRATIONS)}); upgrade forged"
-        )
+    done = migrations.applied(conn)
+    migrations.check(done, len(MIGRATIONS))
     for version, (name, sql) in enumerate(MIGRATIONS, start=1):
-        if version <= len(applied):
+        if version <= len(done):
             continue
         applied_at = now()
         record = f"INSERT INTO schema_migrations VALUES ({version}, '{name}', '{applied_at}')"
