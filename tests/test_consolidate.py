@@ -395,7 +395,7 @@ def _said(text: str, at: str) -> NewInteraction:
 async def _distil(store: Backend, seq: int, kind: str, text: str) -> None:
     fact = Fact(kind=kind, text=text)  # type: ignore[arg-type]
     result = ScopeResult(f"b{seq}", "s", None, text, [fact], seq, seq)
-    await store.commit_batch("distill", BatchOutcome([result], [], [], seq))
+    await store.commit_batch("distill", BatchOutcome([result], [], [], None))  # no lease here
 
 
 async def test_a_superseded_fact_said_again_later_is_current_again(
