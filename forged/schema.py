@@ -25,6 +25,22 @@ _MEMORY_TRIGGERS = """
             INSERT INTO {table}_fts (rowid, text) VALUES (new.id, new.text);
         END;"""
 
+# The columns of summaries and of facts that version 3 keeps of version 1 (it adds time spans).
+_SUMMARY_SOURCE = """observer TEXT NOT NULL,
+            batch_id TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            session TEXT,
+            text TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,"""
+_FACT_SOURCE = """text TEXT NOT NULL,
+            norm TEXT NOT NULL,                     -- normalised text, for de-duplication
+            scope TEXT NOT NULL,
+            session TEXT,
+            batch_id TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,"""
+
 # A scope as one token of the full-text indexes: the hex of its UTF-8 bytes, so any scope is one
 # word, never FTS syntax; the final digit keeps the porter stemmer from shortening it.
 SCOPE_TOKEN = "('s' || hex({scope}) || '0')"
@@ -59,7 +75,7 @@ _SCOPED_INDEX = f"""
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "log, results, watermarks, dead letters, distill runs",
-        """
+        f"""
         CREATE TABLE interactions (
             seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- acceptance order; never reused
             client_id TEXT UNIQUE,                  -- idempotency key from the client
@@ -74,26 +90,14 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX interactions_by_scope ON interactions (scope);
         CREATE TABLE summaries (
             id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: paging cursors stay valid
-            observer TEXT NOT NULL,
-            batch_id TEXT NOT NULL,
-            scope TEXT NOT NULL,
-            session TEXT,
-            text TEXT NOT NULL,
-            first_seq INTEGER NOT NULL,
-            last_seq INTEGER NOT NULL,
+            {_SUMMARY_SOURCE}
             created_at TEXT NOT NULL
         );
         CREATE INDEX summaries_by_scope ON summaries (scope, id);
         CREATE TABLE facts (
             id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: paging cursors stay valid
             kind TEXT NOT NULL CHECK (kind IN ('decision', 'correction', 'preference', 'state')),
-            text TEXT NOT NULL,
-            norm TEXT NOT NULL,                     -- normalised text, for de-duplication
-            scope TEXT NOT NULL,
-            session TEXT,
-            batch_id TEXT NOT NULL,
-            first_seq INTEGER NOT NULL,
-            last_seq INTEGER NOT NULL,
+            {_FACT_SOURCE}
             created_at TEXT NOT NULL,
             seen_count INTEGER NOT NULL DEFAULT 1,
             last_seen_at TEXT NOT NULL,
@@ -135,37 +139,17 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ),
     (
         "full-text index over facts and summaries",
-        """
+        f"""
         CREATE VIRTUAL TABLE facts_fts USING fts5(
             text, content='facts', content_rowid='id',
             tokenize='porter unicode61 remove_diacritics 2'
         );
-        CREATE TRIGGER facts_fts_insert AFTER INSERT ON facts BEGIN
-            INSERT INTO facts_fts (rowid, text) VALUES (new.id, new.text);
-        END;
-        CREATE TRIGGER facts_fts_delete AFTER DELETE ON facts BEGIN
-            INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.id, old.text);
-        END;
-        CREATE TRIGGER facts_fts_update AFTER UPDATE OF text ON facts BEGIN
-            INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.id, old.text);
-            INSERT INTO facts_fts (rowid, text) VALUES (new.id, new.text);
-        END;
+        {_MEMORY_TRIGGERS.format(table="facts")}
         CREATE VIRTUAL TABLE summaries_fts USING fts5(
             text, content='summaries', content_rowid='id',
             tokenize='porter unicode61 remove_diacritics 2'
         );
-        CREATE TRIGGER summaries_fts_insert AFTER INSERT ON summaries BEGIN
-            INSERT INTO summaries_fts (rowid, text) VALUES (new.id, new.text);
-        END;
-        CREATE TRIGGER summaries_fts_delete AFTER DELETE ON summaries BEGIN
-            INSERT INTO summaries_fts (summaries_fts, rowid, text)
-                VALUES ('delete', old.id, old.text);
-        END;
-        CREATE TRIGGER summaries_fts_update AFTER UPDATE OF text ON summaries BEGIN
-            INSERT INTO summaries_fts (summaries_fts, rowid, text)
-                VALUES ('delete', old.id, old.text);
-            INSERT INTO summaries_fts (rowid, text) VALUES (new.id, new.text);
-        END;
+        {_MEMORY_TRIGGERS.format(table="summaries")}
         INSERT INTO facts_fts (facts_fts) VALUES ('rebuild');
         INSERT INTO summaries_fts (summaries_fts) VALUES ('rebuild');
         CREATE INDEX facts_by_scope ON facts (scope, id);
@@ -179,13 +163,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: paging cursors stay valid
             kind TEXT NOT NULL CHECK (kind IN
                 ('decision', 'correction', 'preference', 'state', 'event', 'profile')),
-            text TEXT NOT NULL,
-            norm TEXT NOT NULL,                     -- normalised text, for de-duplication
-            scope TEXT NOT NULL,
-            session TEXT,
-            batch_id TEXT NOT NULL,
-            first_seq INTEGER NOT NULL,
-            last_seq INTEGER NOT NULL,
+            {_FACT_SOURCE}
             first_at TEXT NOT NULL,                 -- timestamp of the first source interaction
             last_at TEXT NOT NULL,                  -- timestamp of the last source interaction
             created_at TEXT NOT NULL,               -- when it was distilled
@@ -202,13 +180,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         FROM facts;
         CREATE TABLE summaries_v3 (
             id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: paging cursors stay valid
-            observer TEXT NOT NULL,
-            batch_id TEXT NOT NULL,
-            scope TEXT NOT NULL,
-            session TEXT,
-            text TEXT NOT NULL,
-            first_seq INTEGER NOT NULL,
-            last_seq INTEGER NOT NULL,
+            {_SUMMARY_SOURCE}
             first_at TEXT NOT NULL,                 -- timestamp of the first source interaction
             last_at TEXT NOT NULL,                  -- timestamp of the last source interaction
             created_at TEXT NOT NULL                -- when it was distilled

@@ -95,6 +95,7 @@ _OPEN_DEAD_LETTERS = """
     WHERE d.observer = ? AND d.resolved_at IS NULL AND d.seq BETWEEN ? AND ?
     ORDER BY d.seq, d.id
 """
+_ANY_FACT = "SELECT 1 FROM facts WHERE scope = ? LIMIT 1"
 READ_LOG = """
     SELECT seq, scope, session, timestamp, tokens, messages FROM interactions
     WHERE seq > ? ORDER BY seq LIMIT ?
@@ -237,7 +238,7 @@ class SqlStore:
         SQLite's write transactions are one at a time already.
         """
 
-    def _forgotten(self, conn: Any) -> None:
+    def _forgotten(self, conn: Any, scope: str) -> None:
         """After a forget that erased rows: what else the backend does to let them go."""
 
     # What both backends do alike.
@@ -277,10 +278,7 @@ class SqlStore:
         sql, created, u = portable(conn), now(), run.usage
         with self._transaction(conn):
             self._lock_scope(conn, run.scope)  # then every read below sees the last run's changes
-            if (
-                sql.execute("SELECT 1 FROM facts WHERE scope = ? LIMIT 1", (run.scope,)).fetchone()
-                is None
-            ):
+            if not sql.execute(_ANY_FACT, (run.scope,)).fetchone():
                 return []  # forgotten meanwhile
             applied = [
                 c
@@ -330,7 +328,7 @@ class SqlStore:
             }
             totals = {name: _observer_totals(conn, name) for name in observers}
         if any(erased.values()):
-            self._forgotten(conn)
+            self._forgotten(conn, scope)
         deleted = Deleted(erased["interactions"], erased["summaries"], erased["facts"])
         return Forgotten(deleted, through, totals)
 

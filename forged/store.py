@@ -175,7 +175,7 @@ class Store(SqlStore):
     def _transaction(self, conn: sqlite3.Connection) -> Any:
         return atomic(conn)
 
-    def _forgotten(self, conn: sqlite3.Connection) -> None:
+    def _forgotten(self, conn: sqlite3.Connection, scope: str) -> None:
         """Merge each full-text index's segments, so no deleted term stays in an old one, then
         checkpoint: with `secure_delete` on, freed space was overwritten with zeros, and the
         checkpoint moves the zeroed pages into the database file and empties the WAL."""
@@ -183,7 +183,7 @@ class Store(SqlStore):
             for fts in _fts_tables(conn):
                 conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('optimize')")
         if not _checkpoint(conn):
-            log.warning("forget_checkpoint_busy")
+            log.warning("forget_checkpoint_busy", scope=scope)
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(writer_connection, *args)` in a thread, one writer at a time.
