@@ -42,7 +42,7 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 # Recall quality on LoCoMo (../shared/datasets/locomo10.json); writes docs/quality.md.
-# EVAL_FLAGS=--bundled adds the bundled model (minutes a batch).
+# EVAL_FLAGS=--bundled adds the bundled model (minutes a batch); --bundled-only runs only it.
 eval: $(STAMP)
 	$(PY) -m bench.evaluate $(EVAL_FLAGS)
 
