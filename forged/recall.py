@@ -32,6 +32,7 @@ from forged.models import (
     SummariesPage,
     Turn,
 )
+from forged.portable import portable
 from forged.tokens import estimate_tokens
 from forged.when import Period, periods, within
 
@@ -700,6 +701,7 @@ def _changes(conn: sqlite3.Connection, fact_id: int, this: str, other: str) -> l
 
 def fact_audit(conn: sqlite3.Connection, fact_id: int) -> FactAudit | None:
     """A fact with its audit trail: the facts it replaced and the change that retired it."""
+    conn = portable(conn)
     fact = _fact(conn, fact_id)
     if fact is None:
         return None
