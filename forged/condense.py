@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 import msgspec
 
 from forged.grounding import Sources, Verdict, check
-from forged.llm import Task, decode_answer
+from forged.llm import Task
+from forged.llm_answer import decode_answer
 from forged.models import Usage
 from forged.portable import portable
 from forged.prompt import GUIDED_SUMMARY_CHARS

@@ -33,7 +33,8 @@ from forged.distill import RetryPolicy, add_usage
 from forged.errors import ContextOverflow, InvalidAnswer, InvalidRequest, LLMUnavailable
 from forged.httpserver import Request, Response
 from forged.hub import Feed, Progress
-from forged.llm import Task, decode_answer
+from forged.llm import Task
+from forged.llm_answer import decode_answer
 from forged.models import (
     Condensed,
     ConsolidateAnswer,

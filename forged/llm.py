@@ -22,7 +22,6 @@ from forged.errors import (
     LLMUnavailable,
     UnsupportedMode,
 )
-from forged.llm_answer import decode_answer as decode_answer  # condense and consolidate import it
 from forged.llm_answer import parse_answer, parse_picks
 from forged.models import DistilledMemory, Usage
 from forged.plugins import load_object, require_async
