@@ -10,7 +10,7 @@ import re
 import sqlite3
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -495,6 +495,48 @@ def _fused_score(item: MemoryItem, rank: int, when: list[Period] | None) -> floa
     return score * WHEN_BOOST if when and within(item.first_at, item.last_at, when) else score
 
 
+def _most_fused(table: MemoryType, rank: int, when: list[Period] | None) -> float:
+    """The most `_fused_score` can give an item of this type at this rank: keep them together."""
+    return FUSION_WEIGHT[table] / (RRF_K + rank) * (WHEN_BOOST if when else 1.0)
+
+
+def _depths(types: list[MemoryType], limit: int) -> dict[MemoryType, int]:
+    """How deep each list must be read for the fused top `limit` when every list is long: the
+    ranks of each type whose fused score is among the `limit` best (a summary, weighing half,
+    needs a list of facts or turns to run short before it can enter)."""
+    best = heapq.nlargest(limit, ((_most_fused(t, r, None), t) for t in types
+                                  for r in range(1, limit + 1)))  # fmt: skip
+    return {t: sum(1 for _, u in best if u == t) for t in types}
+
+
+def fused_top(
+    rank: Callable[[MemoryType, int], list[MemoryItem]],
+    types: list[MemoryType],
+    limit: int,
+    when: list[Period] | None = None,
+) -> list[MemoryItem]:
+    """`fuse` of each type's best `limit` (`rank(type, depth)` gives its best `depth`), reading
+    each list only as deep as the fused top can reach.
+
+    A fused score is bounded by the rank alone, so the lists are first read to `_depths`; one
+    that has more is read in full only when an item below what was read could still score
+    above the last one kept (a list ran short, or the query names a time). The answer is the
+    same as reading every list to `limit`; the cost, about half for a context's candidates.
+    """
+    depth = dict.fromkeys(types, limit) if when else _depths(types, limit)
+    lists = {t: rank(t, depth[t]) if depth[t] else [] for t in types}
+    while True:
+        found = fuse(list(lists.values()), limit, when)
+        cut = found[-1].score if len(found) == limit else 0.0
+        deeper = [t for t in types if len(lists[t]) == depth[t] < limit
+                  and _most_fused(t, depth[t] + 1, when) >= cut]  # fmt: skip
+        if not deeper:
+            return found
+        for t in deeper:
+            depth[t] = limit
+            lists[t] = rank(t, limit)
+
+
 def _with_sources(conn: sqlite3.Connection, item: MemoryItem) -> MemoryItem:
     """A fact or summary with the interactions it was distilled from."""
     if item.type == "interaction":
@@ -512,8 +554,12 @@ def search(
     now = julian_now() if now is None else now
     wanted = query.types if query.kind is None else (kind_type(query.kind),)
     types = [t for t in MEMORY_TYPES if t in wanted]
-    lists = [ranked(conn, t, query, half_life_days, now) for t in types]
-    found = fuse(lists, query.limit, periods(query.q))
+
+    def rank(table: MemoryType, depth: int) -> list[MemoryItem]:
+        deep = msgspec.structs.replace(query, limit=depth)
+        return ranked(conn, table, deep, half_life_days, now)
+
+    found = fused_top(rank, types, query.limit, periods(query.q))
     if query.sources:
         found = [_with_sources(conn, i) for i in found]
     return found
