@@ -347,7 +347,9 @@ def _streamed(
     size = FIRST_CANDIDATES
     try:
         while batch := matches.fetchmany(size):
-            if len(best) == query.limit and best[-1][0] > batch[0][1]:
+            if len(best) == query.limit:  # a match under the last result cannot enter
+                batch = [m for m in batch if m[1] >= best[-1][0]]  # best first: a prefix
+            if not batch:
                 break
             bm25 = dict(batch)
             scored = _best(bm25, _decayed(conn, decays, params, bm25), query.limit)
