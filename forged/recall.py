@@ -481,15 +481,33 @@ def fuse(
     An item dated within a time the query names (`when`: "in June", "on 13 October 2023") scores
     WHEN_BOOST times more: full-text search cannot match a date against the day an item is about.
     On equal scores an interaction goes first (FUSION_TIES), so a fact that only repeats it is
-    then dropped by the packing's novelty rule rather than the turn.
+    then dropped by the packing's novelty rule rather than the turn. A fact whose text is a
+    listed turn's, word for word (a one-line turn an extractive distiller kept), is that turn
+    and is left out: counted twice, a line ranked high in a short list of picked lines would
+    stand above better turns.
     """
+    said = {i.id: _plain(i.text) for found in lists for i in found if i.type == "interaction"}
     scored = [
         msgspec.structs.replace(item, score=_fused_score(item, rank, when))
         for found in lists
         for rank, item in enumerate(found, start=1)
+        if not _is_turn(item, said)
     ]
     scored.sort(key=lambda i: (-i.score, FUSION_TIES.index(i.type)))
     return scored[:limit]
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _is_turn(item: MemoryItem, said: dict[int, str]) -> bool:
+    """Whether a fact is, word for word, the one turn it comes from (`said`: turns' texts)."""
+    return (
+        item.type == "fact"
+        and item.first_seq == item.last_seq
+        and said.get(item.first_seq) == _plain(item.text)
+    )
 
 
 def _fused_score(item: MemoryItem, rank: int, when: list[Period] | None) -> float:

@@ -40,6 +40,7 @@ def _table(markdown: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines]
 
 
+@pytest.mark.slow  # in the default run too
 async def test_quick_bench_reports_every_figure_with_baseline_and_ratio(tmp_path: Path) -> None:
     """`python -m bench --quick` writes a table with every row measured beside its baseline."""
     out = tmp_path / "benchmarks.md"
@@ -105,3 +106,15 @@ def test_eval_keeps_the_hand_measured_sections_and_the_bundled_model(tmp_path: P
     out.write_text(f"# Quality\n\n{small}")
     assert evaluate.tail(out, None) == f"\n{small}"
     assert evaluate.tail(out, fresh) == f"\n{small}\n{fresh}"
+
+
+def test_eval_bundled_only_replaces_the_bundled_section_alone(tmp_path: Path) -> None:
+    """`--bundled-only` rewrites the bundled model's section and keeps every other one."""
+    out = tmp_path / "quality.md"
+    fresh = f"{evaluate.BUNDLED_SECTION}\n\nnew figures\n"
+    assert evaluate.with_bundled(out, fresh) == fresh
+    head = f"# Quality\n\ngold table\n\n{evaluate.KEPT_SECTION}\n\nmeasured by hand\n"
+    out.write_text(head)
+    assert evaluate.with_bundled(out, fresh) == f"{head}\n{fresh}"
+    out.write_text(f"{head}\n{evaluate.BUNDLED_SECTION}\n\nold figures\n")
+    assert evaluate.with_bundled(out, fresh) == f"{head}\n{fresh}"

@@ -734,6 +734,55 @@ def test_a_turn_takes_the_place_of_a_fact_it_repeats() -> None:
     assert pack([echo, turn], turn_only).items == [turn]  # the fact's room pays for the turn
 
 
+def said(seq: int, text: str) -> MemoryItem:
+    """A one-message turn at `seq`, as recall lists it."""
+    return msgspec.structs.replace(item(seq, text), type="interaction", kind="interaction",
+                                   first_seq=seq, last_seq=seq)  # fmt: skip
+
+
+def test_a_fact_that_is_its_turn_word_for_word_is_ranked_once_as_the_turn() -> None:
+    """A fact whose text is the turn it comes from (an extractive distiller's pick) is left
+    out of the fusion: the turn stands at its own rank. A line of a longer turn stays a fact."""
+    greeting = msgspec.structs.replace(item(1, "mel: Hey Caroline!  Good to see you!"),
+                                       first_seq=9, last_seq=9)  # fmt: skip
+    caption = msgspec.structs.replace(item(2, "mel: [shares a photo of a lake]"),
+                                      first_seq=8, last_seq=8)  # fmt: skip
+    turns = [said(4, "mel: I ran a charity race."), said(8, "mel: Look!\n[shares a photo of a lake]"),
+             said(9, "mel: Hey Caroline! Good to see you!")]  # fmt: skip
+    fused = fuse([[greeting, caption], turns], 10)
+    assert [(i.type, i.id) for i in fused] == [
+        ("interaction", 4), ("interaction", 8), ("fact", 2), ("interaction", 9)
+    ]  # fmt: skip
+    alone = fuse([[greeting], turns[:1]], 10)  # its turn not found: the fact is all there is
+    assert [(i.type, i.id) for i in alone] == [("interaction", 4), ("fact", 1)]
+
+
+def test_search_gives_a_kept_line_once_as_its_turn(db: sqlite3.Connection) -> None:
+    """A search finds a line an extractive distiller kept once, as the turn; asked for facts
+    alone, it finds the fact."""
+    seq = add_turn(db, "I adopted a greyhound called Biscuit.")
+    fact = add_fact(db, "alice: I adopted a greyhound called Biscuit.", kind="event")
+    db.execute("UPDATE facts SET first_seq = ?, last_seq = ? WHERE id = ?", (seq, seq, fact))
+    assert [(i.type, i.id) for i in find(db, "greyhound")] == [("interaction", seq)]
+    assert [(i.type, i.id) for i in find(db, "greyhound", types=("fact",))] == [("fact", fact)]
+
+
+def test_a_picked_greeting_does_not_push_a_better_turn_out_of_the_block() -> None:
+    """Regression: a greeting an extractive distiller kept ranked first among the few picked
+    lines and held room in the block until its own low-ranked turn replaced it; the third
+    best turn had not fitted meanwhile."""
+    best = [said(1, "mel: The charity race raised money for mental health"),
+            said(2, "mel: Running that race taught me self-care matters"),
+            said(3, "mel: My kids cheered at the finish line of the race")]  # fmt: skip
+    greeting = said(9, "mel: Hey Caroline! Good to see you! How are the kids?")
+    picked = msgspec.structs.replace(item(1, greeting.text, "event"), first_seq=9, last_seq=9)
+    budget = FRAME_TOKENS + estimate_tokens(TURNS_HEADING) + sum(
+        estimate_tokens(f"- [{stamp(0)[:10]}] {t.text}\n") for t in best
+    )  # fmt: skip
+    block = pack(fuse([[picked], [*best, greeting]], 100), budget)
+    assert [(i.type, i.id) for i in block.items] == [("interaction", n) for n in (1, 2, 3)]
+
+
 def test_a_date_in_the_query_ranks_what_happened_then_first(db: sqlite3.Connection) -> None:
     """Of two equal matches, the one dated within the day, month or year the query names
     comes first, whichever is more recent."""
