@@ -550,6 +550,10 @@ def fused_top(
         cut = found[-1].score if len(found) == limit else 0.0
         deeper = [t for t in types if len(lists[t]) == depth[t] < limit
                   and _most_fused(t, depth[t] + 1, when) >= cut]  # fmt: skip
+        turns = "interaction"
+        if (turns in depth and turns not in deeper and len(lists[turns]) == depth[turns] < limit
+                and any(i.type == "fact" and i.first_seq == i.last_seq for i in found)):  # fmt: skip
+            deeper.append(turns)  # a turn below may be one of these facts, which `fuse` drops
         if not deeper:
             return found
         for t in deeper:

@@ -975,6 +975,24 @@ def test_summaries_are_not_read_when_facts_and_turns_fill_the_top(db: sqlite3.Co
     db.set_trace_callback(None)
 
 
+def test_a_fact_that_is_a_turn_below_the_read_depth_is_still_left_out(
+    db: sqlite3.Connection,
+) -> None:
+    """A fact that is word for word a listed turn is left out of the fusion even when that turn
+    ranks below the depth the turns' list is first read to."""
+    add_turn(db, "kafka alpha", name=None, days_ago=300)  # seq 1: the last of ten turns
+    for n in range(9):
+        add_turn(db, f"kafka beta {n}", name=None, days_ago=n)
+    said = add_fact(db, "user: kafka alpha")  # from seq 1, and the best fact
+    for n in range(5):
+        add_fact(db, f"kafka note {n}", days_ago=n + 1)
+    query = SearchQuery(q="kafka", scope="a", limit=10)
+    every = [ranked(db, t, query, HALF_LIFE, NOW_JD) for t in MEMORY_TYPES]
+    expected = [(i.type, i.id) for i in fuse(every, 10)]
+    assert [(i.type, i.id) for i in search(db, query, HALF_LIFE, NOW_JD)] == expected
+    assert ("fact", said) not in expected  # the turn is listed (10th), so the fact is not
+
+
 SCOPES_ALIKE = [
     "a", "A", "ab", "b", "user:alice", "user alice", "user-alice", "user:alice:x", "é", "e", "",
     "日本", '"', "s0", "OR", "x" * 2000,
