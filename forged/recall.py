@@ -122,6 +122,10 @@ _SOURCES = """
     SELECT seq, session, timestamp, messages FROM interactions
     WHERE scope = ? AND seq BETWEEN ? AND ? ORDER BY seq
 """
+_SAID = """
+    SELECT seq, messages FROM interactions
+    WHERE seq IN (SELECT value FROM json_each(?)) AND scope = ?
+"""  # turns by seq, for the facts that may repeat them
 _FACT_COLUMNS = (
     "id, kind, scope, session, text, created_at, last_seen_at, seen_count, first_seq, last_seq,"
     " batch_id, first_at, last_at, first_at, invalid_at, superseded_by, superseded_reason"
@@ -534,9 +538,10 @@ def fused_top(
     types: list[MemoryType],
     limit: int,
     when: list[Period] | None = None,
+    said: Callable[[list[int]], dict[int, str]] = lambda seqs: {},
 ) -> list[MemoryItem]:
     """`fuse` of each type's best `limit` (`rank(type, depth)` gives its best `depth`), reading
-    each list only as deep as the fused top can reach.
+    each list only as deep as the fused top can reach (`said(seqs)`: those turns' plain text).
 
     A fused score is bounded by the rank alone, so the lists are first read to `_depths`; one
     that has more is read in full only when an item below what was read could still score
@@ -552,13 +557,27 @@ def fused_top(
                   and _most_fused(t, depth[t] + 1, when) >= cut]  # fmt: skip
         turns = "interaction"
         if (turns in depth and turns not in deeper and len(lists[turns]) == depth[turns] < limit
-                and any(i.type == "fact" and i.first_seq == i.last_seq for i in found)):  # fmt: skip
-            deeper.append(turns)  # a turn below may be one of these facts, which `fuse` drops
+                and _may_be_unread_turns(found, lists[turns], said)):  # fmt: skip
+            deeper.append(turns)  # `fuse` drops a fact that is a listed turn: list it if it is
         if not deeper:
             return found
         for t in deeper:
             depth[t] = limit
             lists[t] = rank(t, limit)
+
+
+def _may_be_unread_turns(
+    found: list[MemoryItem], turns: list[MemoryItem], said: Callable[[list[int]], dict[int, str]]
+) -> bool:
+    """Whether a fact of `found` is word for word a turn not among `turns` (`fuse` leaves such
+    a fact out once its turn is listed)."""
+    read = {t.id for t in turns}
+    facts = [i for i in found if i.type == "fact" and i.first_seq == i.last_seq
+             and i.first_seq not in read]  # fmt: skip
+    if not facts:
+        return False
+    texts = said([f.first_seq for f in facts])
+    return any(_is_turn(f, texts) for f in facts)
 
 
 def _with_sources(conn: sqlite3.Connection, item: MemoryItem) -> MemoryItem:
@@ -583,7 +602,11 @@ def search(
         deep = msgspec.structs.replace(query, limit=depth)
         return ranked(conn, table, deep, half_life_days, now)
 
-    found = fused_top(rank, types, query.limit, periods(query.q))
+    def said(seqs: list[int]) -> dict[int, str]:
+        rows = conn.execute(_SAID, (json.dumps(seqs), query.scope))
+        return {seq: _plain(_turn_text(messages)[1]) for seq, messages in rows}
+
+    found = fused_top(rank, types, query.limit, periods(query.q), said)
     if query.sources:
         found = [_with_sources(conn, i) for i in found]
     return found
