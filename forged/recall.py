@@ -545,8 +545,9 @@ def fused_top(
 
     A fused score is bounded by the rank alone, so the lists are first read to `_depths`; one
     that has more is read in full only when an item below what was read could still score
-    above the last one kept (a list ran short, or the query names a time). The answer is the
-    same as reading every list to `limit`; the cost, about half for a context's candidates.
+    above the last one kept (a list ran short, or the query names a time), or when a fact in
+    the top may be a turn not yet read. The answer is the same as reading every list to
+    `limit`; behind full lists of facts and turns, the summaries' index is not searched.
     """
     depth = dict.fromkeys(types, limit) if when else _depths(types, limit)
     lists = {t: rank(t, depth[t]) if depth[t] else [] for t in types}
