@@ -39,8 +39,9 @@ check: lint
 test: $(STAMP)
 	$(PY) -m pytest -n auto
 
+# BENCH_FLAGS=--recall-million adds recall at a million facts and turns (built once, cached).
 bench: $(STAMP)
-	$(PY) -m bench
+	$(PY) -m bench $(BENCH_FLAGS)
 
 # Recall quality on LoCoMo (../shared/datasets/locomo10.json); writes docs/quality.md.
 # EVAL_FLAGS=--bundled adds the bundled model (minutes a batch); --bundled-only runs only it.

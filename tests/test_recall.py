@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from forged import recall
 from forged.config import load_config
 from forged.daemon import Running
-from forged.models import BatchOutcome, Fact, MemoryItem, ScopeResult, normalise
+from forged.models import MEMORY_TYPES, BatchOutcome, Fact, MemoryItem, ScopeResult, normalise
 from forged.recall import (
     FRAME_TOKENS,
     RECENCY_FLOOR,
@@ -34,6 +34,7 @@ from forged.recall import (
     julian_now,
     list_facts,
     pack,
+    periods,
     query_phrases,
     ranked,
     search,
@@ -923,6 +924,73 @@ def test_a_row_with_only_the_common_word_still_wins_when_its_bm25_can() -> None:
         assert [i.id for i in ranked(conn, "fact", query, HALF_LIFE, NOW_JD)] == [1]
         assert exact_ids(conn, "fact", query, HALF_LIFE, NOW_JD) == [1]
         conn.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(list(_INSERT)),
+            st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
+            st.floats(0, 1000),
+        ),
+        max_size=150,
+    ),
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+    limit=st.integers(1, 60),
+    named=st.booleans(),
+)
+def test_lists_read_only_as_deep_as_fusion_reaches_give_the_same_answer(
+    rows: list[tuple[Any, list[str], float]], words: list[str], limit: int, named: bool
+) -> None:
+    """Whatever the lists' lengths, and with a time named or not, search answers what fusing
+    every type's best `limit` answers."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    for n, (table, text, days) in enumerate(rows):
+        conn.execute(_INSERT[table], {"text": " ".join(text), "norm": f"{n}", "scope": "a",
+                                      "at": stamp(days)})  # fmt: skip
+    q = " ".join(words) + (f" in {stamp(30)[:7]}" if named else "")
+    query = SearchQuery(q=q, scope="a", limit=limit)
+    every = [ranked(conn, t, query, HALF_LIFE, NOW_JD) for t in MEMORY_TYPES]
+    expected = fuse(every, limit, periods(q))
+    found = search(conn, query, HALF_LIFE, NOW_JD)
+    assert [(i.type, i.id, i.score) for i in found] == [(i.type, i.id, i.score) for i in expected]
+    conn.close()
+
+
+def test_summaries_are_not_read_when_facts_and_turns_fill_the_top(db: sqlite3.Connection) -> None:
+    """A summary weighs half: behind full lists of facts and turns none can enter the top
+    ten, so the summaries' index is not searched; when the turns run short, it is."""
+    for n in range(6):
+        add_fact(db, f"Kafka note {n}")
+        add_turn(db, f"Kafka said {n}")
+        add_summary(db, f"Kafka summary {n}")
+    statements: list[str] = []
+    db.set_trace_callback(statements.append)
+    assert {i.type for i in find(db, "kafka")} == {"fact", "interaction"}
+    assert not [s for s in statements if "summaries_fts" in s]
+    db.execute("DELETE FROM interactions")
+    assert "summary" in {i.type for i in find(db, "kafka")}
+    db.set_trace_callback(None)
+
+
+def test_a_fact_that_is_a_turn_below_the_read_depth_is_still_left_out(
+    db: sqlite3.Connection,
+) -> None:
+    """A fact that is word for word a listed turn is left out of the fusion even when that turn
+    ranks below the depth the turns' list is first read to."""
+    add_turn(db, "kafka alpha", name=None, days_ago=300)  # seq 1: the last of ten turns
+    for n in range(9):
+        add_turn(db, f"kafka beta {n}", name=None, days_ago=n)
+    said = add_fact(db, "user: kafka alpha")  # from seq 1, and the best fact
+    for n in range(5):
+        add_fact(db, f"kafka note {n}", days_ago=n + 1)
+    query = SearchQuery(q="kafka", scope="a", limit=10)
+    every = [ranked(db, t, query, HALF_LIFE, NOW_JD) for t in MEMORY_TYPES]
+    expected = [(i.type, i.id) for i in fuse(every, 10)]
+    assert [(i.type, i.id) for i in search(db, query, HALF_LIFE, NOW_JD)] == expected
+    assert ("fact", said) not in expected  # the turn is listed (10th), so the fact is not
 
 
 SCOPES_ALIKE = [
