@@ -35,14 +35,16 @@ run: $(STAMP)
 check: lint
 	$(PY) -m pytest -q -m "not integration and not slow and not model" --hypothesis-profile=check
 
+# One worker process per core, each with its own PostgreSQL server (tests/conftest.py).
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto
 
+# BENCH_FLAGS=--recall-million adds recall at a million facts and turns (built once, cached).
 bench: $(STAMP)
-	$(PY) -m bench
+	$(PY) -m bench $(BENCH_FLAGS)
 
 # Recall quality on LoCoMo (../shared/datasets/locomo10.json); writes docs/quality.md.
-# EVAL_FLAGS=--bundled adds the bundled model (minutes a batch).
+# EVAL_FLAGS=--bundled adds the bundled model (minutes a batch); --bundled-only runs only it.
 eval: $(STAMP)
 	$(PY) -m bench.evaluate $(EVAL_FLAGS)
 

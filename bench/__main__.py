@@ -140,6 +140,14 @@ def _notes(size: Size, source: str) -> str:
     )
 
 
+def _command(args: argparse.Namespace) -> str:
+    """The run as a command, with the flags that choose what is measured (no paths)."""
+    flags = [f"--size {args.size}"] if args.size != "default" else []
+    flags += ["--recall-million"] if args.recall_million else []
+    flags += [f"--only {step}" for step in args.only]
+    return " ".join(["python -m bench", *flags])
+
+
 def report_path(size: str) -> Path:
     """Only a default-size run replaces the tracked report; a smoke or long run goes aside."""
     return DEFAULT_OUT if size == "default" else SCRATCH_OUT / f"benchmarks-{size}.md"
@@ -190,9 +198,13 @@ def main(argv: list[str] | None = None) -> int:
         rows = trio.run(_run, ctx, turns, set(args.only))
     seconds = time.perf_counter() - started
     print(report.text_table(rows))
+    if verdict := report.goals(rows):
+        print(f"\n{verdict}")
     print(f"\n{seconds:.0f} s at size {size.name}; written to {out}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report.markdown(rows, facts, size.name, seconds, _notes(size, source)))
+    command = _command(args)
+    notes = _notes(size, source)
+    out.write_text(report.markdown(rows, facts, command, size.name, seconds, notes))
     return 0
 
 

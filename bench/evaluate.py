@@ -30,8 +30,10 @@ EVAL_FLAGS=--bundled`; not in the default `make eval`: the model takes minutes a
 shared cores): the bundled model, SmolLM2-135M-Instruct in the bundled default style
 (extractive), distils the first {sessions} sessions of LoCoMo {conversation} ({turns} turns)
 through the socket; the {questions} questions of categories 1-4 whose evidence lies in those
-sessions are then asked as above, beside the same baselines over the same turns. Measured
-{date} in {minutes:.1f} minutes.
+sessions are then asked as above, beside the same baselines over the same turns. Every line
+the model keeps is word for word one of those turns, and the block ranks it once, as that turn
+(README, Recall): the block is forged's ranking of the turns, whatever the model picks.
+Measured {date} in {minutes:.1f} minutes.
 
 {table}
 
@@ -137,6 +139,29 @@ def tail(out: Path, bundled: str | None) -> str:
     return kept.rstrip("\n") + "\n\n" + section if section else kept
 
 
+def with_bundled(out: Path, bundled: str) -> str:
+    """The report at `out` with the bundled model's section replaced by `bundled` (`--bundled-only`)."""
+    old = out.read_text() if out.exists() else ""
+    at = old.find(BUNDLED_SECTION)
+    if at >= 0:
+        return old[:at] + bundled
+    return old.rstrip("\n") + "\n\n" + bundled if old else bundled
+
+
+def _bundled_only(sessions: int, out: Path) -> int:
+    """`--bundled-only`: measure the bundled model's row and replace its section, nothing else."""
+    with tempfile.TemporaryDirectory(prefix="fq") as work:  # short: socket paths fit
+        bundled = _bundled(sessions, Path(work))
+    if not bundled:
+        print("eval: LoCoMo (shared/datasets/locomo10.json) not found; skipped", file=sys.stderr)
+        return 0
+    print(bundled)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(with_bundled(out, bundled))
+    print(f"written to {out}")
+    return 0
+
+
 def _current_state(bundled: bool) -> str:
     """The current-state scenario's section: printed, and returned for the report."""
     results = currentstate.run(bundled)
@@ -154,7 +179,12 @@ def main(argv: list[str] | None = None) -> int:
                         " LoCoMo conversation 0's first --bundled-sessions sessions")  # fmt: skip
     parser.add_argument("--bundled-sessions", type=int, default=2, metavar="N",
                         help="sessions the bundled model distils (default: 2)")  # fmt: skip
+    parser.add_argument("--bundled-only", action="store_true",
+                        help="only the bundled model's LoCoMo row, replacing its section of"
+                        " --out: no fake distillers, no current-state scenario")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.bundled_only:
+        return _bundled_only(args.bundled_sessions, args.out)
     current = _current_state(args.bundled)
     convs = quality.conversations_of(REPO, args.conversations)
     if not convs:

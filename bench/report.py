@@ -10,8 +10,29 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-HEADER = ("measure", "forged", "baseline", "baseline value", "forged / baseline")
+HEADER = ("measure", "forged", "baseline", "baseline value", "forged / baseline", "goal")
 UNAVAILABLE = "n/a"
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What the ratio must reach: at least `bound` (a rate) or at most `bound` (a cost)."""
+
+    bound: float
+    at_least: bool
+
+    def met(self, ratio: float) -> bool:
+        return ratio >= self.bound if self.at_least else ratio <= self.bound
+
+    def distance(self, ratio: float) -> float:
+        """How many times the ratio falls short of the bound (under 1: met with room)."""
+        return self.bound / ratio if self.at_least else ratio / self.bound
+
+    def __str__(self) -> str:
+        return f"{'≥' if self.at_least else '≤'} {self.bound:g}"
+
+
+AT_LEAST_BARE = Goal(1.0, at_least=True)
 
 
 @dataclass(frozen=True)
@@ -24,6 +45,7 @@ class Row:
     baseline: str
     base: float | None
     note: str = ""  # shown instead of a missing value
+    goal: Goal | None = None  # the ratio forged promises, if it promises one
 
     @property
     def ratio(self) -> float | None:
@@ -50,11 +72,20 @@ def _number(value: float | None, unit: str, note: str = "") -> str:
     return f"{value:,.0f}"
 
 
-def cells(row: Row) -> tuple[str, str, str, str, str]:
+def _verdict(row: Row) -> str:
+    if row.goal is None:
+        return ""
+    if row.ratio is None:
+        return f"{row.goal}: {UNAVAILABLE}"
+    return f"{row.goal}: {'met' if row.goal.met(row.ratio) else 'NOT met'}"
+
+
+def cells(row: Row) -> tuple[str, ...]:
     """The row as the table shows it."""
     ratio = UNAVAILABLE if row.ratio is None else f"{row.ratio:.{2 if row.ratio >= 0.01 else 4}f}"
     base = _number(row.base, row.unit)
-    return (row.measure, _number(row.value, row.unit, row.note), row.baseline, base, ratio)
+    value = _number(row.value, row.unit, row.note)
+    return (row.measure, value, row.baseline, base, ratio, _verdict(row))
 
 
 def text_table(rows: list[Row]) -> str:
@@ -114,31 +145,36 @@ def machine(work: Path) -> dict[str, str]:
 
 
 def furthest(rows: list[Row]) -> Row | None:
-    """The limit row forged is furthest from: the biggest cost factor over its baseline."""
+    """The row with a goal that its ratio is furthest from (or nearest to, when all are met)."""
 
-    def cost(row: Row) -> float:
-        assert row.ratio is not None
-        return 1 / row.ratio if row.unit == "/s" else row.ratio
+    def distance(row: Row) -> float:
+        assert row.goal is not None and row.ratio is not None
+        return row.goal.distance(row.ratio)
 
-    limits = [r for r in rows if r.ratio and not r.measure.startswith(RIVAL_GROUP)]
-    return max(limits, key=cost, default=None)
-
-
-RIVAL_GROUP = ("batching", "quality")  # baselines that are other ways of working, not limits
+    return max((r for r in rows if r.goal and r.ratio), key=distance, default=None)
 
 
-def markdown(rows: list[Row], facts: dict[str, str], size: str, seconds: float, notes: str) -> str:
+def goals(rows: list[Row]) -> str:
+    """One line: how many goals the run met, and the one furthest from its goal."""
+    judged = [r for r in rows if r.goal and r.ratio]
+    if not judged:
+        return ""
+    met = sum(1 for r in judged if r.goal and r.ratio and r.goal.met(r.ratio))
+    worst = furthest(judged)
+    assert worst is not None
+    return (f"Goals met: {met} of {len(judged)}. Furthest from its goal: {worst.measure},"
+            f" {cells(worst)[4]} times its baseline ({_verdict(worst)}).")  # fmt: skip
+
+
+def markdown(
+    rows: list[Row], facts: dict[str, str], command: str, size: str, seconds: float, notes: str
+) -> str:
     """The whole of docs/benchmarks.md."""
     env = "\n".join(f"- **{k}**: {v}" for k, v in facts.items())
-    worst = furthest(rows)
-    verdict = (
-        f"Furthest from its limit: **{worst.measure}**, {cells(worst)[4]} times its baseline.\n\n"
-        if worst
-        else ""
-    )
+    verdict = f"{goals(rows)}\n\n" if goals(rows) else ""
     return (
         "# Benchmarks\n\n"
-        f"`make bench` (size `{size}`, {seconds / 60:.1f} minutes) measured every figure beside its"
+        f"`{command}` (size `{size}`, {seconds / 60:.1f} minutes) measured every figure beside its"
         " baseline in the same run, on the same machine and disk. Absolute numbers on a shared"
         " machine are noisy; the ratios are what to compare.\n\n"
         f"{markdown_table(rows)}\n\n{verdict}## Machine\n\n{env}\n\n"

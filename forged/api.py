@@ -42,6 +42,12 @@ log = structlog.get_logger("forged.api")
 _SEARCH = ("q", "scope", "kind", "types", "session", "since", "until", "history")
 _PAGE = ("since", "until", "after", "limit")  # listings
 FACTS_PREFIX = "/v1/facts/"  # GET /v1/facts/{id}: a fact and its audit trail
+# A failed store as an answer, by whether the disk is full: log event, status, code, what
+# happened, and when to retry (a full disk waits for an operator: no Retry-After).
+_STORE_FAILURES = (
+    ("store_failed", 503, "store_unavailable", "the database is unavailable", 1),
+    ("storage_full", 507, "storage_full", "the disk holding the database is full", None),
+)
 
 
 class Route(NamedTuple):
@@ -54,6 +60,13 @@ class Route(NamedTuple):
 def _history(params: Params) -> bool:
     """`history=true`: superseded facts (and condensed summaries) too, marked and dated."""
     return params.choice("history", ("true", "false")) == "true"
+
+
+def _store_failure(exc: StoreError) -> Response:
+    """The answer to a request the store failed: nothing of it was stored."""
+    event, status, code, what, retry_after = _STORE_FAILURES[isinstance(exc, StorageFull)]
+    log.error(event, error=str(exc))
+    return error_response(status, code, f"{what}; nothing of this request was stored", retry_after)
 
 
 def json_response(value: Any, status: int = 200) -> Response:
@@ -125,21 +138,8 @@ class Api:
             return await route.handler(request, Params(request.query, request.path, route.params))
         except InvalidRequest as exc:
             return error_response(exc.status, exc.code, exc.message, exc.retry_after)
-        except StorageFull as exc:
-            log.error("storage_full", error=str(exc))
-            return error_response(
-                507,
-                "storage_full",
-                "the disk holding the database is full; nothing of this request was stored",
-            )
         except StoreError as exc:
-            log.error("store_failed", error=str(exc))
-            return error_response(
-                503,
-                "store_unavailable",
-                "the database is unavailable; nothing of this request was stored",
-                1,
-            )
+            return _store_failure(exc)
         except Exception:  # a bug must cost one request, not the daemon, and leak no traceback
             log.exception("request_failed", method=request.method, path=request.path)
             return error_response(500, "internal_error", "internal error; see the daemon's log")

@@ -16,6 +16,8 @@ from forged.config import StoreConfig
 from forged.errors import StoreError
 from forged.models import (
     BatchOutcome,
+    ConsolidationChange,
+    ConsolidationRun,
     DeadLetterInfo,
     Forgotten,
     NewInteraction,
@@ -50,6 +52,10 @@ class Backend(Protocol):
     async def read_log(self, after: int, limit: int) -> list[StoredInteraction]: ...
 
     async def commit_batch(self, observer: str, outcome: BatchOutcome) -> BatchOutcome: ...
+
+    async def commit_consolidation(
+        self, observer: str, run: ConsolidationRun
+    ) -> list[ConsolidationChange]: ...
 
     async def set_watermark(self, observer: str, seq: int) -> None: ...
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import msgspec
 
-from forged import __version__
+from forged import __version__, display
 from forged.backup import restore_backup, take_backup
 from forged.client import JSON, NDJSON, Client, find_socket
 from forged.config import Config, StoreConfig, config_file, load_config, moved_keys, render_toml
@@ -23,18 +23,12 @@ from forged.errors import (
     ForgedError,
     leaves,
 )
-from forged.models import (
-    FACT_KINDS,
-    RECALL_KINDS,
-    MemoryItem,
-    ObserverStatus,
-    Status,
-    StoredFact,
-)
+from forged.models import FACT_KINDS, RECALL_KINDS
 
 EXIT_CONFIG = 2  # a bad configuration (or usage): systemd should not restart us in a loop
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
 IMPORT_FORMATS = ("chatgpt", "claude", "jsonl")
+T = TypeVar("T")
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -49,14 +43,12 @@ def _print_json(value: Any) -> None:
     print(msgspec.json.format(msgspec.json.encode(value), indent=2).decode())
 
 
-def _table(rows: Iterable[Sequence[object]], header: Sequence[str]) -> str:
-    """Columns padded to their widest cell; the last one is left as it is."""
-    cells = [list(header), *([str(c) for c in row] for row in rows)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header) - 1)]
-    return "\n".join(
-        "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]]).rstrip()
-        for row in cells
-    )
+def _answer(args: argparse.Namespace, ask: Callable[[Client], T], show: Callable[[T], None]) -> T:
+    """Ask the daemon once; print the answer as JSON with `--json`, else as `show` shows it."""
+    with _client(args) as client:
+        answer = ask(client)
+    (_print_json if args.json else show)(answer)
+    return answer
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -139,52 +131,9 @@ def cmd_push(args: argparse.Namespace) -> int:
     return 0
 
 
-def _clock(timestamp: str) -> str:
-    """`2026-11-29T17:00:03.120Z` as `17:00:03`."""
-    return timestamp[11:19]
-
-
-def _format_observer(o: ObserverStatus) -> list[str]:
-    lines = [
-        f"{o.name}: {o.state}, watermark {o.watermark}, backlog {o.backlog},"
-        f" {o.batches} batches, {o.llm_calls} LLM calls"
-        f" ({o.prompt_tokens} prompt + {o.completion_tokens} completion tokens,"
-        f" {o.llm_ms / 1000:.1f} s), {o.dead_letters} dead letters"
-    ]
-    if o.batch is not None:
-        size = f"{o.batch.interactions} interaction" + ("s" if o.batch.interactions != 1 else "")
-        lines.append(f"  batch in flight: {size}"
-                     f" ({o.batch.tokens} tokens), started {_clock(o.batch.started_at)} UTC,"
-                     f" {o.batch.elapsed_s:.0f} s ago")  # fmt: skip
-    lines.append(f"  last batch: {o.last_batch_at or 'none yet'}")
-    if o.last_error:
-        lines.append(f"  last error: {o.last_error}")
-    return lines
-
-
-def _format_status(status: Status) -> str:
-    state = "shutting down" if status.shutting_down else "ready" if status.ready else "starting"
-    lines = [
-        f"forged {status.version}, {state}, up {status.uptime_s:.0f} s",
-        f"log: {status.log.count} interactions, last seq {status.log.last_seq}",
-    ]
-    for observer in status.observers:
-        lines += _format_observer(observer)
-    return "\n".join(lines)
-
-
 def cmd_status(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        status = client.status()
-    if args.json:
-        _print_json(status)
-    else:
-        print(_format_status(status))
+    _answer(args, Client.status, display.show_status)
     return 0
-
-
-def _format_result(item: MemoryItem) -> str:
-    return f"{item.score:9.3g}  {item.kind:<11}  {item.last_at[:10]}  {' '.join(item.text.split())}"
 
 
 def _filters(args: argparse.Namespace) -> dict[str, Any]:
@@ -195,36 +144,15 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        results = client.search(args.query, **_filters(args), limit=args.limit).results
-    if args.json:
-        _print_json(results)
-        return 0
-    if not results:
-        print("no memory matches", file=sys.stderr)
-    for item in results:
-        print(_format_result(item))
+    _answer(args, lambda c: c.search(args.query, **_filters(args), limit=args.limit).results,
+            display.show_results)  # fmt: skip
     return 0
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        answer = client.context(args.query, **_filters(args), budget_tokens=args.budget)
-    if args.json:
-        _print_json(answer)
-    elif not answer.items:
-        print("no memory matches, or none fits the budget", file=sys.stderr)
-    else:
-        print(answer.text)
+    _answer(args, lambda c: c.context(args.query, **_filters(args), budget_tokens=args.budget),
+            display.show_context)  # fmt: skip
     return 0
-
-
-def _retired(fact: StoredFact) -> str:
-    """How a superseded fact's line ends: since when, by what, and why."""
-    if fact.superseded_by is None:
-        return ""
-    how = f"superseded {fact.invalid_at[:10]}" if fact.invalid_at else "merged"
-    return f"  [{how} by #{fact.superseded_by}: {fact.superseded_reason}]"
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
@@ -233,21 +161,17 @@ def cmd_facts(args: argparse.Namespace) -> int:
             if args.json:
                 print(msgspec.json.encode(fact).decode())
                 continue
-            seen = f"  (seen {fact.seen_count}x)" if fact.seen_count > 1 else ""
-            print(f"{fact.id:>6}  {fact.scope}  {fact.kind:<10}"
-                  f"  {fact.last_at[:10]}  {fact.text}{seen}{_retired(fact)}")  # fmt: skip
+            display.show_fact(fact)
     return 0
 
 
 def cmd_fact(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        _print_json(client.fact(args.id))
+    _answer(args, lambda c: c.fact(args.id), _print_json)
     return 0
 
 
 def cmd_consolidate(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        _print_json(client.consolidate(args.scope))
+    _answer(args, lambda c: c.consolidate(args.scope), _print_json)
     return 0
 
 
@@ -301,31 +225,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_dead_letters(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        answer = client.dead_letters(args.from_seq, args.to_seq)
-    if args.json:
-        _print_json(answer)
-    elif not answer.dead_letters:
-        print("no open dead letters", file=sys.stderr)
-    else:
-        rows = [(d.seq, d.scope, d.created_at[:19].replace("T", " "), d.reason)
-                for d in answer.dead_letters]  # fmt: skip
-        print(_table(rows, ("SEQ", "SCOPE", "SINCE (UTC)", "REASON")))
+    _answer(args, lambda c: c.dead_letters(args.from_seq, args.to_seq), display.show_dead_letters)
     return 0
 
 
 def cmd_redistill(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        report = client.redistill(args.from_seq, args.to_seq)
-    if args.json:
-        _print_json(report)
-    else:
-        rows = [(r.seq, r.outcome.replace("_", " "), r.facts, r.reason or "")
-                for r in report.results]  # fmt: skip
-        if rows:
-            print(_table(rows, ("SEQ", "OUTCOME", "FACTS", "REASON")))
-        print(f"{report.redistilled} redistilled, {report.still_failing} still failing",
-              file=sys.stderr)  # fmt: skip
+    report = _answer(
+        args, lambda c: c.redistill(args.from_seq, args.to_seq), display.show_redistill
+    )
     return 0 if report.still_failing == 0 else 1
 
 
@@ -429,7 +336,7 @@ def _parser() -> argparse.ArgumentParser:
         name: str, handler: Callable[[argparse.Namespace], int], help: str
     ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[common], help=help, description=help)
-        p.set_defaults(handler=handler)
+        p.set_defaults(handler=handler, json=False)  # a command without --json shows for people
         return p
 
     serve = add("serve", cmd_serve, "run the daemon")

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import copy
 import re
-import sqlite3
 import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 import msgspec
@@ -33,7 +33,8 @@ from forged.distill import RetryPolicy, add_usage
 from forged.errors import ContextOverflow, InvalidAnswer, InvalidRequest, LLMUnavailable
 from forged.httpserver import Request, Response
 from forged.hub import Feed, Progress
-from forged.llm import Task, decode_answer
+from forged.llm import Task
+from forged.llm_answer import decode_answer
 from forged.models import (
     Condensed,
     ConsolidateAnswer,
@@ -42,11 +43,13 @@ from forged.models import (
     Usage,
 )
 from forged.params import Params
+from forged.portable import portable
+from forged.timestamps import utc_text
 from forged.tokens import estimate_tokens
 
 if TYPE_CHECKING:
+    from forged.backend import Backend
     from forged.hub import Hub
-    from forged.store import Store
 
 NAME = "consolidate"  # the observer's name: its status, its progress rows, its log
 HOUR = 3600.0  # the window of `max_calls_per_hour`
@@ -110,11 +113,10 @@ _DUE = """
     SELECT f.scope FROM facts AS f LEFT JOIN consolidation_progress AS p
         ON p.observer = :observer AND p.scope = f.scope
     WHERE f.superseded_by IS NULL AND f.id > coalesce(p.fact_id, 0)
-    GROUP BY f.scope
-    HAVING count(*) >= :min_new
-        OR julianday('now') - julianday(coalesce(p.run_at, min(f.created_at))) >= :max_wait_days
+    GROUP BY f.scope, p.run_at
+    HAVING count(*) >= :min_new OR coalesce(p.run_at, min(f.created_at)) <= :waited_since
     ORDER BY f.scope
-"""
+"""  # timestamps are text in one format (forged.timestamps): their order is the time's
 _OUR_TAGS = re.compile(r"</?facts\b", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
 
@@ -245,13 +247,14 @@ def _plugin_name(proposer: Proposer) -> str:
     return f"{type(proposer).__module__}:{type(proposer).__qualname__}"
 
 
-def _due(conn: sqlite3.Connection, config: ConsolidateConfig, min_new: int) -> list[str]:
-    params = {"observer": NAME, "min_new": min_new, "max_wait_days": config.max_wait / 86400}
-    return [scope for (scope,) in conn.execute(_DUE, params)]
+def _due(conn: Any, config: ConsolidateConfig, min_new: int) -> list[str]:
+    waited_since = utc_text(datetime.now(UTC) - timedelta(seconds=config.max_wait))
+    params = {"observer": NAME, "min_new": min_new, "waited_since": waited_since}
+    return [scope for (scope,) in portable(conn).execute(_DUE, params)]
 
 
-def _current(conn: sqlite3.Connection, scope: str) -> list[CurrentFact]:
-    return [CurrentFact(*row) for row in conn.execute(_CURRENT, (scope,))]
+def _current(conn: Any, scope: str) -> list[CurrentFact]:
+    return [CurrentFact(*row) for row in portable(conn).execute(_CURRENT, (scope,))]
 
 
 class ConsolidateObserver:
@@ -265,7 +268,7 @@ class ConsolidateObserver:
         config: ConsolidateConfig,
         retry: RetryPolicy,
         max_summary_chars: int,
-        store: Store,
+        store: Backend,
         proposer: Proposer | None = None,
     ) -> None:
         self.llm = llm  # condenses summaries, and judges facts unless a plugin does (None: neither)

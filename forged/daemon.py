@@ -33,7 +33,6 @@ from forged.llm import Distiller, make_distiller
 from forged.models import DISTILL_OBSERVER
 from forged.plugins import load_consolidator, load_observers
 from forged.recall import Recall
-from forged.store import Store
 
 LISTEN_BACKLOG = 1024  # connections the kernel queues while we are at the connection cap
 STATUS_INTERVAL = 5.0  # seconds between STATUS= updates (more often when the watchdog asks)
@@ -133,8 +132,6 @@ def _consolidator(
             "consolidate.enabled: the distiller has no async method `ask`, which"
             " consolidation needs; use the OpenAI-compatible client or a consolidate.class"
         )
-    if not isinstance(store, Store):
-        raise ConfigError("consolidate.enabled: consolidation runs on the SQLite store only so far")
     llm = cast(Asker, work.distiller) if asks else None  # without it, summaries stay as they are
     max_chars = config.distiller.max_summary_chars
     return ConsolidateObserver(llm, config.consolidate, work.retry, max_chars, store, proposer)

@@ -8,12 +8,12 @@ fused and packed by the functions `recall` uses for SQLite.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from forged import recall
 from forged.models import MEMORY_TYPES, FactsPage, MemoryItem, MemoryType, SummariesPage
 from forged.pgschema import TEXT_SEARCH
+from forged.portable import Portable, to_psycopg
 from forged.recall import (
     RECENCY_FLOOR,
     Page,
@@ -62,7 +62,6 @@ _SEARCH = {
         ORDER BY score DESC, i.seq DESC LIMIT %(limit)s
     """,
 }
-_NAMED = re.compile(r"(?<![:\w]):(\w+)")  # a `:name` placeholder, not a `::type` cast
 
 
 def _words(text: str) -> list[str]:
@@ -79,11 +78,6 @@ def _tsquery(words: list[str], params: dict[str, Any]) -> str:
     return "SELECT " + " || ".join(terms)
 
 
-def _named(sql: str) -> str:
-    """`recall`'s SQL placeholders (`:name`) as psycopg's (`%(name)s`)."""
-    return _NAMED.sub(r"%(\1)s", sql)
-
-
 def ranked(
     conn: Any, table: MemoryType, query: SearchQuery, half_life: float, now: float
 ) -> list[MemoryItem]:
@@ -94,20 +88,9 @@ def ranked(
     params: dict[str, Any] = {"scope": query.scope, "limit": query.limit, "now": now,
                               "half_life": half_life, "floor": RECENCY_FLOOR}  # fmt: skip
     sql = _SEARCH[table].format(
-        query=_tsquery(words, params), filters=_named(_filters(table, query, params))
+        query=_tsquery(words, params), filters=to_psycopg(_filters(table, query, params))
     )
     return [_item(table, r) for r in conn.execute(sql, params).fetchall()]
-
-
-class _Portable:
-    """A psycopg connection that runs `recall`'s portable SQL (`?` and `:name` placeholders)."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        sql = _NAMED.sub(r"%(\1)s", sql.replace("?", "%s"))
-        return self._conn.execute(sql, params)
 
 
 def search(
@@ -119,15 +102,15 @@ def search(
     types = [t for t in MEMORY_TYPES if t in wanted]
     found = fuse([ranked(conn, t, query, half_life_days, now) for t in types], query.limit)
     if query.sources:
-        found = [recall._with_sources(_Portable(conn), i) for i in found]  # type: ignore[arg-type]
+        found = [recall._with_sources(Portable(conn), i) for i in found]  # type: ignore[arg-type]
     return found
 
 
 def list_facts(conn: Any, page: Page) -> FactsPage:
     """Facts with id greater than `after`, in id order."""
-    return recall.list_facts(_Portable(conn), page)  # type: ignore[arg-type]  # portable SQL
+    return recall.list_facts(Portable(conn), page)  # type: ignore[arg-type]  # portable SQL
 
 
 def list_summaries(conn: Any, page: Page) -> SummariesPage:
     """Summaries with id greater than `after`, in id order."""
-    return recall.list_summaries(_Portable(conn), page)  # type: ignore[arg-type]  # portable SQL
+    return recall.list_summaries(Portable(conn), page)  # type: ignore[arg-type]  # portable SQL

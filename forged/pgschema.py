@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from forged.errors import StoreError
+from forged import migrations
 from forged.timestamps import now
 
 MIGRATION_LOCK = 0x666F7267  # advisory lock: one daemon at a time migrates a shared database
 TEXT_SEARCH = "english"  # stemming and stop words, as FTS5's porter tokenizer does
+_ID = "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"  # never reused: cursors stay valid
 
 # Each entry is one schema version; append, never edit a released one.
 MIGRATIONS: tuple[tuple[str, str], ...] = (
@@ -45,7 +46,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX interactions_by_scope ON interactions (scope, seq);
         CREATE INDEX interactions_search ON interactions USING gin (search);
         CREATE TABLE summaries (
-            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            {_ID},
             observer text NOT NULL,
             batch_id text NOT NULL,
             scope text NOT NULL,
@@ -61,7 +62,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX summaries_by_scope ON summaries (scope, id);
         CREATE INDEX summaries_search ON summaries USING gin (search);
         CREATE TABLE facts (
-            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            {_ID},
             kind text NOT NULL CHECK (kind IN
                 ('decision', 'correction', 'preference', 'state', 'event', 'profile')),
             text text NOT NULL,
@@ -86,7 +87,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             seq bigint NOT NULL                     -- every seq <= this is done for the observer
         );
         CREATE TABLE dead_letters (
-            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            {_ID},
             observer text NOT NULL,
             scope text NOT NULL,
             seq bigint NOT NULL,
@@ -98,7 +99,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX dead_letters_open ON dead_letters (observer, seq) WHERE resolved_at IS NULL;
         CREATE INDEX dead_letters_by_scope ON dead_letters (scope);
         CREATE TABLE distill_runs (
-            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            {_ID},
             observer text NOT NULL,
             batch_id text NOT NULL,
             model text NOT NULL,
@@ -126,7 +127,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ),
     (
         "validity of facts: superseded facts kept as history; the consolidation audit trail",
-        """
+        f"""
         ALTER TABLE facts ADD COLUMN invalid_at text;
         ALTER TABLE facts ADD COLUMN superseded_by bigint;
         ALTER TABLE facts ADD COLUMN superseded_reason text;
@@ -134,7 +135,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE summaries ADD COLUMN condensed_into bigint;
         CREATE INDEX summaries_current ON summaries (scope, id) WHERE condensed_into IS NULL;
         CREATE TABLE consolidation_changes (
-            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            {_ID},
             observer text NOT NULL,
             run_id text NOT NULL,
             scope text NOT NULL,
@@ -147,7 +148,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX consolidation_changes_by_fact ON consolidation_changes (fact_id);
         CREATE INDEX consolidation_changes_by_into ON consolidation_changes (into_id);
         CREATE TABLE consolidation_runs (
-            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            {_ID},
             observer text NOT NULL,
             run_id text NOT NULL,
             model text NOT NULL,
@@ -174,14 +175,6 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _applied(conn: Any) -> list[int]:
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations"
-        " (version integer PRIMARY KEY, name text NOT NULL, applied_at text NOT NULL)"
-    )
-    return [v for (v,) in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
-
-
 def migrate(conn: Any) -> int:
     """Apply the missing migrations in order; return the schema version now in force.
 
@@ -190,18 +183,11 @@ def migrate(conn: Any) -> int:
     """
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        applied = _applied(conn)
-    if applied != list(range(1, len(applied) + 1)):
-        raise StoreError(f"schema_migrations is inconsistent: versions {applied}")
-    if len(applied) > len(MIGRATIONS):
-        raise StoreError(
-            f"the database is at schema version {len(applied)}, newer than this forged"
-            f" knows ({len(MIGRATIONS)}); upgrade forged"
-        )
+        migrations.check(migrations.applied(conn), len(MIGRATIONS))
     for version, (name, sql) in enumerate(MIGRATIONS, start=1):
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            if version in _applied(conn):  # another daemon applied it meanwhile
+            if version in migrations.applied(conn):  # another daemon applied it meanwhile
                 continue
             conn.execute(sql)
             conn.execute(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from forged.errors import StoreError
+from forged import migrations
 from forged.timestamps import now
 
 # The time span of a fact's or summary's source interactions, for rows stored before it was
@@ -24,6 +24,22 @@ _MEMORY_TRIGGERS = """
             INSERT INTO {table}_fts ({table}_fts, rowid, text) VALUES ('delete', old.id, old.text);
             INSERT INTO {table}_fts (rowid, text) VALUES (new.id, new.text);
         END;"""
+
+# The columns of summaries and of facts that version 3 keeps of version 1 (it adds time spans).
+_SUMMARY_SOURCE = """observer TEXT NOT NULL,
+            batch_id TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            session TEXT,
+            text TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,"""
+_FACT_SOURCE = """text TEXT NOT NULL,
+            norm TEXT NOT NULL,                     -- normalised text, for de-duplication
+            scope TEXT NOT NULL,
+            session TEXT,
+            batch_id TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,"""
 
 # A scope as one token of the full-text indexes: the hex of its UTF-8 bytes, so any scope is one
 # word, never FTS syntax; the final digit keeps the porter stemmer from shortening it.
@@ -59,7 +75,7 @@ _SCOPED_INDEX = f"""
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "log, results, watermarks, dead letters, distill runs",
-        """
+        f"""
         CREATE TABLE interactions (
             seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- acceptance order; never reused
             client_id TEXT UNIQUE,                  -- idempotency key from the client
@@ -74,26 +90,14 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX interactions_by_scope ON interactions (scope);
         CREATE TABLE summaries (
             id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: paging cursors stay valid
-            observer TEXT NOT NULL,
-            batch_id TEXT NOT NULL,
-            scope TEXT NOT NULL,
-            session TEXT,
-            text TEXT NOT NULL,
-            first_seq INTEGER NOT NULL,
-            last_seq INTEGER NOT NULL,
+            {_SUMMARY_SOURCE}
             created_at TEXT NOT NULL
         );
         CREATE INDEX summaries_by_scope ON summaries (scope, id);
         CREATE TABLE facts (
             id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: paging cursors stay valid
             kind TEXT NOT NULL CHECK (kind IN ('decision', 'correction', 'preference', 'state')),
-            text TEXT NOT NULL,
-            norm TEXT NOT NULL,                     -- normalised text, for de-duplication
-            scope TEXT NOT NULL,
-            session TEXT,
-            batch_id TEXT NOT NULL,
-            first_seq INTEGER NOT NULL,
-            last_seq INTEGER NOT NULL,
+            {_FACT_SOURCE}
             created_at TEXT NOT NULL,
             seen_count INTEGER NOT NULL DEFAULT 1,
             last_seen_at TEXT NOT NULL,
@@ -135,37 +139,17 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ),
     (
         "full-text index over facts and summaries",
-        """
+        f"""
         CREATE VIRTUAL TABLE facts_fts USING fts5(
             text, content='facts', content_rowid='id',
             tokenize='porter unicode61 remove_diacritics 2'
         );
-        CREATE TRIGGER facts_fts_insert AFTER INSERT ON facts BEGIN
-            INSERT INTO facts_fts (rowid, text) VALUES (new.id, new.text);
-        END;
-        CREATE TRIGGER facts_fts_delete AFTER DELETE ON facts BEGIN
-            INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.id, old.text);
-        END;
-        CREATE TRIGGER facts_fts_update AFTER UPDATE OF text ON facts BEGIN
-            INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.id, old.text);
-            INSERT INTO facts_fts (rowid, text) VALUES (new.id, new.text);
-        END;
+        {_MEMORY_TRIGGERS.format(table="facts")}
         CREATE VIRTUAL TABLE summaries_fts USING fts5(
             text, content='summaries', content_rowid='id',
             tokenize='porter unicode61 remove_diacritics 2'
         );
-        CREATE TRIGGER summaries_fts_insert AFTER INSERT ON summaries BEGIN
-            INSERT INTO summaries_fts (rowid, text) VALUES (new.id, new.text);
-        END;
-        CREATE TRIGGER summaries_fts_delete AFTER DELETE ON summaries BEGIN
-            INSERT INTO summaries_fts (summaries_fts, rowid, text)
-                VALUES ('delete', old.id, old.text);
-        END;
-        CREATE TRIGGER summaries_fts_update AFTER UPDATE OF text ON summaries BEGIN
-            INSERT INTO summaries_fts (summaries_fts, rowid, text)
-                VALUES ('delete', old.id, old.text);
-            INSERT INTO summaries_fts (rowid, text) VALUES (new.id, new.text);
-        END;
+        {_MEMORY_TRIGGERS.format(table="summaries")}
         INSERT INTO facts_fts (facts_fts) VALUES ('rebuild');
         INSERT INTO summaries_fts (summaries_fts) VALUES ('rebuild');
         CREATE INDEX facts_by_scope ON facts (scope, id);
@@ -179,13 +163,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: paging cursors stay valid
             kind TEXT NOT NULL CHECK (kind IN
                 ('decision', 'correction', 'preference', 'state', 'event', 'profile')),
-            text TEXT NOT NULL,
-            norm TEXT NOT NULL,                     -- normalised text, for de-duplication
-            scope TEXT NOT NULL,
-            session TEXT,
-            batch_id TEXT NOT NULL,
-            first_seq INTEGER NOT NULL,
-            last_seq INTEGER NOT NULL,
+            {_FACT_SOURCE}
             first_at TEXT NOT NULL,                 -- timestamp of the first source interaction
             last_at TEXT NOT NULL,                  -- timestamp of the last source interaction
             created_at TEXT NOT NULL,               -- when it was distilled
@@ -202,13 +180,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         FROM facts;
         CREATE TABLE summaries_v3 (
             id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: paging cursors stay valid
-            observer TEXT NOT NULL,
-            batch_id TEXT NOT NULL,
-            scope TEXT NOT NULL,
-            session TEXT,
-            text TEXT NOT NULL,
-            first_seq INTEGER NOT NULL,
-            last_seq INTEGER NOT NULL,
+            {_SUMMARY_SOURCE}
             first_at TEXT NOT NULL,                 -- timestamp of the first source interaction
             last_at TEXT NOT NULL,                  -- timestamp of the last source interaction
             created_at TEXT NOT NULL                -- when it was distilled
@@ -365,29 +337,24 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             FROM interactions_text;                 -- not 'rebuild': see the interactions index
         """,
     ),
+    (
+        "dead letters carry the scope of their interaction, like every table of per-scope rows",
+        """
+        ALTER TABLE dead_letters ADD COLUMN scope TEXT NOT NULL DEFAULT '';
+        UPDATE dead_letters SET scope = coalesce(
+            (SELECT i.scope FROM interactions AS i WHERE i.seq = dead_letters.seq), '');
+        CREATE INDEX dead_letters_by_scope ON dead_letters (scope);
+        """,
+    ),
 )
-
-
-def _applied(conn: sqlite3.Connection) -> list[int]:
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations"
-        " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-    )
-    return [v for (v,) in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
 
 
 def migrate(conn: sqlite3.Connection) -> int:
     """Apply the missing migrations in order; return the schema version now in force."""
-    applied = _applied(conn)
-    if applied != list(range(1, len(applied) + 1)):
-        raise StoreError(f"schema_migrations is inconsistent: versions {applied}")
-    if len(applied) > len(MIGRATIONS):
-        raise StoreError(
-            f"the database is at schema version {len(applied)}, newer than this forged"
-            f" knows ({len(MIGRATIONS)}); upgrade forged"
-        )
+    done = migrations.applied(conn)
+    migrations.check(done, len(MIGRATIONS))
     for version, (name, sql) in enumerate(MIGRATIONS, start=1):
-        if version <= len(applied):
+        if version <= len(done):
             continue
         applied_at = now()
         record = f"INSERT INTO schema_migrations VALUES ({version}, '{name}', '{applied_at}')"

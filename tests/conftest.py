@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import trio
@@ -16,7 +17,7 @@ from tests import daemons
 from tests.daemons import running_daemon, write_config
 from tests.fakellm import FakeLLM
 from tests.observers import Recorder
-from tests.postgres import Server, binaries, postgres_server
+from tests.postgres import THROWAWAY, Server, binaries, postgres_server
 from tests.profiles import register_profiles
 
 register_profiles()  # before the hypothesis plugin loads the one `--hypothesis-profile` names
@@ -24,13 +25,17 @@ register_profiles()  # before the hypothesis plugin loads the one `--hypothesis-
 # A test that asks for one of these starts a daemon or a server: `make check` leaves it out.
 INTEGRATION_FIXTURES = frozenset({"fake_llm", "short_tmp", "daemon", "sock_dir", "llm"})
 BACKENDS = ("sqlite", "postgresql")  # every test that starts a daemon runs on each
+LONG_MARKERS = ("slow", "model")  # tests that take many seconds
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `integration` every test that starts a daemon or a server (by the fixtures it uses).
+    """Mark `integration` every test that starts a daemon or a server (by the fixtures it uses),
+    and put the long ones first: spread over cores (`make test`), none is left running alone
+    at the end.
 
     Tests that start child processes without such a fixture carry the mark themselves.
     """
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in LONG_MARKERS))
     for item in items:
         if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
@@ -50,22 +55,37 @@ def postgres() -> Iterator[Server]:
     """A PostgreSQL server for the whole session; the test is skipped without the binaries."""
     if binaries() is None:
         pytest.skip("no PostgreSQL binaries (initdb, pg_ctl) on this machine")
-    with postgres_server() as server:
+    with postgres_server(THROWAWAY) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def migrated_template(postgres: Server) -> str:
+    """The name of a database migrated once, which the tests on PostgreSQL get copies of.
+
+    Their daemons then find the schema a first start would have made, without migrating again;
+    the migrations themselves still run here, and on the empty databases of test_pgstore's
+    shared daemons and of check-config's test.
+    """
+    url = postgres.new_database()
+    open_store_of(StoreConfig(url=url)).close()
+    return urlsplit(url).path.lstrip("/")
 
 
 @pytest.fixture
 def store_backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The store the test's daemons use: SQLite, or a fresh PostgreSQL database."""
+    """The store the test's daemons use: SQLite, or an empty migrated PostgreSQL database."""
     backend: str = request.param
     if backend == "postgresql":
         if request.node.get_closest_marker("sqlite_only"):
             pytest.skip("tests a property of the SQLite file")
         server: Server = request.getfixturevalue("postgres")
-        daemons.STORE_URL = server.new_database()
+        daemons.STORE_URL = server.empty_database(request.getfixturevalue("migrated_template"))
     try:
         yield backend
     finally:
+        if daemons.STORE_URL:
+            server.give_back(daemons.STORE_URL)
         daemons.STORE_URL = None
 
 

@@ -50,8 +50,11 @@ def write_config(directory: Path, llm_url: str, **sections: dict[str, Any]) -> P
 
 
 def socket_client(socket_path: str | Path) -> httpx.AsyncClient:
-    """An HTTP client of the daemon's Unix socket."""
-    transport = httpx.AsyncHTTPTransport(uds=str(socket_path))
+    """An HTTP client of the daemon's Unix socket.
+
+    Plain HTTP on a local socket: no TLS, so no certificate store to load (0.2 s a client).
+    """
+    transport = httpx.AsyncHTTPTransport(uds=str(socket_path), verify=False)
     return httpx.AsyncClient(transport=transport, base_url="http://forged", timeout=30)
 
 

@@ -15,6 +15,9 @@ import h11
 import msgspec
 import trio
 
+# What the daemon asks for; "schema_echo" sends it back when the request carries none.
+from forged.prompt import ANSWER_SCHEMA
+
 HOST = "127.0.0.1"  # loopback only: the fake is never reachable from elsewhere
 DEFAULT_PORT = 8089  # standalone default, so benchmarks can point at a fixed URL
 MAX_READ = 65536  # bytes per receive; request bodies arrive in as many chunks as needed
@@ -40,35 +43,6 @@ STATUS_ERRORS: dict[int, tuple[str, str]] = {
     500: ("server_error", "Internal server error"),
     503: ("unavailable_error", "Loading model"),
 }
-# What the daemon asks for; "schema_echo" sends it back when the request carries none.
-ANSWER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "summary": {"type": "string"},
-        "facts": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "kind": {
-                        "enum": [
-                            "decision",
-                            "correction",
-                            "preference",
-                            "state",
-                            "event",
-                            "profile",
-                        ]
-                    },
-                    "text": {"type": "string"},
-                },
-                "required": ["kind", "text"],
-            },
-        },
-    },
-    "required": ["summary", "facts"],
-}
-
 # Consolidation requests list facts as "[id N] (kind, date) text" between <facts> tags.
 FACT_LINE = re.compile(r"^\[id (\d+)\] \((\w+), ([^)]*)\) (.*)$", re.M)
 FACTS_OPEN = "<facts>"

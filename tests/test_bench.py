@@ -12,13 +12,14 @@ import trio
 from bench import evaluate
 from bench.__main__ import DEFAULT_OUT, report_path
 from bench.corpus import locomo_path
-from bench.report import Row, furthest
+from bench.report import AT_LEAST_BARE, Goal, Row, furthest, goals
 from bench.sizes import SIZES
 from tests.postgres import binaries
 
 pytestmark = pytest.mark.integration  # the benchmark runs daemons as child processes
 REPO = Path(__file__).resolve().parents[1]
 QUICK_TIMEOUT = 360.0  # seconds for `python -m bench --quick` on a busy two-core machine
+GOAL = re.compile(r"^([≤≥] [\d.]+: (met|NOT met))?$")  # empty where forged promises no ratio
 NUMBER = re.compile(r"^[\d,.]+( ?(/s|µs|ms|s|MiB|MB))?$")
 
 
@@ -39,6 +40,7 @@ def _table(markdown: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines]
 
 
+@pytest.mark.slow  # in the default run too
 async def test_quick_bench_reports_every_figure_with_baseline_and_ratio(tmp_path: Path) -> None:
     """`python -m bench --quick` writes a table with every row measured beside its baseline."""
     out = tmp_path / "benchmarks.md"
@@ -50,7 +52,7 @@ async def test_quick_bench_reports_every_figure_with_baseline_and_ratio(tmp_path
     rows = _table(out.read_text())
     assert [r[0][: len(e)] for r, e in zip(rows, _expected_rows(), strict=True)] == _expected_rows()
     without_locomo = locomo_path(REPO) is None
-    for measure, value, _, base, ratio in rows:
+    for measure, value, _, base, ratio, goal in rows:
         if without_locomo and measure.startswith("quality"):  # it measures on LoCoMo alone
             assert value.endswith("(LoCoMo not found)"), measure
             continue
@@ -58,18 +60,30 @@ async def test_quick_bench_reports_every_figure_with_baseline_and_ratio(tmp_path
             assert value.endswith("(no PostgreSQL binaries on this machine)"), measure
             continue
         assert NUMBER.match(value) and NUMBER.match(base) and NUMBER.match(ratio), measure
+        assert GOAL.match(goal), measure
+    with_goal = [r[0] for r in rows if r[5]]
+    assert with_goal == [rows[0][0], rows[3][0], rows[5][0]]  # scrub, 16 clients, one request
+    assert "Goals met: " in out.read_text()
     assert "## Machine" in out.read_text() and "SQLite" in out.read_text()
 
 
-def test_furthest_row_is_the_biggest_cost_over_its_limit() -> None:
-    """Rates count as their inverse; batching (a rival, not a limit) never wins."""
+def test_furthest_row_is_the_one_furthest_from_its_goal() -> None:
+    """A rate short of its floor and a cost over its ceiling compare by how many times they
+    miss; a row without a goal never counts; the verdict counts the goals met."""
+    tenth = Goal(0.1, at_least=False)
     rows = [
-        Row("ingest: bulk", 100.0, "/s", "bare", 1000.0),  # 10 times slower
-        Row("recall: search", 4.0, "ms", "bare", 1.0),  # 4 times slower
-        Row("batching: calls", 1.0, "", "one each", 100.0),
-        Row("recall: context", None, "ms", "bare", 1.0, "not measured"),
+        Row("ingest: bulk", 300.0, "/s", "bare", 1000.0, goal=Goal(0.5, at_least=True)),  # 1.67x
+        Row("recall: search p99", 0.3, "ms", "bare", 1.0, goal=tenth),  # 3 times its ceiling
+        Row("ingest: 16 clients", 1500.0, "/s", "bare", 1000.0, goal=AT_LEAST_BARE),  # met
+        Row("batching: calls", 100.0, "", "one each", 1.0),  # no goal, far worse
+        Row("recall: context p99", None, "ms", "bare", 1.0, "not measured", goal=tenth),
     ]
-    assert furthest(rows) is rows[0]
+    assert furthest(rows) is rows[1]
+    assert goals(rows) == (
+        "Goals met: 1 of 3. Furthest from its goal: recall: search p99, 0.30 times its baseline"
+        " (≤ 0.1: NOT met)."
+    )
+    assert goals(rows[2:4]).endswith("ingest: 16 clients, 1.50 times its baseline (≥ 1: met).")
 
 
 def test_a_quick_run_leaves_the_tracked_report_alone() -> None:
@@ -92,3 +106,15 @@ def test_eval_keeps_the_hand_measured_sections_and_the_bundled_model(tmp_path: P
     out.write_text(f"# Quality\n\n{small}")
     assert evaluate.tail(out, None) == f"\n{small}"
     assert evaluate.tail(out, fresh) == f"\n{small}\n{fresh}"
+
+
+def test_eval_bundled_only_replaces_the_bundled_section_alone(tmp_path: Path) -> None:
+    """`--bundled-only` rewrites the bundled model's section and keeps every other one."""
+    out = tmp_path / "quality.md"
+    fresh = f"{evaluate.BUNDLED_SECTION}\n\nnew figures\n"
+    assert evaluate.with_bundled(out, fresh) == fresh
+    head = f"# Quality\n\ngold table\n\n{evaluate.KEPT_SECTION}\n\nmeasured by hand\n"
+    out.write_text(head)
+    assert evaluate.with_bundled(out, fresh) == f"{head}\n{fresh}"
+    out.write_text(f"{head}\n{evaluate.BUNDLED_SECTION}\n\nold figures\n")
+    assert evaluate.with_bundled(out, fresh) == f"{head}\n{fresh}"

@@ -18,6 +18,7 @@ import trio
 from bench import currentstate
 from bench.currentstate import CONVERSATION, SCOPE, gold
 from bench.currentstate import interactions as state_changes
+from forged.backend import Backend
 from forged.condense import OldSummary, grounded
 from forged.config import load_config
 from forged.consolidate import (
@@ -37,9 +38,11 @@ from forged.models import (
     ScopeResult,
     Usage,
 )
+from forged.portable import portable
 from forged.recall import Page, list_facts
 from forged.schema import MIGRATIONS
 from forged.store import Store
+from tests.conftest import StoreOpener
 from tests.daemons import (
     DaemonProcess,
     running_daemon,
@@ -72,8 +75,6 @@ RETIRED = {
     "The user prefers tea.": ("supersede", "The user prefers coffee.", "2026-03-05"),
 }
 QUESTIONS = "where does the user live, which database does the service use, name, prefers"
-
-pytestmark = pytest.mark.sqlite_only  # consolidation runs on the SQLite store only so far
 
 
 def _config(tmp: Path, llm: FakeLLM, **consolidate: Any) -> Path:
@@ -391,15 +392,17 @@ def _said(text: str, at: str) -> NewInteraction:
     return NewInteraction(None, "s", None, at, at, 3, messages, None)
 
 
-async def _distil(store: Store, seq: int, kind: str, text: str) -> None:
+async def _distil(store: Backend, seq: int, kind: str, text: str) -> None:
     fact = Fact(kind=kind, text=text)  # type: ignore[arg-type]
     result = ScopeResult(f"b{seq}", "s", None, text, [fact], seq, seq)
-    await store.commit_batch("distill", BatchOutcome([result], [], [], seq))
+    await store.commit_batch("distill", BatchOutcome([result], [], [], None))  # no lease here
 
 
-async def test_a_superseded_fact_said_again_later_is_current_again(tmp_path: Path) -> None:
+async def test_a_superseded_fact_said_again_later_is_current_again(
+    open_store: StoreOpener,
+) -> None:
     """Back to Lisbon: the fact stated after it stopped being true holds again, from then on."""
-    store = Store(str(tmp_path / "f.db"))
+    store = open_store()
     days = ("2026-03-01T10:00:00.000Z", "2026-03-03T10:00:00.000Z", "2026-03-09T10:00:00.000Z")
     await store.append(
         [[_said(t, at) for t, at in zip(("Lisbon", "Berlin", "Lisbon"), days, strict=True)]]
@@ -411,9 +414,8 @@ async def test_a_superseded_fact_said_again_later_is_current_again(tmp_path: Pat
     assert await store.commit_consolidation(NAME, run) == [change]
     assert await store.commit_consolidation(NAME, run) == []  # applied once only
     await _distil(store, 3, "state", "The user lives in Lisbon.")
-    rows = store._reader.execute(
-        "SELECT id, first_at, invalid_at, superseded_by FROM facts ORDER BY id"
-    ).fetchall()
+    sql = "SELECT id, first_at, invalid_at, superseded_by FROM facts ORDER BY id"
+    rows = [tuple(r) for r in await store.read(lambda c: portable(c).execute(sql).fetchall())]
     store.close()
     assert rows == [(1, days[2], None, None), (2, days[1], None, None)]
 

@@ -98,7 +98,6 @@ async def test_a_conversation_becomes_memory_with_the_bundled_model(short_tmp: P
 
 
 @pytest.mark.model
-@pytest.mark.sqlite_only  # consolidation runs on the SQLite store only so far
 async def test_changing_states_with_the_bundled_model_lose_nothing(short_tmp: Path) -> None:
     """Supersession and consolidation with the bundled model: mechanics, not its judgement.
 

@@ -15,7 +15,7 @@ from forged.bundled import STRUCTURED_OUTPUT, STYLE
 from forged.config import Config, DistillerConfig
 from forged.daemon import _with_llm
 from forged.errors import ContextOverflow, InvalidAnswer, LLMUnavailable
-from forged.llm import OpenAIDistiller, make_distiller, parse_answer
+from forged.llm import OpenAIDistiller, make_distiller
 from forged.models import Fact, MemoryItem, Message, StoredInteraction
 from forged.prompt import (
     GUIDED_MAX_REPLACES,
@@ -245,24 +245,6 @@ async def test_a_full_prompt_is_not_warned_about(
     assert [e for e in logs if e["event"] == "llm_prompt_truncated"] == []
 
 
-def test_raw_control_characters_in_strings_are_repaired() -> None:
-    """A raw newline inside a string (as small models write) does not make the answer invalid."""
-    content = '{"summary": "Two\nlines", "facts": [{"kind": "decision", "text": "Use\tSQLite."}]}'
-    summary, facts = parse_answer(content, DistillerConfig())
-    assert summary == "Two lines"
-    assert facts == [Fact("decision", "Use SQLite.")]
-
-
-def test_answers_are_capped() -> None:
-    """Facts per answer, characters per fact and per summary are capped; blank facts dropped."""
-    config = DistillerConfig(max_facts=2, max_fact_chars=10, max_summary_chars=12)
-    facts = [{"kind": "state", "text": t} for t in ["  ", "short", "a much longer fact text", "x"]]
-    content = json.dumps({"summary": "s" * 50, "facts": facts})
-    summary, kept = parse_answer(content, config)
-    assert summary == "s" * 11 + "…"
-    assert kept == [Fact("state", "short"), Fact("state", "a much lo…")]
-
-
 def test_a_bad_distiller_class_is_a_config_error() -> None:
     """`[distiller] class` must name an importable object; the message names the key."""
     from forged.errors import ConfigError
@@ -374,11 +356,3 @@ def test_a_grammar_bounds_what_a_fact_replaces() -> None:
     assert replaces["maxItems"] == GUIDED_MAX_REPLACES
     assert schema["properties"]["lines"]["items"]["required"] == ["line", "kind", "replaces"]
     assert "replaces" not in PICKS_SCHEMA["properties"]["lines"]["items"]["properties"]
-
-
-def test_replaced_ids_are_integers_or_quoted_digits() -> None:
-    content = json.dumps({"summary": "S.", "facts": [
-        {"kind": "state", "text": "Alice uses Postgres.", "replaces": [3, "4", "x", True, 3]},
-    ]})  # fmt: skip
-    _, facts = parse_answer(content, DistillerConfig())
-    assert facts[0].replaces == [3, 4]

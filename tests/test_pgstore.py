@@ -15,7 +15,16 @@ import pytest
 import trio
 
 from forged.config import StoreConfig, load_config
+from forged.consolidate import NAME
 from forged.errors import StoreError
+from forged.models import (
+    BatchOutcome,
+    ConsolidationChange,
+    ConsolidationRun,
+    Fact,
+    ScopeResult,
+    Usage,
+)
 from forged.pgstore import _INSERT_INTERACTION, LOG_LOCK, PostgresStore
 from tests import daemons
 from tests.daemons import (
@@ -259,3 +268,57 @@ async def test_a_commit_without_the_lease_is_refused(shared: Path) -> None:
         assert await store.watermark("distill") == 0
     finally:
         store.close()
+
+
+def _lock_waiters(url: str) -> int:
+    """Backends waiting for a lock of any kind."""
+    sql = "SELECT count(DISTINCT pid) FROM pg_locks WHERE NOT granted"
+    with psycopg.connect(url, autocommit=True) as conn:
+        return int(conn.execute(sql).fetchone()[0])  # type: ignore[index]  # count answers one row
+
+
+async def _until_waiting(url: str, backends: int) -> None:
+    """Return once that many backends wait for a lock (a lock table sends no event)."""
+    while True:
+        if await trio.to_thread.run_sync(_lock_waiters, url) >= backends:
+            return
+        await trio.sleep(0.05)
+
+
+async def test_two_daemons_retiring_one_scopes_facts_take_turns(shared: Path) -> None:
+    """Daemon a merges fact 1 into 2 while daemon b merges 2 into 1, each from what it read
+    before the other committed: the first to commit applies its change, the second finds a
+    fact retired and applies nothing (no two facts retired into each other)."""
+    url = daemons.STORE_URL
+    assert url is not None
+    a, b = (PostgresStore(StoreConfig(url=url)) for _ in range(2))
+    try:
+        await a.append([[new("Ana likes tea."), new("Ana likes green tea.")]])
+        for seq, text in ((1, "Ana likes tea."), (2, "Ana likes green tea.")):
+            fact = Fact(kind="preference", text=text)
+            result = ScopeResult(f"b{seq}", "s", None, "", [fact], seq, seq)
+            await a.commit_batch("distill", BatchOutcome([result], [], [], None))
+        await a.commit_consolidation(NAME, ConsolidationRun("r0", "m", "s", 2, 2, [], Usage()))
+        holder = await trio.to_thread.run_sync(psycopg.connect, url)  # both commits end on the
+        sql = "SELECT 1 FROM consolidation_progress WHERE scope = 's' FOR UPDATE"  # progress row
+        await trio.to_thread.run_sync(holder.execute, sql)
+        applied: list[list[ConsolidationChange]] = []
+
+        async def merge(store: PostgresStore, fact: int, into: int) -> None:
+            change = ConsolidationChange("merge", fact, into, "duplicate")
+            run = ConsolidationRun(f"r{fact}", "m", "s", 2, 2, [change], Usage())
+            applied.append(await store.commit_consolidation(NAME, run))
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(merge, a, 1, 2)
+                nursery.start_soon(merge, b, 2, 1)
+                await _until_waiting(url, 2)
+                await trio.to_thread.run_sync(holder.commit)
+        holder.close()
+    finally:
+        a.close()
+        b.close()
+    assert sorted(len(changes) for changes in applied) == [0, 1]
+    assert rows("", "SELECT count(*) FROM facts WHERE superseded_by IS NULL") == [(1,)]
+    assert rows("", "SELECT count(*) FROM consolidation_changes") == [(1,)]

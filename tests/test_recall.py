@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from forged import recall
 from forged.config import RecallConfig, load_config
 from forged.daemon import Running
-from forged.models import BatchOutcome, Fact, MemoryItem, ScopeResult, normalise
+from forged.models import MEMORY_TYPES, BatchOutcome, Fact, MemoryItem, ScopeResult, normalise
 from forged.recall import (
     FRAME_TOKENS,
     RECENCY_FLOOR,
@@ -35,6 +35,7 @@ from forged.recall import (
     julian_now,
     list_facts,
     pack,
+    periods,
     query_phrases,
     ranked,
     search,
@@ -765,6 +766,55 @@ def test_a_turn_takes_the_place_of_a_fact_it_repeats() -> None:
     assert pack([echo, turn], turn_only).items == [turn]  # the fact's room pays for the turn
 
 
+def said(seq: int, text: str) -> MemoryItem:
+    """A one-message turn at `seq`, as recall lists it."""
+    return msgspec.structs.replace(item(seq, text), type="interaction", kind="interaction",
+                                   first_seq=seq, last_seq=seq)  # fmt: skip
+
+
+def test_a_fact_that_is_its_turn_word_for_word_is_ranked_once_as_the_turn() -> None:
+    """A fact whose text is the turn it comes from (an extractive distiller's pick) is left
+    out of the fusion: the turn stands at its own rank. A line of a longer turn stays a fact."""
+    greeting = msgspec.structs.replace(item(1, "mel: Hey Caroline!  Good to see you!"),
+                                       first_seq=9, last_seq=9)  # fmt: skip
+    caption = msgspec.structs.replace(item(2, "mel: [shares a photo of a lake]"),
+                                      first_seq=8, last_seq=8)  # fmt: skip
+    turns = [said(4, "mel: I ran a charity race."), said(8, "mel: Look!\n[shares a photo of a lake]"),
+             said(9, "mel: Hey Caroline! Good to see you!")]  # fmt: skip
+    fused = fuse([[greeting, caption], turns], 10)
+    assert [(i.type, i.id) for i in fused] == [
+        ("interaction", 4), ("interaction", 8), ("fact", 2), ("interaction", 9)
+    ]  # fmt: skip
+    alone = fuse([[greeting], turns[:1]], 10)  # its turn not found: the fact is all there is
+    assert [(i.type, i.id) for i in alone] == [("interaction", 4), ("fact", 1)]
+
+
+def test_search_gives_a_kept_line_once_as_its_turn(db: sqlite3.Connection) -> None:
+    """A search finds a line an extractive distiller kept once, as the turn; asked for facts
+    alone, it finds the fact."""
+    seq = add_turn(db, "I adopted a greyhound called Biscuit.")
+    fact = add_fact(db, "alice: I adopted a greyhound called Biscuit.", kind="event")
+    db.execute("UPDATE facts SET first_seq = ?, last_seq = ? WHERE id = ?", (seq, seq, fact))
+    assert [(i.type, i.id) for i in find(db, "greyhound")] == [("interaction", seq)]
+    assert [(i.type, i.id) for i in find(db, "greyhound", types=("fact",))] == [("fact", fact)]
+
+
+def test_a_picked_greeting_does_not_push_a_better_turn_out_of_the_block() -> None:
+    """Regression: a greeting an extractive distiller kept ranked first among the few picked
+    lines and held room in the block until its own low-ranked turn replaced it; the third
+    best turn had not fitted meanwhile."""
+    best = [said(1, "mel: The charity race raised money for mental health"),
+            said(2, "mel: Running that race taught me self-care matters"),
+            said(3, "mel: My kids cheered at the finish line of the race")]  # fmt: skip
+    greeting = said(9, "mel: Hey Caroline! Good to see you! How are the kids?")
+    picked = msgspec.structs.replace(item(1, greeting.text, "event"), first_seq=9, last_seq=9)
+    budget = FRAME_TOKENS + estimate_tokens(TURNS_HEADING) + sum(
+        estimate_tokens(f"- [{stamp(0)[:10]}] {t.text}\n") for t in best
+    )  # fmt: skip
+    block = pack(fuse([[picked], [*best, greeting]], 100), budget)
+    assert [(i.type, i.id) for i in block.items] == [("interaction", n) for n in (1, 2, 3)]
+
+
 def test_a_date_in_the_query_ranks_what_happened_then_first(db: sqlite3.Connection) -> None:
     """Of two equal matches, the one dated within the day, month or year the query names
     comes first, whichever is more recent."""
@@ -906,6 +956,73 @@ def test_a_row_with_only_the_common_word_still_wins_when_its_bm25_can() -> None:
         assert [i.id for i in ranked(conn, "fact", query, HALF_LIFE, NOW_JD)] == [1]
         assert exact_ids(conn, "fact", query, HALF_LIFE, NOW_JD) == [1]
         conn.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(list(_INSERT)),
+            st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
+            st.floats(0, 1000),
+        ),
+        max_size=150,
+    ),
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+    limit=st.integers(1, 60),
+    named=st.booleans(),
+)
+def test_lists_read_only_as_deep_as_fusion_reaches_give_the_same_answer(
+    rows: list[tuple[Any, list[str], float]], words: list[str], limit: int, named: bool
+) -> None:
+    """Whatever the lists' lengths, and with a time named or not, search answers what fusing
+    every type's best `limit` answers."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    for n, (table, text, days) in enumerate(rows):
+        conn.execute(_INSERT[table], {"text": " ".join(text), "norm": f"{n}", "scope": "a",
+                                      "at": stamp(days)})  # fmt: skip
+    q = " ".join(words) + (f" in {stamp(30)[:7]}" if named else "")
+    query = SearchQuery(q=q, scope="a", limit=limit)
+    every = [ranked(conn, t, query, HALF_LIFE, NOW_JD) for t in MEMORY_TYPES]
+    expected = fuse(every, limit, periods(q))
+    found = search(conn, query, HALF_LIFE, NOW_JD)
+    assert [(i.type, i.id, i.score) for i in found] == [(i.type, i.id, i.score) for i in expected]
+    conn.close()
+
+
+def test_summaries_are_not_read_when_facts_and_turns_fill_the_top(db: sqlite3.Connection) -> None:
+    """A summary weighs half: behind full lists of facts and turns none can enter the top
+    ten, so the summaries' index is not searched; when the turns run short, it is."""
+    for n in range(6):
+        add_fact(db, f"Kafka note {n}")
+        add_turn(db, f"Kafka said {n}")
+        add_summary(db, f"Kafka summary {n}")
+    statements: list[str] = []
+    db.set_trace_callback(statements.append)
+    assert {i.type for i in find(db, "kafka")} == {"fact", "interaction"}
+    assert not [s for s in statements if "summaries_fts" in s]
+    db.execute("DELETE FROM interactions")
+    assert "summary" in {i.type for i in find(db, "kafka")}
+    db.set_trace_callback(None)
+
+
+def test_a_fact_that_is_a_turn_below_the_read_depth_is_still_left_out(
+    db: sqlite3.Connection,
+) -> None:
+    """A fact that is word for word a listed turn is left out of the fusion even when that turn
+    ranks below the depth the turns' list is first read to."""
+    add_turn(db, "kafka alpha", name=None, days_ago=300)  # seq 1: the last of ten turns
+    for n in range(9):
+        add_turn(db, f"kafka beta {n}", name=None, days_ago=n)
+    said = add_fact(db, "user: kafka alpha")  # from seq 1, and the best fact
+    for n in range(5):
+        add_fact(db, f"kafka note {n}", days_ago=n + 1)
+    query = SearchQuery(q="kafka", scope="a", limit=10)
+    every = [ranked(db, t, query, HALF_LIFE, NOW_JD) for t in MEMORY_TYPES]
+    expected = [(i.type, i.id) for i in fuse(every, 10)]
+    assert [(i.type, i.id) for i in search(db, query, HALF_LIFE, NOW_JD)] == expected
+    assert ("fact", said) not in expected  # the turn is listed (10th), so the fact is not
 
 
 SCOPES_ALIKE = [

@@ -71,22 +71,23 @@ async def test_sigkill_loop_loses_and_doubles_nothing(short_tmp: Path, fake_llm:
     pusher = _Pusher(daemon.socket, rng)
     mid_batch = 0
     starts = 2 if daemons.STORE_URL else 1  # a start on PostgreSQL opens a pool and a lease too
-    with trio.fail_after((60 * scaled(1) + 60) * starts):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(pusher.run)
-            for _ in range(KILLS):
-                await daemon.start()
-                pusher.up.set()
-                await trio.sleep(rng.uniform(*KILL_AFTER))  # the chaos clock: a random moment
-                pusher.up = trio.Event()
-                mid_batch += fake_llm.in_flight > 0
-                await daemon.kill()
-            nursery.cancel_scope.cancel()
-        await daemon.start()
-        async with socket_client(daemon.socket) as client:
-            last_seq = (await client.get("/v1/status")).json()["log"]["last_seq"]
-            status = await wait_for_watermark(client, last_seq)
-        assert await daemon.stop() == 0
+    async with daemon:  # a timeout must not leave the last daemon running
+        with trio.fail_after((60 * scaled(1) + 60) * starts):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(pusher.run)
+                for _ in range(KILLS):
+                    await daemon.start()
+                    pusher.up.set()
+                    await trio.sleep(rng.uniform(*KILL_AFTER))  # the chaos clock: a random moment
+                    pusher.up = trio.Event()
+                    mid_batch += fake_llm.in_flight > 0
+                    await daemon.kill()
+                nursery.cancel_scope.cancel()
+            await daemon.start()
+            async with socket_client(daemon.socket) as client:
+                last_seq = (await client.get("/v1/status")).json()["log"]["last_seq"]
+                status = await wait_for_watermark(client, last_seq)
+            assert await daemon.stop() == 0
     db = daemon.config.store.path
     ids = dict(rows(db, "SELECT client_id, seq FROM interactions"))
     stored, seqs = set(ids), sorted(ids.values())

@@ -9,6 +9,7 @@ import pytest
 
 from forged.errors import StoreError
 from forged.schema import MIGRATIONS, migrate
+from forged.store import Store
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -61,3 +62,28 @@ def test_a_failing_migration_leaves_no_part_of_itself(tmp_path: Path) -> None:
         migrate(conn)
     assert not conn.in_transaction
     assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone() == (0,)
+
+
+async def test_version_9_gives_each_dead_letter_its_interactions_scope(tmp_path: Path) -> None:
+    """Dead letters stored before version 9 take their interaction's scope, so forgetting the
+    scope erases them with it."""
+    conn = _connect(tmp_path / "f.db")
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                 " applied_at TEXT NOT NULL)")  # fmt: skip
+    for version, (name, sql) in enumerate(MIGRATIONS[:8], start=1):
+        conn.executescript(sql)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'x')", (version, name))
+    for seq, scope in ((1, "a"), (2, "b")):
+        conn.execute("INSERT INTO interactions (seq, scope, timestamp, received_at, tokens,"
+                     " messages) VALUES (?, ?, 't', 't', 1, '[]')", (seq, scope))  # fmt: skip
+        conn.execute("INSERT INTO dead_letters (observer, seq, reason, created_at)"
+                     " VALUES ('distill', ?, 'bad', 't')", (seq,))  # fmt: skip
+    conn.close()
+    store = Store(str(tmp_path / "f.db"))
+    try:
+        sql = "SELECT seq, scope FROM dead_letters ORDER BY seq"
+        assert await store.read(lambda c: c.execute(sql).fetchall()) == [(1, "a"), (2, "b")]
+        await store.forget("a")
+        assert await store.read(lambda c: c.execute(sql).fetchall()) == [(2, "b")]
+    finally:
+        store.close()

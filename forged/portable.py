@@ -1,0 +1,41 @@
+"""Portable SQL: a statement written once, with `?` and `:name` placeholders, run on SQLite as
+it is and on PostgreSQL with psycopg's placeholders.
+
+The statements keep to what both engines read alike; where they differ in a function's name,
+SQLite is taught PostgreSQL's (`greatest`, `least`: see `store._connect`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+_NAMED = re.compile(r"(?<![:\w]):(\w+)")  # a `:name` placeholder, not a `::type` cast
+
+
+@functools.lru_cache(maxsize=256)
+def to_psycopg(sql: str) -> str:
+    """`?` and `:name` placeholders as psycopg's `%s` and `%(name)s`."""
+    return _NAMED.sub(r"%(\1)s", sql.replace("?", "%s"))
+
+
+class Portable:
+    """A psycopg connection that runs portable SQL."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        return self._conn.execute(to_psycopg(sql), params)
+
+    def executemany(self, sql: str, params: Iterable[Any]) -> None:
+        with self._conn.cursor() as cur:
+            cur.executemany(to_psycopg(sql), list(params))
+
+
+def portable(conn: Any) -> Any:
+    """A connection of either store that runs portable SQL: SQLite's as it is."""
+    return conn if isinstance(conn, sqlite3.Connection) else Portable(conn)

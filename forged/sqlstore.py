@@ -1,0 +1,386 @@
+"""What both stores do alike, written once: a batch's results, consolidation, forget, watermarks,
+totals and dead letters, in portable SQL (forged.portable) around a few hooks a backend fills in.
+
+A backend (`store.Store` for SQLite, `pgstore.PostgresStore`) supplies its connections
+(`_write`, `read`), its write transaction (`_transaction`), how it appends to and reads the log,
+and where many daemons need them, its fences and locks (`_fence`, `_lock_scope`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+import msgspec
+
+from forged import retire
+from forged.models import (
+    BatchOutcome,
+    ConsolidationChange,
+    ConsolidationRun,
+    DeadLetterInfo,
+    Deleted,
+    Fact,
+    Forgotten,
+    Message,
+    NewInteraction,
+    ObserverStatus,
+    OpenDeadLetter,
+    ScopeResult,
+    StoredInteraction,
+    normalise,
+)
+from forged.portable import portable
+from forged.timestamps import now
+
+T = TypeVar("T")
+
+RAW_EXCERPT_CHARS = 500  # how much of a dead letter's raw answer a listing shows
+LAST_SEQ = 2**63 - 1  # the end of every seq range
+_MESSAGES = msgspec.json.Decoder(list[Message])
+_INSERT_FACT = """
+    INSERT INTO facts (kind, text, norm, scope, session, batch_id, first_seq, last_seq,
+                       first_at, last_at, created_at, last_seen_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (scope, kind, norm) DO UPDATE SET
+        seen_count = facts.seen_count + 1,
+        last_seen_at = excluded.last_seen_at,
+        last_seq = greatest(facts.last_seq, excluded.last_seq),
+        first_at = CASE WHEN {revived} THEN excluded.first_at
+                        ELSE least(facts.first_at, excluded.first_at) END,
+        last_at = greatest(facts.last_at, excluded.last_at),
+        invalid_at = CASE WHEN {revived} THEN NULL ELSE facts.invalid_at END,
+        superseded_by = CASE WHEN {revived} THEN NULL ELSE facts.superseded_by END,
+        superseded_reason = CASE WHEN {revived} THEN NULL ELSE facts.superseded_reason END
+""".format(revived="excluded.first_at > facts.invalid_at")  # said again after it stopped being true
+_INSERT_SUMMARY = """
+    INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq, last_seq,
+                           first_at, last_at, created_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+"""
+_INSERT_DEAD_LETTER = """
+    INSERT INTO dead_letters (observer, scope, seq, reason, raw, created_at)
+    SELECT ?, scope, seq, ?, ?, ? FROM interactions WHERE seq = ?
+"""
+_INSERT_RUN = """
+    INSERT INTO distill_runs (observer, batch_id, model, scope, interactions, first_seq, last_seq,
+        llm_calls, prompt_tokens, completion_tokens, ms, outcome, error, created_at, ungrounded)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+_SPAN = """
+    SELECT min(timestamp), max(timestamp) FROM interactions
+    WHERE scope = ? AND seq BETWEEN ? AND ?
+"""
+_SET_WATERMARK = """
+    INSERT INTO watermarks VALUES (?, ?)
+    ON CONFLICT (observer) DO UPDATE SET seq = greatest(watermarks.seq, excluded.seq)
+"""
+_TOTALS = """
+    SELECT count(DISTINCT batch_id), coalesce(sum(llm_calls), 0), coalesce(sum(prompt_tokens), 0),
+           coalesce(sum(completion_tokens), 0), coalesce(sum(ms), 0), max(created_at),
+           coalesce(sum(ungrounded), 0),
+           (SELECT count(*) FROM dead_letters WHERE observer = :o AND resolved_at IS NULL),
+           (SELECT coalesce(max(seq), 0) FROM watermarks WHERE observer = :o)
+    FROM (SELECT batch_id, llm_calls, prompt_tokens, completion_tokens, ms, created_at, ungrounded
+          FROM distill_runs WHERE observer = :o
+          UNION ALL
+          SELECT run_id, llm_calls, prompt_tokens, completion_tokens, ms, created_at, ungrounded
+          FROM consolidation_runs WHERE observer = :o) AS runs
+"""  # a consolidation run counts as a batch
+_OPEN_DEAD_LETTERS = """
+    SELECT d.id, d.seq, d.reason, d.raw, d.created_at,
+           i.seq, i.scope, i.session, i.timestamp, i.tokens, i.messages
+    FROM dead_letters d JOIN interactions i ON i.scope = d.scope AND i.seq = d.seq
+    WHERE d.observer = ? AND d.resolved_at IS NULL AND d.seq BETWEEN ? AND ?
+    ORDER BY d.seq, d.id
+"""
+_ANY_FACT = "SELECT 1 FROM facts WHERE scope = ? LIMIT 1"
+READ_LOG = """
+    SELECT seq, scope, session, timestamp, tokens, messages FROM interactions
+    WHERE seq > ? ORDER BY seq LIMIT ?
+"""
+# Every table holding a scope's rows, each with the scope in a column: forgetting deletes them
+# all, and a distributed PostgreSQL keeps each delete on one shard. A new table of per-scope rows
+# is one more line.
+SCOPE_TABLES = (
+    "dead_letters",
+    "distill_runs",
+    "interactions",
+    "summaries",
+    "facts",
+    "consolidation_changes",
+    "consolidation_runs",
+    "consolidation_progress",
+)
+
+
+def row_to_interaction(row: tuple[Any, ...]) -> StoredInteraction:
+    seq, scope, session, timestamp, tokens, messages = row
+    return StoredInteraction(seq, scope, session, timestamp, tokens, _MESSAGES.decode(messages))
+
+
+def new_rows(
+    requests: list[list[NewInteraction]], stored: Callable[[list[str]], Iterable[str]]
+) -> tuple[list[tuple[Any, ...]], list[int]]:
+    """The rows to insert, in order, and how many each request adds.
+
+    An interaction whose client id is already stored (`stored` tells which of some ids are), or
+    came earlier in the group (in the same request or another), is a duplicate.
+    """
+    ids = [i.client_id for request in requests for i in request if i.client_id is not None]
+    seen: set[str] = set()
+    if ids:
+        seen.update(stored(ids))
+    rows: list[tuple[Any, ...]] = []
+    accepted = []
+    for request in requests:
+        before = len(rows)
+        for item in request:
+            if item.client_id is not None:
+                if item.client_id in seen:
+                    continue
+                seen.add(item.client_id)
+            rows.append(msgspec.structs.astuple(item))
+        accepted.append(len(rows) - before)
+    return rows, accepted
+
+
+def _span(sql: Any, scope: str, first_seq: int, last_seq: int) -> tuple[str, str]:
+    """When the interactions a result comes from happened: their first and last timestamps."""
+    first_at, last_at = sql.execute(_SPAN, (scope, first_seq, last_seq)).fetchone()
+    if first_at is None:  # no source left to date it by: it can only be dated by now
+        first_at = last_at = now()
+    return first_at, last_at
+
+
+def _fact_row(sql: Any, r: ScopeResult, f: Fact, created: str) -> tuple[Any, ...]:
+    """A fact's row, dated by the interactions it names as sources (else by its whole batch)."""
+    first_seq, last_seq = min(f.sources, default=r.first_seq), max(f.sources, default=r.last_seq)
+    first_at, last_at = _span(sql, r.scope, first_seq, last_seq)
+    return (f.kind, f.text, normalise(f.text), r.scope, r.session, r.batch_id, first_seq,
+            last_seq, first_at, last_at, created, created)  # fmt: skip
+
+
+def _logged(sql: Any, seq: int) -> bool:
+    return sql.execute("SELECT 1 FROM interactions WHERE seq = ?", (seq,)).fetchone() is not None
+
+
+def _still_logged(sql: Any, outcome: BatchOutcome) -> BatchOutcome:
+    """The part of a batch whose interactions are still in the log.
+
+    A scope forgotten while its interactions were with an observer must not come back with
+    the answer. Forgetting erases every seq of the scope up to its last one, so the results,
+    runs and dead letters of a scope whose first seq is gone were forgotten, all of them.
+    """
+    return msgspec.structs.replace(
+        outcome,
+        results=[r for r in outcome.results if _logged(sql, r.first_seq)],
+        dead_letters=[d for d in outcome.dead_letters if _logged(sql, d.seq)],
+        runs=[r for r in outcome.runs if _logged(sql, r.first_seq)],
+    )
+
+
+def _write_results(sql: Any, observer: str, outcome: BatchOutcome, created: str) -> None:
+    for r in outcome.results:
+        first_at, last_at = _span(sql, r.scope, r.first_seq, r.last_seq)
+        if r.summary:  # an extractive distiller writes none
+            sql.execute(_INSERT_SUMMARY, (observer, r.batch_id, r.scope, r.session, r.summary,
+                                          r.first_seq, r.last_seq, first_at, last_at, created))  # fmt: skip
+        sql.executemany(_INSERT_FACT, [_fact_row(sql, r, f, created) for f in r.facts])
+        retire.supersede_replaced(sql, observer, r, created)
+    sql.executemany(_INSERT_DEAD_LETTER, [(observer, d.reason, d.raw, created, d.seq)
+                                          for d in outcome.dead_letters])  # fmt: skip
+    sql.executemany(_INSERT_RUN, [
+        (observer, r.batch_id, r.model, r.scope, r.interactions, r.first_seq, r.last_seq,
+         r.usage.calls, r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.ms,
+         r.outcome, r.error, created, r.ungrounded)
+        for r in outcome.runs
+    ])  # fmt: skip
+
+
+def _observer_totals(conn: Any, observer: str) -> ObserverStatus:
+    row = portable(conn).execute(_TOTALS, {"o": observer}).fetchone()
+    batches, calls, prompt, completion, ms, last, ungrounded, dead, watermark = row
+    return ObserverStatus(name=observer, watermark=watermark, batches=batches, llm_calls=calls,
+                          prompt_tokens=prompt, completion_tokens=completion, llm_ms=ms,
+                          dead_letters=dead, ungrounded=ungrounded,
+                          last_batch_at=last)  # fmt: skip
+
+
+class SqlStore:
+    """The store methods both backends share; a backend adds its connections and its log."""
+
+    backend: str  # "sqlite" or "postgresql", shown by /v1/status
+    path: str  # the database file or URL
+    count: int  # interactions in the log
+
+    # The hooks a backend fills in.
+
+    def _transaction(self, conn: Any) -> AbstractContextManager[Any]:
+        """One write transaction on `conn`, rolled back whole on any error."""
+        raise NotImplementedError
+
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(connection, *args)` in a thread, one writer at a time."""
+        raise NotImplementedError
+
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(connection, *args)` in a thread."""
+        raise NotImplementedError
+
+    def _fence(self, conn: Any, observer: str) -> None:
+        """Fail unless this daemon may still move `observer`'s watermark (it alone may here)."""
+
+    def _lock_scope(self, conn: Any, scope: str) -> None:
+        """Hold off, until the transaction ends, everyone else retiring facts of `scope`.
+
+        SQLite's write transactions are one at a time already.
+        """
+
+    def _forgotten(self, conn: Any, scope: str) -> None:
+        """After a forget that erased rows: what else the backend does to let them go."""
+
+    # What both backends do alike.
+
+    def _commit_batch(self, conn: Any, observer: str, outcome: BatchOutcome) -> BatchOutcome:
+        sql, created = portable(conn), now()
+        with self._transaction(conn):
+            if outcome.watermark is not None:
+                self._fence(conn, observer)
+            replacing = {r.scope for r in outcome.results if any(f.replaces for f in r.facts)}
+            for scope in sorted(replacing):  # always in one order: no two commits deadlock
+                self._lock_scope(conn, scope)
+            outcome = _still_logged(sql, outcome)
+            _write_results(sql, observer, outcome, created)
+            update = "UPDATE dead_letters SET resolved_at = ? WHERE id = ? AND resolved_at IS NULL"
+            resolved = [
+                i
+                for i in outcome.resolved_dead_letters
+                if sql.execute(update, (created, i)).rowcount
+            ]
+            if outcome.watermark is not None:
+                sql.execute(_SET_WATERMARK, (observer, outcome.watermark))
+        return msgspec.structs.replace(outcome, resolved_dead_letters=resolved)
+
+    async def commit_batch(self, observer: str, outcome: BatchOutcome) -> BatchOutcome:
+        """Write a batch's results, dead letters, runs and watermark in one transaction.
+
+        What belongs to interactions forgotten while the batch was with the observer is left
+        out: forgetting must not be undone by an answer that arrives late. Returns what was
+        written.
+        """
+        return await self._write(self._commit_batch, observer, outcome)
+
+    def _commit_consolidation(
+        self, conn: Any, observer: str, run: ConsolidationRun
+    ) -> list[ConsolidationChange]:
+        sql, created, u = portable(conn), now(), run.usage
+        with self._transaction(conn):
+            self._lock_scope(conn, run.scope)  # then every read below sees the last run's changes
+            if not sql.execute(_ANY_FACT, (run.scope,)).fetchone():
+                return []  # forgotten meanwhile
+            applied = [
+                c
+                for c in run.changes
+                if retire.apply(sql, observer, run.run_id, run.scope, c, created)
+            ]
+            applied += retire.condense(sql, observer, run, created)
+            sql.execute(
+                "INSERT INTO consolidation_runs (observer, run_id, model, scope, facts, changes,"
+                " llm_calls, prompt_tokens, completion_tokens, ms, ungrounded, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (observer, run.run_id, run.model, run.scope, run.facts, len(applied), u.calls,
+                 u.prompt_tokens, u.completion_tokens, u.ms, run.ungrounded, created),
+            )  # fmt: skip
+            sql.execute(
+                "INSERT INTO consolidation_progress VALUES (?, ?, ?, ?) ON CONFLICT (observer, scope)"
+                " DO UPDATE SET fact_id = greatest(consolidation_progress.fact_id, excluded.fact_id),"
+                " run_at = excluded.run_at",
+                (observer, run.scope, run.through_fact_id, created),
+            )
+        return applied
+
+    async def commit_consolidation(
+        self, observer: str, run: ConsolidationRun
+    ) -> list[ConsolidationChange]:
+        """Apply a consolidation run with the scope's progress in one transaction; return the
+        changes that applied (one whose facts changed or went meanwhile does not, and nothing
+        is written for a scope forgotten meanwhile)."""
+        return await self._write(self._commit_consolidation, observer, run)
+
+    def _set_watermark(self, conn: Any, observer: str, seq: int) -> None:
+        with self._transaction(conn):
+            self._fence(conn, observer)
+            portable(conn).execute(_SET_WATERMARK, (observer, seq))
+
+    async def set_watermark(self, observer: str, seq: int) -> None:
+        await self._write(self._set_watermark, observer, seq)
+
+    def _forget(self, conn: Any, scope: str, observers: list[str]) -> Forgotten:
+        sql = portable(conn)
+        with self._transaction(conn):
+            query = "SELECT coalesce(max(seq), 0) FROM interactions WHERE scope = ?"
+            (through,) = sql.execute(query, (scope,)).fetchone()
+            erased = {
+                table: sql.execute(f"DELETE FROM {table} WHERE scope = ?", (scope,)).rowcount
+                for table in SCOPE_TABLES
+            }
+            totals = {name: _observer_totals(conn, name) for name in observers}
+        if any(erased.values()):
+            self._forgotten(conn, scope)
+        deleted = Deleted(erased["interactions"], erased["summaries"], erased["facts"])
+        return Forgotten(deleted, through, totals)
+
+    async def forget(self, scope: str, observers: Iterable[str] = ()) -> Forgotten:
+        """Erase everything of a scope for good, and total the observers' work that is left."""
+        forgotten = await self._write(self._forget, scope, list(observers))
+        self.count -= forgotten.deleted.interactions
+        return forgotten
+
+    async def watermark(self, observer: str) -> int:
+        """Every seq up to this one is done for the observer."""
+        query = "SELECT coalesce(max(seq), 0) FROM watermarks WHERE observer = ?"
+        row = await self.read(lambda c: portable(c).execute(query, (observer,)).fetchone())
+        return int(row[0])
+
+    async def observer_totals(self, observer: str) -> ObserverStatus:
+        return await self.read(_observer_totals, observer)
+
+    async def known_mode(self, endpoint: str) -> str | None:
+        """The structured-output mode `endpoint` accepted last time, if any."""
+        query = "SELECT mode FROM llm_modes WHERE endpoint = ?"
+        row = await self.read(lambda c: portable(c).execute(query, (endpoint,)).fetchone())
+        return None if row is None else str(row[0])
+
+    def _remember_mode(self, conn: Any, endpoint: str, mode: str) -> None:
+        with self._transaction(conn):
+            portable(conn).execute(
+                "INSERT INTO llm_modes VALUES (?, ?, ?) ON CONFLICT (endpoint)"
+                " DO UPDATE SET mode = excluded.mode, learned_at = excluded.learned_at",
+                (endpoint, mode, now()),
+            )
+
+    async def remember_mode(self, endpoint: str, mode: str) -> None:
+        """Keep the mode `endpoint` accepts, for the next start."""
+        await self._write(self._remember_mode, endpoint, mode)
+
+    async def _dead_letter_rows(self, observer: str, first: int, last: int) -> list[Any]:
+        return await self.read(lambda c: portable(c).execute(
+            _OPEN_DEAD_LETTERS, (observer, first, last)).fetchall())  # fmt: skip
+
+    async def open_dead_letters(
+        self, observer: str, first_seq: int = 0, last_seq: int = LAST_SEQ
+    ) -> list[OpenDeadLetter]:
+        """The observer's unresolved dead letters with seq in the range, with their interactions."""
+        rows = await self._dead_letter_rows(observer, first_seq, last_seq)
+        return [OpenDeadLetter(r[0], r[2], row_to_interaction(r[5:])) for r in rows]
+
+    async def list_dead_letters(
+        self, observer: str, first_seq: int = 0, last_seq: int = LAST_SEQ
+    ) -> list[DeadLetterInfo]:
+        """The observer's unresolved dead letters, for inspection."""
+        rows = await self._dead_letter_rows(observer, first_seq, last_seq)
+        return [DeadLetterInfo(id=r[0], seq=r[1], scope=r[6], reason=r[2], created_at=r[4],
+                               raw_excerpt=None if r[3] is None else r[3][:RAW_EXCERPT_CHARS])
+                for r in rows]  # fmt: skip
