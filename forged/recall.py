@@ -159,6 +159,7 @@ class SearchQuery(msgspec.Struct, frozen=True):
     until: str | None = None  # items whose time span starts at this moment or earlier
     sources: bool = False  # attach each fact's and summary's source interactions
     history: bool = False  # superseded facts too, marked and dated
+    function_words: bool = False  # search "the", "did", "what" too, not only the other words
 
 
 def query_phrases(text: str) -> list[str]:
@@ -171,6 +172,23 @@ def query_phrases(text: str) -> list[str]:
     terms = list(dict.fromkeys(text.split()))[:MAX_QUERY_TERMS]
     words = [t for t in terms if any(c.isalnum() for c in t)]  # the tokenizer drops the rest
     return ['"' + w.replace('"', '""') + '"' for w in words]
+
+
+def _meaningful(phrases: list[str]) -> list[str]:
+    """The phrases without function words ("what", "did", "the"), unless only those are left.
+
+    FTS5 indexes every word, and BM25 still gives "when" or "what" some weight: a question
+    would rank first the turns that ask something. PostgreSQL's english configuration leaves
+    them out of a query the same way.
+    """
+    kept = [p for p in phrases if not set(_WORD.findall(p.casefold())) <= STOPWORDS]
+    return kept or phrases
+
+
+def _searched(query: SearchQuery) -> list[str]:
+    """The phrases a query is searched for: its words, without function words unless asked."""
+    phrases = query_phrases(query.q)
+    return phrases if query.function_words else _meaningful(phrases)
 
 
 def fts_query(phrases: list[str]) -> str:
@@ -319,7 +337,7 @@ def ranked(
     full. The answer is the exact ranking. A table under STREAMED_MIN_ROWS rows has too few
     matches for this to pay: one statement scores them all.
     """
-    phrases = query_phrases(query.q)
+    phrases = _searched(query)
     if not phrases:
         return []
     counts = _Counts(conn, table)
@@ -442,7 +460,7 @@ def exact_ids(
     conn: sqlite3.Connection, table: MemoryType, query: SearchQuery, half_life: float, now: float
 ) -> list[int]:
     """The ids `ranked` must return for a query without filters, by scoring every match."""
-    phrases = query_phrases(query.q)
+    phrases = _searched(query)
     if not phrases:
         return []
     key, at = _KEY_AND_TIME[table]
@@ -809,8 +827,11 @@ class Recall:
     async def related(self, scope: str, text: str, budget_tokens: int) -> list[MemoryItem]:
         """The scope's current facts that recall finds for `text`, best first, while they fit
         `budget_tokens`: what a distiller is shown beside a transcript. Near-duplicates stay
-        (unlike in a context block): a new state must be able to replace every one of them."""
-        query = SearchQuery(q=text, scope=scope, limit=self.config.max_limit, types=("fact",))
+        (unlike in a context block): a new state must be able to replace every one of them.
+        Every word of the transcript is searched, function words too: a new state often shares
+        no other word with the one it replaces ("We moved to Berlin", "They live in Lisbon")."""
+        query = SearchQuery(q=text, scope=scope, limit=self.config.max_limit, types=("fact",),
+                            function_words=True)  # fmt: skip
         shown, used = [], 0
         for fact in await self.search(query):
             cost = estimate_tokens(fact.text) + KNOWN_LINE_TOKENS

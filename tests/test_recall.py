@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forged import recall
-from forged.config import load_config
+from forged.config import RecallConfig, load_config
 from forged.daemon import Running
 from forged.models import MEMORY_TYPES, BatchOutcome, Fact, MemoryItem, ScopeResult, normalise
 from forged.recall import (
@@ -27,6 +27,7 @@ from forged.recall import (
     SELECTIVE_MIN_ROWS,
     TURNS_HEADING,
     Page,
+    Recall,
     SearchQuery,
     exact_ids,
     fts_query,
@@ -204,6 +205,37 @@ def test_query_words_are_quoted() -> None:
         fts_query(query_phrases('say "hi" OR NEAR(x)')) == '"say" OR """hi""" OR "OR" OR "NEAR(x)"'
     )
     assert query_phrases("- + * 🎉") == []
+
+
+def test_a_questions_function_words_find_nothing_alone(db: sqlite3.Connection) -> None:
+    """The words "when" and "did" are not searched: a turn that only asks does not answer."""
+    asking = add_turn(db, "When did you get here? What did they say?")
+    answer = add_turn(db, "I went to the concert with Ana.")
+    found = find(db, "When did Ana go to the concert?", types=("interaction",))
+    assert [i.id for i in found] == [answer] and asking != answer
+
+
+def test_a_query_of_function_words_only_is_searched_as_it_is(db: sqlite3.Connection) -> None:
+    """With nothing but function words, those are the words searched."""
+    turn = add_turn(db, "What did they say?")
+    assert [i.id for i in find(db, "what did they", types=("interaction",))] == [turn]
+
+
+async def test_the_facts_shown_to_a_distiller_are_found_by_function_words_too(
+    tmp_path: Path,
+) -> None:
+    """A new state may share only "the" with the fact it replaces: the distiller is still
+    shown that fact, though a question's search leaves function words out."""
+    store = Store(str(tmp_path / "forged.db"))
+    conn = sqlite3.connect(tmp_path / "forged.db", isolation_level=None)
+    add_fact(conn, "The user lives in Lisbon.")
+    try:
+        shown = await Recall(store, RecallConfig()).related("a", "We moved to the north.", 400)
+        assert [f.text for f in shown] == ["The user lives in Lisbon."]
+        assert find(conn, "We moved to the north.", types=("fact",)) == []
+    finally:
+        conn.close()
+        store.close()
 
 
 def test_words_in_most_rows_of_a_large_table_do_not_match_alone(db: sqlite3.Connection) -> None:
