@@ -25,6 +25,7 @@ from forged.recall import (
     kind_type,
     query_phrases,
 )
+from forged.when import periods
 
 # Julian day of a stored ISO 8601 timestamp, the unit `now` and the half-life are given in.
 _JULIAN = "(extract(epoch from {at}::timestamptz) / 86400.0 + 2440587.5)"
@@ -100,7 +101,8 @@ def search(
     now = julian_now() if now is None else now
     wanted = query.types if query.kind is None else (kind_type(query.kind),)
     types = [t for t in MEMORY_TYPES if t in wanted]
-    found = fuse([ranked(conn, t, query, half_life_days, now) for t in types], query.limit)
+    lists = [ranked(conn, t, query, half_life_days, now) for t in types]
+    found = fuse(lists, query.limit, periods(query.q))
     if query.sources:
         found = [recall._with_sources(Portable(conn), i) for i in found]  # type: ignore[arg-type]
     return found

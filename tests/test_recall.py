@@ -491,6 +491,26 @@ async def test_search_traces_memory_to_its_interactions(
     assert (await client.get("/v1/facts", params={"until": "2023-05-07"})).json()["facts"] == []
 
 
+async def test_a_time_the_question_names_lifts_what_happened_then(
+    daemon: tuple[Running, httpx.AsyncClient],
+) -> None:
+    """On both stores: the newer, shorter turn ranks first, until the question says "in June"."""
+    _, client = daemon
+    for day, text in (("2023-06-10", "Melanie went camping with the kids."),
+                      ("2023-09-01", "Melanie went camping.")):  # fmt: skip
+        pushed = {"scope": "u", "timestamp": f"{day}T12:00:00Z",
+                  "messages": [{"role": "user", "name": "Melanie", "text": text}]}  # fmt: skip
+        assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
+
+    async def days(q: str) -> list[str]:
+        params = {"q": q, "scope": "u", "types": "interaction"}
+        found = (await client.get("/v1/search", params=params)).json()["results"]
+        return [r["first_at"][:10] for r in found]
+
+    assert await days("Melanie camping") == ["2023-09-01", "2023-06-10"]
+    assert await days("Melanie camping in June") == ["2023-06-10", "2023-09-01"]
+
+
 async def test_search_defaults_to_the_default_scope(
     daemon: tuple[Running, httpx.AsyncClient],
 ) -> None:
