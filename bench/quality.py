@@ -22,7 +22,8 @@ from bench.corpus import locomo_samples, ndjson
 from bench.report import Row
 from bench.runner import fake_llm, running, wait_drained
 from forged.models import FACT_KINDS, MemoryItem
-from forged.recall import fts_query, pack, query_phrases
+from forged.packing import pack
+from forged.recall import fts_query, query_phrases
 from tests.fakellm import gold_key
 
 BUDGET = 400  # tokens per context block, for forged and every baseline

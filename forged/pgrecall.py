@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from forged import recall
+from forged.fusion import fuse
 from forged.models import MEMORY_TYPES, FactsPage, MemoryItem, MemoryType, SummariesPage
 from forged.pgschema import TEXT_SEARCH
 from forged.portable import Portable, to_psycopg
@@ -20,7 +21,6 @@ from forged.recall import (
     SearchQuery,
     _filters,
     _item,
-    fuse,
     julian_now,
     kind_type,
     query_phrases,

@@ -19,23 +19,19 @@ from hypothesis import strategies as st
 from forged import recall
 from forged.config import RecallConfig, load_config
 from forged.daemon import Running
+from forged.fusion import RRF_K, fuse
 from forged.models import MEMORY_TYPES, BatchOutcome, Fact, MemoryItem, ScopeResult, normalise
+from forged.packing import FRAME_TOKENS, TURNS_HEADING, pack
 from forged.recall import (
-    FRAME_TOKENS,
     RECENCY_FLOOR,
-    RRF_K,
     SELECTIVE_MIN_ROWS,
-    TURNS_HEADING,
     Page,
     Recall,
     SearchQuery,
     exact_ids,
     fts_query,
-    fuse,
     julian_now,
     list_facts,
-    pack,
-    periods,
     query_phrases,
     ranked,
     search,
@@ -43,6 +39,7 @@ from forged.recall import (
 from forged.schema import MIGRATIONS, migrate
 from forged.store import Store
 from forged.tokens import estimate_tokens
+from forged.when import periods
 from tests.daemons import (
     running_daemon,
     socket_client,
