@@ -11,6 +11,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Iterable
+from operator import itemgetter
 from typing import Any
 
 import msgspec
@@ -89,8 +90,10 @@ _DECAYS = """
 _KEY_AND_TIME: dict[MemoryType, tuple[str, str]] = {
     "fact": ("id", "last_at"), "summary": ("id", "last_at"), "interaction": ("seq", "timestamp")
 }  # fmt: skip
-# The index's matches in the scope, best BM25 first ('rank' is BM25 over the text column).
-_MATCHES = "SELECT rowid, -rank FROM {fts} WHERE {fts} MATCH ? ORDER BY rank"
+# The index's matches in the scope with their BM25 ('rank' is BM25 over the text column),
+# unordered: FTS5's ORDER BY rank costs about as much again as scoring them, a sort in Python
+# a small part of it.
+_MATCHES = "SELECT rowid, -rank FROM {fts} WHERE {fts} MATCH ?"
 FIRST_CANDIDATES = 32  # matches looked up at first; each further lookup takes twice as many
 _FTS: dict[MemoryType, str] = {
     "fact": "facts_fts", "summary": "summaries_fts", "interaction": "interactions_fts"
@@ -350,21 +353,19 @@ def _streamed(
 ) -> list[tuple[float, int]]:
     """The best of all matches, read best BM25 first until nothing left can enter."""
     match = _scoped_match(query.scope, phrases)
-    matches = conn.execute(_MATCHES.format(fts=_FTS[table]), (match,))
+    matches = conn.execute(_MATCHES.format(fts=_FTS[table]), (match,)).fetchall()
+    matches.sort(key=itemgetter(1), reverse=True)
     best: list[tuple[float, int]] = []
-    size = FIRST_CANDIDATES
-    try:
-        while batch := matches.fetchmany(size):
-            if len(best) == query.limit:  # a match under the last result cannot enter
-                batch = [m for m in batch if m[1] >= best[-1][0]]  # best first: a prefix
-            if not batch:
-                break
-            bm25 = dict(batch)
-            scored = _best(bm25, _decayed(conn, decays, params, bm25), query.limit)
-            best = heapq.nlargest(query.limit, best + scored)
-            size *= 2
-    finally:
-        matches.close()
+    start, size = 0, FIRST_CANDIDATES
+    while batch := matches[start : start + size]:
+        if len(best) == query.limit:  # a match under the last result cannot enter
+            batch = [m for m in batch if m[1] >= best[-1][0]]  # best first: a prefix
+        if not batch:
+            break
+        bm25 = dict(batch)
+        scored = _best(bm25, _decayed(conn, decays, params, bm25), query.limit)
+        best = heapq.nlargest(query.limit, best + scored)
+        start, size = start + size, size * 2
     return best
 
 
