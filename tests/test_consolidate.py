@@ -28,6 +28,7 @@ from forged.consolidate import (
     chunks,
     render_facts,
 )
+from forged.listing import Page, list_facts
 from forged.models import (
     BatchOutcome,
     ConsolidationChange,
@@ -39,7 +40,6 @@ from forged.models import (
     Usage,
 )
 from forged.portable import portable
-from forged.recall import Page, list_facts
 from forged.schema import MIGRATIONS
 from forged.store import Store
 from tests.conftest import StoreOpener

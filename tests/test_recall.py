@@ -16,26 +16,16 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forged import recall
+from forged import fulltext
 from forged.config import RecallConfig, load_config
 from forged.daemon import Running
+from forged.fulltext import RECENCY_FLOOR, SELECTIVE_MIN_ROWS, exact_ids, ranked
 from forged.fusion import RRF_K, fuse
+from forged.listing import Page, list_facts
 from forged.models import MEMORY_TYPES, BatchOutcome, Fact, MemoryItem, ScopeResult, normalise
 from forged.packing import FRAME_TOKENS, TURNS_HEADING, pack
-from forged.recall import (
-    RECENCY_FLOOR,
-    SELECTIVE_MIN_ROWS,
-    Page,
-    Recall,
-    SearchQuery,
-    exact_ids,
-    fts_query,
-    julian_now,
-    list_facts,
-    query_phrases,
-    ranked,
-    search,
-)
+from forged.query import SearchQuery, fts_query, julian_now, query_phrases
+from forged.recall import Recall, search
 from forged.schema import MIGRATIONS, migrate
 from forged.store import Store
 from forged.tokens import estimate_tokens
@@ -879,7 +869,7 @@ def test_the_search_that_stops_early_gives_the_exact_ranking(
 ) -> None:
     """On any corpus, a table's results are those of ranking every match in full."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
         conn = sqlite3.connect(":memory:", isolation_level=None)
         migrate(conn)
         conn.executemany(
@@ -924,7 +914,7 @@ def test_the_search_that_skips_rows_with_only_common_words_gives_the_exact_ranki
     """Where one word of the query is in every row of the scope, the results are still the
     exact ranking, however the two words weigh."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
         conn = sqlite3.connect(":memory:", isolation_level=None)
         migrate(conn)
         _skewed(conn, table, rows, others)
@@ -937,7 +927,7 @@ def test_the_search_that_skips_rows_with_only_common_words_gives_the_exact_ranki
 def test_rows_with_only_a_common_word_are_not_scored_when_none_can_enter() -> None:
     """A rare word's few matches answer alone once a common word's ceiling is below them."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
         conn = sqlite3.connect(":memory:", isolation_level=None)
         migrate(conn)
         _skewed(conn, "fact", [(n % 20 == 0, 0, n / 10) for n in range(400)], 800)
@@ -955,7 +945,7 @@ def test_a_row_with_only_the_common_word_still_wins_when_its_bm25_can() -> None:
     """The ceiling on rows without a rare word is tight enough to matter: a recent row that
     says the common word fifty times beats two old rows with the rare one."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
         conn = sqlite3.connect(":memory:", isolation_level=None)
         migrate(conn)
         rows = [
