@@ -998,6 +998,45 @@ def test_lists_read_only_as_deep_as_fusion_reaches_give_the_same_answer(
     conn.close()
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(list(_INSERT)),
+            st.lists(st.sampled_from((*WORDS, "report", "report")), min_size=1, max_size=6),
+            st.sampled_from(["a", "a", "b"]),
+            st.floats(0, 120),  # decays from 1 to near the floor: recency decides between rows
+        ),
+        min_size=150,  # enough matches per type that the lists are read in several lookups
+        max_size=400,
+    ),
+    words=st.lists(st.sampled_from((*WORDS, "report")), min_size=1, max_size=3),
+    candidates=st.integers(4, 100),  # the configured max_limit: 100 by default
+    budget=st.integers(20, 1500),
+)
+def test_the_context_block_is_the_one_packed_from_ranking_every_match(
+    rows: list[tuple[Any, list[str], str, float]], words: list[str], candidates: int, budget: int
+) -> None:
+    """Context reads each type's best matches with every shortcut (lists read best first until
+    nothing left can enter, rows holding only a common word skipped); its candidates and its
+    block are those of scoring every match of the scope in one statement."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    for n, (table, text, scope, days) in enumerate(rows):
+        conn.execute(_INSERT[table], {"text": " ".join(text), "norm": f"{n}", "scope": scope,
+                                      "at": stamp(days)})  # fmt: skip
+    query = SearchQuery(q=" ".join(words), scope="a", limit=candidates)
+    answers = []
+    for streamed_from in (0, len(rows) + 1):  # every table streamed; every table scored at once
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(fulltext, "STREAMED_MIN_ROWS", streamed_from)
+            patch.setattr(fulltext, "FIRST_CANDIDATES", 2)  # many lookups, each a chance to stop
+            found = search(conn, query, HALF_LIFE, NOW_JD)
+        answers.append(([(i.type, i.id, i.score) for i in found], pack(found, budget)))
+    assert answers[0] == answers[1]
+    conn.close()
+
+
 def test_summaries_are_not_read_when_facts_and_turns_fill_the_top(db: sqlite3.Connection) -> None:
     """A summary weighs half: behind full lists of facts and turns none can enter the top
     ten, so the summaries' index is not searched; when the turns run short, it is."""
