@@ -80,21 +80,32 @@ _SPAN_COLUMNS: dict[MemoryType, tuple[str, str]] = {  # what since and until com
     "interaction": ("i.timestamp", "i.timestamp"),
 }
 _MESSAGES = msgspec.json.Decoder(list[Message])
-# (database file, index, phrase) -> (rows then, rows holding the phrase): see _Counts
-_COUNTED: dict[tuple[str, str, str], tuple[int, int]] = {}
+# (database file, index, phrase) -> (rows then, rows holding the phrase, state then): _Counts
+_COUNTED: dict[tuple[str, str, str], tuple[int, int, tuple[Any, ...]]] = {}
+_GIVEN = "SELECT seq FROM sqlite_sequence WHERE name = ?"  # a table's last AUTOINCREMENT key
+_AVERAGES = "SELECT block FROM {fts}_data WHERE id = 1"  # FTS5's counts of rows and tokens
 
 
 class _Counts:
     """One table's bound on its row count and how many of its rows hold each phrase.
 
     Counting is a pass over the phrase's postings, so a count is kept for the next queries of
-    the same database while the table stays within RECOUNT_SHARE of the size it had then.
+    the same database: as an estimate while the table stays within RECOUNT_SHARE of the size
+    it had then, as the exact count while its index is as it was (`state`).
     """
 
     def __init__(self, conn: sqlite3.Connection, table: MemoryType) -> None:
         key = _KEY_AND_TIME[table][0]  # keys start at 1 and are never reused: max >= count
         sql = f"SELECT coalesce(max({key}), 0) FROM {_CONTENT[table]}"
         self.conn, self.fts, self.rows = conn, _FTS[table], int(conn.execute(sql).fetchone()[0])
+        self.content = _CONTENT[table]
+
+    @functools.cached_property
+    def state(self) -> tuple[Any, ...]:
+        """What changes whenever a row of the index is added, removed or rewritten: the last
+        key the table gave (never reused) and FTS5's record of its rows and tokens."""
+        given = self.conn.execute(_GIVEN, (self.content,)).fetchone()
+        return given, self.conn.execute(_AVERAGES.format(fts=self.fts)).fetchone()
 
     @functools.cached_property
     def database(self) -> str:
@@ -102,21 +113,17 @@ class _Counts:
         return str(self.conn.execute("PRAGMA database_list").fetchone()[2])
 
     def documents(self, phrase: str, *, fresh: bool = False) -> int:
-        """The rows holding a phrase, counted up to just over half; `fresh` counts again."""
+        """The rows holding a phrase, counted up to just over half; `fresh`: as they are now."""
         rows, key = self.rows, (self.database, self.fts, phrase)
-        known = _COUNTED.get(key)
-        if (
-            not fresh
-            and self.database
-            and known
-            and abs(rows - known[0]) <= RECOUNT_SHARE * known[0]
-        ):
+        known = _COUNTED.get(key) if self.database else None
+        if known and (known[2] == self.state if fresh else
+                      abs(rows - known[0]) <= RECOUNT_SHARE * known[0]):  # fmt: skip
             return known[1]
         count = f"SELECT count(*) FROM (SELECT 1 FROM {self.fts} WHERE {self.fts} MATCH ? LIMIT ?)"
         (documents,) = self.conn.execute(count, (f"text : {phrase}", rows // 2 + 1)).fetchone()
         if len(_COUNTED) >= COUNTS_KEPT:
             _COUNTED.clear()
-        _COUNTED[key] = (rows, int(documents))
+        _COUNTED[key] = (rows, int(documents), self.state)
         return int(documents)
 
     def weight(self, phrase: str, *, fresh: bool = False) -> float:
@@ -164,11 +171,19 @@ def _scoped_match(scope: str, phrases: list[str]) -> str:
 
 
 def _decayed(
-    conn: sqlite3.Connection, sql: str, params: dict[str, Any], keys: Iterable[int]
+    conn: sqlite3.Connection,
+    sql: str,
+    params: dict[str, Any],
+    keys: Iterable[int],
+    read: dict[int, float | None],
 ) -> dict[int, float]:
-    """The recency decay of each candidate that passes the query's filters."""
-    params["ids"] = json.dumps(list(keys))
-    return dict(conn.execute(sql, params))
+    """The recency decay of each candidate that passes the query's filters; `read` keeps what
+    was read (None: filtered out), so that no candidate is looked up twice."""
+    keys = list(keys)
+    if unread := [key for key in keys if key not in read]:
+        params["ids"] = json.dumps(unread)
+        read |= dict.fromkeys(unread) | dict(conn.execute(sql, params))
+    return {key: decay for key in keys if (decay := read[key]) is not None}
 
 
 def _best(bm25: dict[int, float], decay: dict[int, float], limit: int) -> list[tuple[float, int]]:
@@ -203,9 +218,10 @@ def ranked(
         return _small(conn, table, query, phrases, params, filters)
     decays = _DECAYS.format(filters=filters, **_names(table))
     rare, common = _split(counts, phrases)
-    best = _pruned(conn, counts, query, decays, params, rare, common) if common else None
+    read: dict[int, float | None] = {}  # the decays looked up: see _decayed
+    best = _pruned(conn, counts, query, decays, params, rare, common, read) if common else None
     if best is None:
-        best = _streamed(conn, table, query, decays, params, phrases)
+        best = _streamed(conn, table, query, decays, params, phrases, read)
     return _items(conn, table, best, params)
 
 
@@ -216,6 +232,7 @@ def _streamed(
     decays: str,
     params: dict[str, Any],
     phrases: list[str],
+    read: dict[int, float | None],
 ) -> list[tuple[float, int]]:
     """The best of all matches, read best BM25 first until nothing left can enter."""
     match = _scoped_match(query.scope, phrases)
@@ -229,7 +246,7 @@ def _streamed(
         if not batch:
             break
         bm25 = dict(batch)
-        scored = _best(bm25, _decayed(conn, decays, params, bm25), query.limit)
+        scored = _best(bm25, _decayed(conn, decays, params, bm25, read), query.limit)
         best = heapq.nlargest(query.limit, best + scored)
         start, size = start + size, size * 2
     return best
@@ -243,21 +260,35 @@ def _pruned(
     params: dict[str, Any],
     rare: list[str],
     common: list[str],
+    read: dict[int, float | None],
 ) -> list[tuple[float, int]] | None:
     """The best of the matches that hold a rare phrase, if no row holding only common ones can
     beat them (their BM25 stays under `_ceiling`); else None.
 
     A word common in the scope ("report" in every note of a team) makes every row of it a
-    match whose BM25 must be computed; a rare word of the same query finds far fewer.
+    match whose BM25 must be computed; a rare word of the same query finds far fewer. The rare
+    rows' BM25 without the common phrases is exact for those that hold none; those that hold
+    one are scored again with them, unless even their most could not lift the results above
+    the ceiling.
     """
     scores = f"SELECT rowid, -rank FROM {counts.fts} WHERE {counts.fts} MATCH ?"
     with_rare = _scoped_match(query.scope, rare)
     bm25 = dict(conn.execute(scores, (with_rare,)))  # exact where no common phrase is held too
-    decay = _decayed(conn, decays, params, bm25)
-    best = _best(bm25, decay, query.limit)  # each at most its score: a bound from below
-    if len(best) < query.limit or best[-1][0] <= _ceiling(counts, common):
+    decay = _decayed(conn, decays, params, bm25, read)
+    if len(decay) < query.limit:
         return None
-    bm25 |= conn.execute(scores, (f"{with_rare} AND text : ({fts_query(common)})",))
+    ceiling = _ceiling(counts, common)  # as last counted: to give up early, not to decide
+    both = f"{with_rare} AND text : ({fts_query(common)})"
+    best = _best(bm25, decay, query.limit)  # each at most its score: a bound from below
+    if best[-1][0] <= ceiling:  # the rows that hold a common phrase too might still lift it
+        held = {key for (key,) in conn.execute(f"SELECT rowid FROM {counts.fts} WHERE"
+                                               f" {counts.fts} MATCH ?", (both,))}  # fmt: skip
+        usual = ceiling / (BM25_K1 + 1)  # what the common phrases add to a row of usual length
+        likely = heapq.nlargest(query.limit, ((bm25[k] + usual * (k in held)) * d
+                                              for k, d in decay.items()))  # fmt: skip
+        if likely[-1] <= ceiling:
+            return None
+    bm25 |= conn.execute(scores, (both,))
     best = _best(bm25, decay, query.limit)
     return best if best[-1][0] > _ceiling(counts, common, fresh=True) else None
 
