@@ -22,10 +22,11 @@ from forged.daemon import Running
 from forged.fulltext import RECENCY_FLOOR, SELECTIVE_MIN_ROWS, exact_ids, ranked
 from forged.fusion import RRF_K, fuse
 from forged.listing import Page, list_facts
-from forged.models import MEMORY_TYPES, BatchOutcome, Fact, MemoryItem, ScopeResult, normalise
+from forged.models import MEMORY_TYPES, Fact, MemoryItem, normalise
 from forged.packing import FRAME_TOKENS, TURNS_HEADING, pack
 from forged.query import SearchQuery, fts_query, julian_now, query_phrases
 from forged.recall import Recall, search
+from forged.records import BatchOutcome, ScopeResult
 from forged.schema import MIGRATIONS, migrate
 from forged.store import Store
 from forged.tokens import estimate_tokens
