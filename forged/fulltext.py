@@ -267,9 +267,9 @@ def _pruned(
 
     A word common in the scope ("report" in every note of a team) makes every row of it a
     match whose BM25 must be computed; a rare word of the same query finds far fewer. The rare
-    rows' BM25 without the common phrases is exact for those that hold none; those that hold
-    one are scored again with them, unless even their most could not lift the results above
-    the ceiling.
+    rows' BM25 without the common phrases is exact for those that hold none; all are scored
+    again with them when that is likely to lift the results above the ceiling (a guess that
+    only spares work: the answer is held to the ceiling of fresh counts).
     """
     scores = f"SELECT rowid, -rank FROM {counts.fts} WHERE {counts.fts} MATCH ?"
     with_rare = _scoped_match(query.scope, rare)
