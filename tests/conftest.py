@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -10,9 +11,10 @@ from urllib.parse import urlsplit
 import pytest
 import trio
 
+from forged import scrub
 from forged.backend import Backend
 from forged.backend import open_store as open_store_of
-from forged.config import Config, StoreConfig, load_config
+from forged.config import Config, StoreConfig, cache_directory, load_config
 from tests import daemons
 from tests.daemons import running_daemon, write_config
 from tests.fakellm import FakeLLM
@@ -21,6 +23,7 @@ from tests.postgres import THROWAWAY, Server, binaries, postgres_server
 from tests.profiles import register_profiles
 
 register_profiles()  # before the hypothesis plugin loads the one `--hypothesis-profile` names
+scrub.prepare(cache_directory(os.environ))  # as `forged serve` does, not in a test's first push
 
 # A test that asks for one of these starts a daemon or a server: `make check` leaves it out.
 INTEGRATION_FIXTURES = frozenset({"fake_llm", "short_tmp", "daemon", "sock_dir", "llm"})
