@@ -110,6 +110,14 @@ def short_tmp(store_backend: str) -> Iterator[Path]:
 
 
 @pytest.fixture
+def sock_dir() -> Iterator[Path]:
+    """A short directory for socket paths, for a test that uses no store (or SQLite by itself):
+    unlike `short_tmp`, it runs once, not once per store."""
+    with tempfile.TemporaryDirectory(prefix="fg") as path:
+        yield Path(path)
+
+
+@pytest.fixture
 async def fake_llm(nursery: trio.Nursery) -> FakeLLM:
     """The fake OpenAI-compatible server, listening on loopback."""
     llm = FakeLLM()
