@@ -167,11 +167,14 @@ def _save(path: Path, database: Any, hyperscan: Any) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".prefilter-")
+    except OSError:
+        return
+    try:
         with os.fdopen(fd, "wb") as file:
             file.write(hashlib.sha256(payload).digest() + payload)
         os.replace(temporary, path)
-    except OSError:
-        pass
+    except OSError:  # a full disk, say: no half-written file is left behind
+        Path(temporary).unlink(missing_ok=True)
 
 
 def _database(anchors: Sequence[str], hyperscan: Any, cache: Path | None) -> Any:
