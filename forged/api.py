@@ -9,12 +9,12 @@ from typing import Any, NamedTuple
 import msgspec
 import structlog
 
-from forged import __version__, consolidate, deadletters
+from forged import __version__, consolidate_observer, deadletters
 from forged.backend import Backend
 from forged.config import Config
 from forged.deadletters import Redistiller
 from forged.errors import InvalidRequest, StorageFull, StoreError
-from forged.httpserver import Request, Response, error_response
+from forged.httpconn import Request, Response, error_response
 from forged.hub import Hub
 from forged.ingest import Ingest, read_body
 from forged.lifecycle import Lifecycle
@@ -105,7 +105,9 @@ class Api:
             "/v1/dead-letters/redistill": {
                 "POST": Route(partial(deadletters.redistill, redistiller), deadletters.PARAMS)
             },
-            "/v1/consolidate": {"POST": Route(partial(consolidate.run_now, hub), ("scope",))},
+            "/v1/consolidate": {
+                "POST": Route(partial(consolidate_observer.run_now, hub), ("scope",))
+            },
         }
         self.prefix_routes = {
             SCOPES_PREFIX: {"DELETE": Route(self.forget)},

@@ -15,16 +15,13 @@ from typing import Any, Protocol, TypeVar
 from forged.config import StoreConfig
 from forged.errors import StoreError
 from forged.models import (
-    BatchOutcome,
     ConsolidationChange,
     ConsolidationRun,
     DeadLetterInfo,
-    Forgotten,
-    NewInteraction,
     ObserverStatus,
-    OpenDeadLetter,
     StoredInteraction,
 )
+from forged.records import BatchOutcome, Forgotten, NewInteraction, OpenDeadLetter
 
 T = TypeVar("T")
 

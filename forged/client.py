@@ -9,8 +9,9 @@ subclass carrying its `code` and `message`. `find_socket` says where the daemon 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import httpx
 
@@ -24,12 +25,39 @@ BASE_URL = "http://forged"  # the host part is not used on a Unix socket, but ht
 DEV_CONFIG = Path("config/forged.dev.toml")  # what `make run` serves with, in a source checkout
 
 
+class _Page(Protocol):
+    """One page of a listing (`FactsPage`, `SummariesPage`)."""
+
+    next: str | None  # the cursor of the following page; None on the last
+
+
+P = TypeVar("P", bound=_Page)
+
+
 def _checkout() -> Path | None:
     """The source checkout we run in (the working directory) or from (an editable install)."""
     for root in (Path.cwd(), Path(__file__).resolve().parent.parent):
         if (root / DEV_CONFIG).is_file():
             return root
     return None
+
+
+def _pages(page: Callable[[str | None], P]) -> Iterator[P]:
+    """A listing, page after page: each asked for with the cursor the one before gave."""
+    after = None
+    while True:
+        yield (got := page(after))
+        if (after := got.next) is None:
+            return
+
+
+async def _apages(page: Callable[[str | None], Awaitable[P]]) -> AsyncIterator[P]:
+    """`_pages` for the async client."""
+    after = None
+    while True:
+        yield (got := await page(after))
+        if (after := got.next) is None:
+            return
 
 
 def find_socket(
@@ -119,12 +147,9 @@ class Client:
     def iter_facts(self, *, scope: str | None = None, kind: str | None = None,
                    history: bool = False) -> Iterator[models.StoredFact]:  # fmt: skip
         """Every current fact (`history`: every stored fact), page after page."""
-        after = None
-        while True:
-            page = self.facts(scope=scope, kind=kind, after=after, history=history)
-            yield from page.facts
-            if (after := page.next) is None:
-                return
+        pages = _pages(lambda after: self.facts(scope=scope, kind=kind, after=after,
+                                                history=history))  # fmt: skip
+        return (fact for page in pages for fact in page.facts)
 
     def fact(self, fact_id: int) -> models.FactAudit:
         """A fact, current or not, with what it replaced and what replaced it."""
@@ -141,12 +166,8 @@ class Client:
 
     def iter_summaries(self, *, scope: str | None = None) -> Iterator[models.StoredSummary]:
         """Every stored summary, page after page."""
-        after = None
-        while True:
-            page = self.summaries(scope=scope, after=after)
-            yield from page.summaries
-            if (after := page.next) is None:
-                return
+        pages = _pages(lambda after: self.summaries(scope=scope, after=after))
+        return (summary for page in pages for summary in page.summaries)
 
     def forget(self, scope: str) -> models.ForgetAnswer:
         """Erase everything of a scope, for good."""
@@ -237,13 +258,11 @@ class AsyncClient:
     async def iter_facts(self, *, scope: str | None = None, kind: str | None = None,
                          history: bool = False) -> AsyncIterator[models.StoredFact]:  # fmt: skip
         """Every current fact (`history`: every stored fact), page after page."""
-        after = None
-        while True:
-            page = await self.facts(scope=scope, kind=kind, after=after, history=history)
+        pages = _apages(lambda after: self.facts(scope=scope, kind=kind, after=after,
+                                                 history=history))  # fmt: skip
+        async for page in pages:
             for fact in page.facts:
                 yield fact
-            if (after := page.next) is None:
-                return
 
     async def fact(self, fact_id: int) -> models.FactAudit:
         """A fact, current or not, with what it replaced and what replaced it."""
@@ -262,13 +281,9 @@ class AsyncClient:
         self, *, scope: str | None = None
     ) -> AsyncIterator[models.StoredSummary]:
         """Every stored summary, page after page."""
-        after = None
-        while True:
-            page = await self.summaries(scope=scope, after=after)
+        async for page in _apages(lambda after: self.summaries(scope=scope, after=after)):
             for summary in page.summaries:
                 yield summary
-            if (after := page.next) is None:
-                return
 
     async def forget(self, scope: str) -> models.ForgetAnswer:
         """Erase everything of a scope, for good."""

@@ -21,9 +21,11 @@ from forged import systemd
 from forged.api import Api
 from forged.backend import Backend, open_store
 from forged.config import Config, DistillStyle, ServerConfig
-from forged.consolidate import Asker, ConsolidateObserver, Proposer
+from forged.consolidate import Proposer
+from forged.consolidate_observer import Asker, ConsolidateObserver
 from forged.deadletters import Redistiller
-from forged.distill import BatchDistiller, DistillObserver, Related, RetryPolicy
+from forged.distill import BatchDistiller, Related, RetryPolicy
+from forged.distill_observer import DistillObserver
 from forged.errors import AlreadyRunning, ConfigError
 from forged.httpserver import HttpServer
 from forged.hub import Hub, Observer

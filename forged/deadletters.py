@@ -9,16 +9,11 @@ import trio
 from forged.backend import Backend
 from forged.distill import RERUN, UNWATCHED, BatchDistiller, Distilled, new_batch_id
 from forged.errors import InvalidRequest, LLMUnavailable
-from forged.httpserver import Request, Response
+from forged.httpconn import Request, Response
 from forged.hub import Progress
-from forged.models import (
-    DISTILL_OBSERVER,
-    BatchOutcome,
-    DeadLettersAnswer,
-    RedistillReport,
-    RedistillResult,
-)
+from forged.models import DISTILL_OBSERVER, DeadLettersAnswer, RedistillReport, RedistillResult
 from forged.params import MAX_SEQ, Params
+from forged.records import BatchOutcome
 
 PARAMS = ("from", "to")  # the seq range both routes take
 LLM_RETRY_AFTER = 10  # seconds a client is told to wait when the LLM is unreachable

@@ -1,8 +1,8 @@
-"""The `distill` observer: batches of interactions become summaries and typed facts.
+"""Distilling: batches of interactions become summaries and typed facts.
 
-`BatchDistiller` is the work (a batch in, a `BatchOutcome` out, retries by a `RetryPolicy`);
-`DistillObserver` is the loop that feeds it and commits; re-runs of dead letters live in
-forged.deadletters.
+`BatchDistiller` is the work (a batch in, a `BatchOutcome` out, retries by a `RetryPolicy`); it
+commits nothing. The observer loop that feeds it and commits is forged.distill_observer;
+re-runs of dead letters live in forged.deadletters.
 """
 
 from __future__ import annotations
@@ -20,25 +20,21 @@ from forged.backoff import Backoff
 from forged.config import DistillConfig
 from forged.errors import ContextOverflow, DistillError, InvalidAnswer, LLMUnavailable
 from forged.grounding import Sources, check
-from forged.hub import Batcher, Feed, Progress
 from forged.llm import Distiller
 from forged.models import (
     DISTILL_OBSERVER,
     SUPERSEDING_KINDS,
-    BatchOutcome,
-    DeadLetter,
     DistilledMemory,
-    DistillRun,
     Fact,
     LinePick,
     MemoryItem,
     ObserverState,
-    ScopeResult,
     StoredInteraction,
     Usage,
     normalise,
 )
 from forged.prompt import message_lines, render_chunks, render_known, render_transcript
+from forged.records import BatchOutcome, DeadLetter, DistillRun, ScopeResult
 
 RAW_LIMIT = 16_384  # characters of a failed answer kept with its dead letter
 # The scope's current facts recall finds for a text: shown beside the transcript (supersession).
@@ -363,40 +359,3 @@ class BatchDistiller:
                 continue
             memory.usage = add_usage(memory.usage, spent)
             return memory
-
-
-class DistillObserver:
-    """The observer loop: takes batches from its feed, distils them, commits each with the
-    watermark."""
-
-    name = DISTILL_OBSERVER
-
-    def __init__(self, work: BatchDistiller, batching: DistillConfig) -> None:
-        self.work = work
-        self.batching = batching
-
-    async def run(self, interactions: Feed, progress: Progress) -> None:
-        batcher = Batcher(
-            interactions,
-            max_items=self.batching.max_batch_interactions,
-            max_weight=self.batching.max_batch_tokens,
-            weight=lambda i: i.tokens,
-            keep=interactions.wanted,
-        )
-        while True:
-            batch = await batcher.next()
-            if progress.stopping:
-                await trio.sleep_forever()  # shutting down: leave it in the log for next time
-            progress.start_batch(batch)
-            outcome = await self.work.distill_batch(batch, progress)
-            await progress.commit_batch(outcome)
-            log.info(
-                "batch_committed",
-                observer=self.name,
-                batch_id=outcome.runs[0].batch_id if outcome.runs else None,
-                interactions=len(batch),
-                watermark=outcome.watermark,
-                dead_letters=len(outcome.dead_letters),
-                llm_ms=sum(r.usage.ms for r in outcome.runs),
-            )
-            progress.set_state("idle")

@@ -1,79 +1,40 @@
-"""HTTP/1.1 on a stream listener (h11 on trio): keep-alive, timeouts, size limits, a connection cap."""
+"""HTTP/1.1 on a stream listener: accepts connections up to a cap, refuses peers whose uid is not
+allowed, and serves each connection (forged.httpconn) in its own task."""
 
 from __future__ import annotations
 
 import errno
-import math
 import socket
 import struct
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Literal
-from urllib.parse import parse_qsl, unquote, urlsplit
 
-import h11
-import msgspec
 import structlog
 import trio
 
 from forged.backoff import Backoff
 from forged.config import ServerConfig
-from forged.models import ErrorAnswer, ErrorBody
+from forged.httpconn import (
+    RECEIVE_SIZE,
+    BodyBudget,
+    Connection,
+    Handler,
+    InFlight,
+    Response,
+    error_response,
+)
 
-RECEIVE_SIZE = 65536  # bytes read from a socket at once
 ACCEPT_CAPACITY_ERRNOS = frozenset(  # out of descriptors or kernel memory: wait, then accept again
     {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 )
 ACCEPT_BACKOFF_INITIAL = 0.1  # seconds before the first retry of such an accept (as trio's)
 ACCEPT_BACKOFF_MAX = 2.0  # seconds between retries at most, so the log is not flooded
 REFUSAL_LINGER = 1.0  # seconds a refused client has to send its request before we close
-BUSY_RETRY_AFTER = 1  # seconds a client is told to wait while the body budget is spent
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _GONE = (trio.BrokenResourceError, trio.ClosedResourceError)  # the client closed or reset
-# What a connection's deadline bounds: waiting for a request to start, its head or body arriving,
-# the handler (unbounded), the response leaving.
-Phase = Literal["idle", "head", "body", "handle", "respond"]
 
 log = structlog.get_logger("forged.http")
-
-
-class Request(msgspec.Struct, frozen=True):
-    """A whole request: the body has been read."""
-
-    method: str
-    path: str
-    query: dict[str, str]
-    headers: dict[str, str]  # lower-case names
-    body: bytes
-
-
-class Response(msgspec.Struct, frozen=True):
-    status: int
-    body: bytes
-    content_type: str = "application/json"
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-Handler = Callable[[Request], Awaitable[Response]]
-_ERROR = msgspec.json.Encoder()
-
-
-def error_response(
-    status: int, code: str, message: str, retry_after: int | None = None
-) -> Response:
-    """The API's error shape: `{"error": {"code", "message"}}`."""
-    headers = (("retry-after", str(retry_after)),) if retry_after is not None else ()
-    body = _ERROR.encode(ErrorAnswer(ErrorBody(code, message)))
-    return Response(status, body, headers=headers)
-
-
-class _TooLarge(Exception):
-    """The request body is over the limit."""
-
-
-class _Busy(Exception):
-    """Bodies being received by other connections already fill the budget."""
 
 
 def _peer_uid(stream: trio.SocketStream) -> int | None:
@@ -84,240 +45,15 @@ def _peer_uid(stream: trio.SocketStream) -> int | None:
     return int(_PEERCRED.unpack(raw)[1])
 
 
-class _InFlight:
-    """Counts requests being answered (handler and response), so shutdown can wait for them."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._quiet = trio.Event()
-        self._quiet.set()
-
-    def __enter__(self) -> None:
-        if self.count == 0:
-            self._quiet = trio.Event()
-        self.count += 1
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.count -= 1
-        if self.count == 0:
-            self._quiet.set()
-
-    async def wait(self) -> None:
-        await self._quiet.wait()
-
-
-class _BodyBudget:
-    """Bytes of request bodies held at once across connections, from arrival to the answer."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-
-    def take(self, size: int) -> None:
-        if self.used + size > self.limit:
-            raise _Busy
-        self.used += size
-
-    def give(self, size: int) -> None:
-        self.used -= size
-
-
-def _head_size(head: h11.Request) -> int:
-    """The size of a request head as sent: request line, header lines, blank line."""
-    line = len(head.method) + len(head.target) + len(b"  HTTP/1.1\r\n")
-    return line + sum(len(name) + len(value) + 4 for name, value in head.headers) + 2
-
-
-def _declared_length(head: h11.Request) -> int | None:
-    length = dict(head.headers).get(b"content-length")
-    return int(length) if length is not None and length.isdigit() else None
-
-
-class _Connection:
-    """One client connection: an h11 state machine over a trio stream."""
-
-    def __init__(
-        self, stream: trio.SocketStream, limits: ServerConfig, in_flight: _InFlight,
-        budget: _BodyBudget,
-    ) -> None:  # fmt: skip
-        self.stream = stream
-        self.limits = limits
-        self.in_flight = in_flight
-        self.budget = budget
-        self.reserved = 0  # bytes of the budget held by the current request's body
-        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
-        self.phase: Phase = "idle"
-        self.head_only = False  # the current request is HEAD: answer with headers alone
-        # The connection's one deadline, moved at each phase of a request rather than a scope
-        # per phase (each costs a scope's entry and exit); eviction cancels it too.
-        self.scope = trio.CancelScope()
-
-    @property
-    def idle(self) -> bool:
-        """Waiting for a request to start: the connection may be evicted."""
-        return self.phase == "idle"
-
-    @property
-    def timed_out_receiving(self) -> bool:
-        """The deadline cut a request short while its head or body was arriving."""
-        return self.scope.cancelled_caught and self.phase in ("head", "body")
-
-    def _enter(self, phase: Phase, seconds: float) -> None:
-        """Start a phase that may last `seconds` from now."""
-        self.phase = phase
-        self.scope.deadline = trio.current_time() + seconds
-
-    async def _next_event(self) -> h11.Event | type[h11.PAUSED] | type[h11.NEED_DATA]:
-        while True:
-            event = self.conn.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            data = await self.stream.receive_some(RECEIVE_SIZE)
-            self.conn.receive_data(data)
-
-    async def _read_head(self) -> h11.Request | None:
-        """Wait up to `idle_timeout` for a request to start, then `header_timeout` for its head."""
-        self._enter("idle", self.limits.idle_timeout)
-        event = self.conn.next_event()
-        if event is h11.NEED_DATA:
-            self.conn.receive_data(await self.stream.receive_some(RECEIVE_SIZE))
-            self._enter("head", self.limits.header_timeout)
-            event = await self._next_event()
-        if isinstance(event, h11.Request) and _head_size(event) > self.limits.max_header_bytes:
-            # h11 caps only a head still incomplete; one that arrived whole in a read is checked here
-            raise h11.RemoteProtocolError("the request head is too large", error_status_hint=431)
-        if not isinstance(event, h11.Request):
-            return None
-        self.head_only = event.method == b"HEAD"
-        return event
-
-    def _reserve(self, size: int) -> None:
-        """Count `size` body bytes against the budget, before they are read."""
-        if size > self.reserved:
-            self.budget.take(size - self.reserved)
-            self.reserved = size
-
-    def _release(self) -> None:
-        self.budget.give(self.reserved)
-        self.reserved = 0
-
-    async def _read_body(self, head: h11.Request) -> bytes:
-        self._enter("body", self.limits.body_timeout)
-        length = _declared_length(head)
-        if length is not None and length > self.limits.max_body_bytes:
-            raise _TooLarge
-        self._reserve(length or 0)
-        if self.conn.they_are_waiting_for_100_continue:
-            await self._send(h11.InformationalResponse(status_code=100, headers=[]))
-        chunks, size = [], 0
-        while not isinstance(event := await self._next_event(), h11.EndOfMessage):
-            if isinstance(event, h11.ConnectionClosed):
-                raise h11.RemoteProtocolError("the client closed the connection mid-body")
-            if isinstance(event, h11.Data):
-                size += len(event.data)
-                if size > self.limits.max_body_bytes:
-                    raise _TooLarge
-                self._reserve(size)  # a chunked body, whose size was not declared
-                chunks.append(event.data)
-        return b"".join(chunks)
-
-    async def _send(self, event: h11.Event) -> None:
-        data = self.conn.send(event)
-        if data:
-            await self.stream.send_all(data)
-
-    async def respond(self, response: Response, *, close: bool = False) -> None:
-        """Send the response in one write, within `body_timeout` (else the deadline cuts it).
-
-        To HEAD, only the head goes out, with the Content-Length a GET would get.
-        """
-        headers = [
-            ("content-type", response.content_type),
-            ("content-length", str(len(response.body))),
-            *response.headers,
-        ]
-        if close:
-            headers.append(("connection", "close"))
-        if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
-            return
-        head = self.conn.send(h11.Response(status_code=response.status, headers=headers)) or b""
-        body = b"" if self.head_only else self.conn.send(h11.Data(data=response.body)) or b""
-        end = self.conn.send(h11.EndOfMessage()) or b""
-        self._enter("respond", self.limits.body_timeout)
-        await self.stream.send_all(head + body + end)  # one write: one wake-up for the client
-
-    async def time_out(self) -> None:
-        """Answer 408 to a request whose head or body was too slow to arrive, under a new deadline."""
-        self.scope = trio.CancelScope()
-        with self.scope:
-            message = "the request took too long to arrive"
-            await self.respond(error_response(408, "request_timeout", message), close=True)
-
-    async def _receive(self) -> tuple[h11.Request, bytes] | Response | None:
-        """The next whole request; an error response to close with; None when the client left.
-
-        A request too slow to arrive is cut by the deadline; `time_out` answers it.
-        """
-        try:
-            head = await self._read_head()
-            if head is None:
-                return None
-            return head, await self._read_body(head)
-        except _TooLarge:
-            message = f"the body is larger than {self.limits.max_body_bytes} bytes"
-            return error_response(413, "body_too_large", message)
-        except _Busy:
-            message = "the server is receiving too many large bodies at once; retry shortly"
-            return error_response(503, "server_busy", message, BUSY_RETRY_AFTER)
-        except h11.RemoteProtocolError as exc:
-            status = exc.error_status_hint
-            code = "headers_too_large" if status == 431 else "bad_request"
-            return error_response(status, code, f"malformed HTTP request: {exc}")
-
-    async def serve(self, handler: Handler) -> None:
-        """Answer requests on this connection until it closes or misbehaves.
-
-        Run inside `self.scope`: a phase past its deadline ends the connection; a response the
-        client does not read in time is cut, and nothing may follow it.
-        """
-        while True:
-            try:
-                received = await self._receive()
-                if received is None:
-                    return
-                if isinstance(received, Response):
-                    await self.respond(received, close=True)
-                    return
-                with self.in_flight:
-                    self._enter("handle", math.inf)
-                    await self.respond(await handler(_request(*received)))
-            finally:
-                self._release()
-            if self.conn.our_state is not h11.DONE or self.conn.their_state is not h11.DONE:
-                return  # closing, or a response that could not be sent
-            self.conn.start_next_cycle()
-
-
-def _request(head: h11.Request, body: bytes) -> Request:
-    target = urlsplit(head.target.decode("ascii", "replace"))
-    return Request(
-        method=head.method.decode("ascii", "replace"),
-        path=unquote(target.path),
-        query=dict(parse_qsl(target.query, keep_blank_values=True)),
-        headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in head.headers},
-        body=body,
-    )
-
-
 class HttpServer:
     """Accepts connections up to a cap, checks the peer's uid, and serves each in its own task."""
 
     def __init__(self, handler: Handler, limits: ServerConfig) -> None:
         self.handler = handler
         self.limits = limits
-        self._connections: OrderedDict[_Connection, None] = OrderedDict()
-        self._in_flight = _InFlight()
-        self._budget = _BodyBudget(limits.max_receiving_bytes)
+        self._connections: OrderedDict[Connection, None] = OrderedDict()
+        self._in_flight = InFlight()
+        self._budget = BodyBudget(limits.max_receiving_bytes)
 
     async def serve(
         self,
@@ -377,7 +113,7 @@ class HttpServer:
         arrive (or `REFUSAL_LINGER` passed) lets a client that writes before it reads (curl) see
         the error rather than a failed write.
         """
-        connection = _Connection(stream, self.limits, self._in_flight, self._budget)
+        connection = Connection(stream, self.limits, self._in_flight, self._budget)
         with connection.scope:
             await connection.respond(refusal, close=True)
         with trio.move_on_after(REFUSAL_LINGER):
@@ -393,11 +129,11 @@ class HttpServer:
         if len(self._connections) >= self.limits.max_connections and not self._evict_idle():
             message = "the server is at its connection limit; retry shortly"
             return partial(self._refuse, error_response(503, "too_many_connections", message))
-        connection = _Connection(stream, self.limits, self._in_flight, self._budget)
+        connection = Connection(stream, self.limits, self._in_flight, self._budget)
         self._connections[connection] = None
         return partial(self._serve, connection)
 
-    async def _serve(self, connection: _Connection, _stream: trio.SocketStream) -> None:
+    async def _serve(self, connection: Connection, _stream: trio.SocketStream) -> None:
         try:
             with connection.scope:
                 await connection.serve(self.handler)

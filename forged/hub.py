@@ -12,14 +12,8 @@ import trio
 from forged.backend import Backend
 from forged.backoff import Backoff
 from forged.errors import ObserverError, StorageFull, leaves
-from forged.models import (
-    BatchInFlight,
-    BatchOutcome,
-    Deleted,
-    ObserverState,
-    ObserverStatus,
-    StoredInteraction,
-)
+from forged.models import BatchInFlight, Deleted, ObserverState, ObserverStatus, StoredInteraction
+from forged.records import BatchOutcome
 from forged.timestamps import now
 
 T = TypeVar("T")

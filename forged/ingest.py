@@ -14,7 +14,8 @@ import trio
 from forged.backend import Backend
 from forged.config import ServerConfig
 from forged.errors import InvalidRequest, StoreError, located
-from forged.models import Accepted, Interaction, Message, NewInteraction
+from forged.models import Accepted, Interaction, Message
+from forged.records import NewInteraction
 from forged.scrub import redacted, scrub_all, secret_key_kind
 from forged.timestamps import now, utc_timestamp
 from forged.tokens import estimate_tokens

@@ -1,4 +1,6 @@
-"""Wire and domain types: every value that crosses a boundary is one of these Structs."""
+"""The types clients and plugins see: what is pushed, every API answer, what a distiller returns
+and what an observer receives. Every value that crosses a boundary is a Struct; the ones passed
+only between the daemon's parts and its store are in forged.records."""
 
 from __future__ import annotations
 
@@ -178,64 +180,6 @@ class Health(msgspec.Struct):
     status: Literal["ok"]
 
 
-class NewInteraction(msgspec.Struct, frozen=True):
-    """A validated, scrubbed interaction ready for the log."""
-
-    client_id: str | None
-    scope: str
-    session: str | None
-    timestamp: str
-    received_at: str
-    tokens: int
-    messages: bytes  # JSON
-    metadata: bytes | None  # JSON
-
-
-class ScopeResult(msgspec.Struct, frozen=True):
-    """A distilled summary and its facts for the interactions of one scope in a batch."""
-
-    batch_id: str
-    scope: str
-    session: str | None
-    summary: str
-    facts: list[Fact]
-    first_seq: int
-    last_seq: int
-
-
-class DeadLetter(msgspec.Struct, frozen=True):
-    """An interaction the distiller could not handle even alone."""
-
-    seq: int
-    reason: str
-    raw: str | None = None
-
-
-class DistillRun(msgspec.Struct, frozen=True):
-    """Accounting for one scope group of one batch."""
-
-    batch_id: str
-    model: str
-    scope: str
-    interactions: int
-    first_seq: int
-    last_seq: int
-    usage: Usage
-    outcome: str  # committed, dead_letter, redistilled
-    error: str | None = None
-    ungrounded: int = 0  # facts and summaries the grounding check dropped
-
-
-class BatchOutcome(msgspec.Struct, frozen=True):
-    """Everything a batch produced, committed in one transaction with the watermark."""
-
-    results: list[ScopeResult]
-    dead_letters: list[DeadLetter]
-    runs: list[DistillRun]
-    watermark: int | None  # None when re-running dead letters: the watermark stays
-    resolved_dead_letters: list[int] = []
-
-
 MemoryType = Literal["fact", "summary", "interaction"]
 MEMORY_TYPES: tuple[MemoryType, ...] = ("fact", "summary", "interaction")
 RecallKind = Literal["decision", "correction", "preference", "state", "event", "profile", "summary"]
@@ -349,14 +293,6 @@ class Deleted(msgspec.Struct):
     facts: int
 
 
-class Forgotten(msgspec.Struct, frozen=True):
-    """What forgetting a scope did, for whoever holds the scope's interactions in memory."""
-
-    deleted: Deleted
-    through: int  # the scope's last seq: every seq of the scope up to it is erased (0: none)
-    totals: dict[str, ObserverStatus]  # each observer's totals as they are on disk now
-
-
 class ForgetAnswer(msgspec.Struct):
     """Answer of `DELETE /v1/scopes/{scope}`."""
 
@@ -378,14 +314,6 @@ class DeadLettersAnswer(msgspec.Struct):
     """Answer of `GET /v1/dead-letters`, oldest seq first."""
 
     dead_letters: list[DeadLetterInfo]
-
-
-class OpenDeadLetter(msgspec.Struct, frozen=True):
-    """An open dead letter with the interaction it stands for, ready to be distilled again."""
-
-    id: int
-    reason: str
-    interaction: StoredInteraction
 
 
 class RedistillResult(msgspec.Struct, frozen=True):

@@ -34,9 +34,10 @@ import trio
 
 from forged.config import StoreConfig
 from forged.errors import StorageFull, StoreError
-from forged.models import NewInteraction, StoredInteraction
+from forged.models import StoredInteraction
 from forged.pgschema import migrate
 from forged.portable import to_psycopg
+from forged.records import NewInteraction
 from forged.sqlstore import READ_LOG, SqlStore, new_rows, row_to_interaction
 
 T = TypeVar("T")

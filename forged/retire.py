@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from forged.models import ConsolidationChange, ConsolidationRun, ScopeResult, normalise
+from forged.models import ConsolidationChange, ConsolidationRun, normalise
+from forged.records import ScopeResult
 
 _INSERT_CHANGE = """
     INSERT INTO consolidation_changes (observer, run_id, scope, action, fact_id, into_id, reason,

@@ -16,22 +16,18 @@ import msgspec
 
 from forged import retire
 from forged.models import (
-    BatchOutcome,
     ConsolidationChange,
     ConsolidationRun,
     DeadLetterInfo,
     Deleted,
     Fact,
-    Forgotten,
     Message,
-    NewInteraction,
     ObserverStatus,
-    OpenDeadLetter,
-    ScopeResult,
     StoredInteraction,
     normalise,
 )
 from forged.portable import portable
+from forged.records import BatchOutcome, Forgotten, NewInteraction, OpenDeadLetter, ScopeResult
 from forged.timestamps import now
 
 T = TypeVar("T")

@@ -19,7 +19,8 @@ import trio
 
 from forged.backup import DatabaseLock
 from forged.errors import StorageFull, StoreError
-from forged.models import NewInteraction, StoredInteraction
+from forged.models import StoredInteraction
+from forged.records import NewInteraction
 from forged.schema import migrate
 from forged.sqlstore import READ_LOG, SqlStore, new_rows, row_to_interaction
 

@@ -11,7 +11,8 @@ import msgspec
 import psycopg
 import trio
 
-from forged.models import Message, NewInteraction
+from forged.models import Message
+from forged.records import NewInteraction
 from forged.store import atomic
 from tests import daemons
 

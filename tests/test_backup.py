@@ -22,7 +22,7 @@ from forged.backup import (
 )
 from forged.config import StoreConfig, load_config
 from forged.errors import BackupError
-from forged.models import NewInteraction
+from forged.records import NewInteraction
 from forged.schema import MIGRATIONS
 from forged.store import Store
 from tests.daemons import running_daemon, socket_client, write_config

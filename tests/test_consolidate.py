@@ -22,24 +22,16 @@ from forged.backend import Backend
 from forged.condense import OldSummary, grounded
 from forged.config import load_config
 from forged.consolidate import (
-    NAME,
     CurrentFact,
     checked,
     chunks,
     render_facts,
 )
-from forged.models import (
-    BatchOutcome,
-    ConsolidationChange,
-    ConsolidationRun,
-    Fact,
-    Message,
-    NewInteraction,
-    ScopeResult,
-    Usage,
-)
+from forged.consolidate_observer import NAME
+from forged.models import ConsolidationChange, ConsolidationRun, Fact, Message, Usage
 from forged.portable import portable
 from forged.recall import Page, list_facts
+from forged.records import BatchOutcome, NewInteraction, ScopeResult
 from forged.schema import MIGRATIONS
 from forged.store import Store
 from tests.conftest import StoreOpener

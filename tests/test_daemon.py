@@ -448,5 +448,5 @@ async def test_daemon_logs_structured_fields_into_a_real_journald(
         "6",
         str(daemon.pid),
     )
-    assert (Path(last["CODE_FILE"]).name, last["CODE_FUNC"]) == ("distill.py", "run")
+    assert (Path(last["CODE_FILE"]).name, last["CODE_FUNC"]) == ("distill_observer.py", "run")
     assert daemon.events("batch_committed") == []  # nothing fell back to stderr

@@ -10,9 +10,10 @@ import pytest
 
 from forged.deadletters import PARAMS, list_dead_letters, redistill
 from forged.errors import InvalidRequest
-from forged.httpserver import Request
-from forged.models import DISTILL_OBSERVER, BatchOutcome, DeadLetter
+from forged.httpconn import Request
+from forged.models import DISTILL_OBSERVER
 from forged.params import MAX_SEQ, Params
+from forged.records import BatchOutcome, DeadLetter
 from forged.store import Store
 from tests.data import new
 

@@ -11,7 +11,8 @@ import pytest
 import trio
 
 from forged.config import ServerConfig
-from forged.httpserver import HttpServer, Request, Response
+from forged.httpconn import Request, Response
+from forged.httpserver import HttpServer
 
 BODY = b'{"status": "ok"}'  # what the test handler answers by default
 TIMEOUT = 10  # seconds any test here may take

@@ -15,17 +15,11 @@ import pytest
 import trio
 
 from forged.config import StoreConfig, load_config
-from forged.consolidate import NAME
+from forged.consolidate_observer import NAME
 from forged.errors import StoreError
-from forged.models import (
-    BatchOutcome,
-    ConsolidationChange,
-    ConsolidationRun,
-    Fact,
-    ScopeResult,
-    Usage,
-)
+from forged.models import ConsolidationChange, ConsolidationRun, Fact, Usage
 from forged.pgstore import _INSERT_INTERACTION, LOG_LOCK, PostgresStore
+from forged.records import BatchOutcome, ScopeResult
 from tests import daemons
 from tests.daemons import (
     DaemonProcess,

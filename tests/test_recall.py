@@ -20,7 +20,7 @@ from forged import recall
 from forged.config import RecallConfig, load_config
 from forged.daemon import Running
 from forged.fusion import RRF_K, by_coverage, fuse
-from forged.models import MEMORY_TYPES, BatchOutcome, Fact, MemoryItem, ScopeResult, normalise
+from forged.models import MEMORY_TYPES, Fact, MemoryItem, normalise
 from forged.packing import FRAME_TOKENS, TURNS_HEADING, pack
 from forged.recall import (
     RECENCY_FLOOR,
@@ -36,6 +36,7 @@ from forged.recall import (
     ranked,
     search,
 )
+from forged.records import BatchOutcome, ScopeResult
 from forged.schema import MIGRATIONS, migrate
 from forged.store import Store
 from forged.tokens import estimate_tokens

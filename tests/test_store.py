@@ -15,16 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forged.errors import StoreError
-from forged.models import (
-    BatchOutcome,
-    DeadLetter,
-    Deleted,
-    DistillRun,
-    Fact,
-    ScopeResult,
-    Usage,
-    normalise,
-)
+from forged.models import Deleted, Fact, Usage, normalise
+from forged.records import BatchOutcome, DeadLetter, DistillRun, ScopeResult
 from forged.schema import MIGRATIONS
 from forged.store import Store
 from tests.conftest import StoreOpener
