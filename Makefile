@@ -35,9 +35,11 @@ run: $(STAMP)
 check: lint
 	$(PY) -m pytest -q -m "not integration and not slow and not model" --hypothesis-profile=check
 
-# One worker process per core, each with its own PostgreSQL server (tests/conftest.py).
+# One worker process per core, each with its own PostgreSQL server (tests/conftest.py). Tests
+# go out two at a time: in xdist's default first chunk (a quarter of a worker's share) every
+# long test, collected first, would land on the first worker and run one after another.
 test: $(STAMP)
-	$(PY) -m pytest -n auto
+	$(PY) -m pytest -n auto --maxschedchunk=2
 
 # BENCH_FLAGS=--recall-million adds recall at a million facts and turns (built once, cached).
 bench: $(STAMP)
