@@ -17,7 +17,7 @@ import msgspec
 
 from forged.backend import Backend
 from forged.config import RecallConfig
-from forged.fusion import fused_top, plain
+from forged.fusion import by_coverage, fused_top, plain
 from forged.models import (
     MEMORY_TYPES,
     ContextAnswer,
@@ -599,7 +599,7 @@ class Recall:
     async def context(self, query: SearchQuery, budget_tokens: int) -> ContextAnswer:
         """The best candidates (up to `max_limit`) packed into the budget."""
         candidates = msgspec.structs.replace(query, limit=self.config.max_limit)
-        return pack(await self.search(candidates), budget_tokens)
+        return pack(by_coverage(await self.search(candidates), query.q), budget_tokens)
 
     async def related(self, scope: str, text: str, budget_tokens: int) -> list[MemoryItem]:
         """The scope's current facts that recall finds for `text`, best first, while they fit
