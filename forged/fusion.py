@@ -7,13 +7,16 @@ from collections.abc import Callable
 
 import msgspec
 
+from forged.grounding import stem
 from forged.models import MemoryItem, MemoryType
+from forged.packing import content_words
 from forged.when import Period, within
 
 RRF_K = 60  # reciprocal rank fusion: an item scores weight / (RRF_K + its rank in its list)
 FUSION_WEIGHT: dict[str, float] = {"fact": 1.0, "summary": 0.5, "interaction": 1.0}
 FUSION_TIES = ("interaction", "fact", "summary")  # which goes first on equal fused scores
 WHEN_BOOST = 1.5  # fused score multiplier of an item dated within a time the query names
+COVERAGE_WEIGHT = 1.0  # a block's candidate scores (1 + this x the share of the query it holds)
 
 
 def fuse(
@@ -122,3 +125,27 @@ def _may_be_unread_turns(
         return False
     texts = said([f.first_seq for f in facts])
     return any(_is_turn(f, texts) for f in facts)
+
+
+def by_coverage(items: list[MemoryItem], query: str) -> list[MemoryItem]:
+    """The items best first by fused score times 1 + COVERAGE_WEIGHT x the share of the query's
+    content words (stemmed) each holds: what a context block takes its candidates in.
+
+    Fusion sees only each list's order: a fact at the top of its list for one word of a
+    question (the name of the person it is about) stands level with a turn at the top of
+    its list for all the others. Fused first, the candidates are only reordered.
+    """
+    wanted = _stems(query)
+    if not wanted:
+        return items
+
+    def held(item: MemoryItem) -> float:
+        return len(_stems(item.text) & wanted) / len(wanted)
+
+    scored = [msgspec.structs.replace(i, score=i.score * (1 + COVERAGE_WEIGHT * held(i)))
+              for i in items]  # fmt: skip
+    return sorted(scored, key=lambda i: -i.score)  # stable: ties keep the fused order
+
+
+def _stems(text: str) -> set[str]:
+    return {stem(w) for w in content_words(text)}

@@ -5,16 +5,23 @@ no anchor matches needs no exact regex at all: that is nearly every string of a 
 Hyperscan matches all anchors at once over an interaction's strings joined; without it (a
 platform with no wheel) a pure-stdlib prefilter gives the same flags, more slowly. Both only
 ever flag too much, never too little, so the scrubbed output does not depend on which one runs.
+
+Compiling the Hyperscan database takes a second or more, at every start; given a cache directory,
+the compiled database is saved there and read back by the next start of the same rules.
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
+import os
 import re
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from itertools import accumulate, count
 from operator import add
+from pathlib import Path
 from typing import Any, Protocol
 
 # Between joined strings: no anchor needs to match across it, and a match that spans it only
@@ -33,6 +40,7 @@ _LITERAL, _SUBPATTERN, _BRANCH = (
 
 
 _MAX_LEADS = 512  # spelled-out starts of one anchor at most; past that its parts are used
+_DIGEST = hashlib.sha256().digest_size  # a saved database starts with the SHA-256 of the rest
 
 
 class Prefilter(Protocol):
@@ -120,18 +128,74 @@ class StdlibPrefilter:
         return found if any(found) else None
 
 
+def _compiled(anchors: Sequence[str], hyperscan: Any) -> Any:
+    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    database.compile(
+        expressions=[a.encode() for a in anchors],
+        ids=list(range(len(anchors))),
+        flags=[hyperscan.HS_FLAG_CASELESS] * len(anchors),
+    )
+    return database
+
+
+def cache_path(anchors: Sequence[str], hyperscan: Any, cache: Path) -> Path:
+    """The file of the database of these anchors in `cache`: named by what it was compiled from."""
+    made_of = [hyperscan.__version__, hyperscan.HS_MODE_BLOCK, hyperscan.HS_FLAG_CASELESS, *anchors]
+    key = hashlib.sha256("\0".join(map(str, made_of)).encode()).hexdigest()[:32]
+    return cache / f"prefilter-{key}.hsdb"
+
+
+def _load(path: Path, hyperscan: Any) -> Any | None:
+    """The database saved at `path`; None when absent, damaged or built for another machine."""
+    try:
+        saved = path.read_bytes()
+    except OSError:
+        return None
+    digest, payload = saved[:_DIGEST], saved[_DIGEST:]
+    if hashlib.sha256(payload).digest() != digest:
+        return None
+    try:
+        return hyperscan.loadb(payload, mode=hyperscan.HS_MODE_BLOCK)
+    except hyperscan.error:  # a platform or library the database was not compiled for
+        return None
+
+
+def _save(path: Path, database: Any, hyperscan: Any) -> None:
+    """Write the database whole or not at all (other processes may read or write it meanwhile);
+    a cache that cannot be written only means compiling again next time."""
+    payload = hyperscan.dumpb(database)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".prefilter-")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(hashlib.sha256(payload).digest() + payload)
+        os.replace(temporary, path)
+    except OSError:  # a full disk, say: no half-written file is left behind
+        Path(temporary).unlink(missing_ok=True)
+
+
+def _database(anchors: Sequence[str], hyperscan: Any, cache: Path | None) -> Any:
+    """The compiled database of the anchors: from the cache when it holds a sound one."""
+    if cache is None:
+        return _compiled(anchors, hyperscan)
+    path = cache_path(anchors, hyperscan, cache)
+    database = _load(path, hyperscan)
+    if database is None:
+        database = _compiled(anchors, hyperscan)
+        _save(path, database, hyperscan)
+    return database
+
+
 class HyperscanPrefilter:
     """All anchors in one Hyperscan database, scanned once over the strings joined."""
 
     name = "hyperscan"
 
-    def __init__(self, anchors: Sequence[str], hyperscan: Any) -> None:
-        self._db = hyperscan.Database()
-        self._db.compile(
-            expressions=[a.encode() for a in anchors],
-            ids=list(range(len(anchors))),
-            flags=[hyperscan.HS_FLAG_CASELESS] * len(anchors),
-        )
+    def __init__(self, anchors: Sequence[str], hyperscan: Any, cache: Path | None = None) -> None:
+        self._db = _database(anchors, hyperscan, cache)
         self._scratch = hyperscan.Scratch(self._db)
         self._owner = threading.get_ident()  # a scan needs its own scratch space in every thread
         self._local = threading.local()
@@ -184,10 +248,10 @@ def _owners(
         yield bisect.bisect_right(starts, last) - 1, rule
 
 
-def best(anchors: Sequence[str]) -> Prefilter:
-    """Hyperscan when it can be imported, else the stdlib prefilter."""
+def best(anchors: Sequence[str], cache: Path | None = None) -> Prefilter:
+    """Hyperscan when it can be imported (its database kept in `cache`), else the stdlib one."""
     try:
         import hyperscan  # optional: a platform without a wheel still scrubs
     except ImportError:
         return StdlibPrefilter(anchors)
-    return HyperscanPrefilter(anchors, hyperscan)
+    return HyperscanPrefilter(anchors, hyperscan, cache)

@@ -14,7 +14,7 @@ from forged import listing
 from forged.backend import Backend
 from forged.config import RecallConfig
 from forged.fulltext import ranked, turn_text
-from forged.fusion import fused_top, plain
+from forged.fusion import by_coverage, fused_top, plain
 from forged.listing import Page
 from forged.models import (
     MEMORY_TYPES,
@@ -95,7 +95,7 @@ class Recall:
     async def context(self, query: SearchQuery, budget_tokens: int) -> ContextAnswer:
         """The best candidates (up to `max_limit`) packed into the budget."""
         candidates = msgspec.structs.replace(query, limit=self.config.max_limit)
-        return pack(await self.search(candidates), budget_tokens)
+        return pack(by_coverage(await self.search(candidates), query.q), budget_tokens)
 
     async def related(self, scope: str, text: str, budget_tokens: int) -> list[MemoryItem]:
         """The scope's current facts that recall finds for `text`, best first, while they fit

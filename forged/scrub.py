@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from forged import prefilter
 from forged.scrub_patterns import ENDINGS_ALTERNATION, MARKER, name_kind
@@ -29,6 +30,7 @@ __all__ = [
     "ANCHORS",
     "KINDS",
     "Scrubber",
+    "prepare",
     "redacted",
     "scrub",
     "scrub_all",
@@ -136,17 +138,26 @@ class Scrubber:
 
 MAX_ROUNDS = 4  # each round redacts more, so few are ever needed
 
-_SCRUBBER = Scrubber(prefilter.best(ANCHORS))
+_SCRUBBER: Scrubber | None = None  # built by `prepare`, else on first use
+
+
+def prepare(cache: Path | None = None) -> Scrubber:
+    """Build the scrubber now, once: its prefilter's compiled database read from the `cache`
+    directory when that holds one of the same rules, else compiled (and saved there)."""
+    global _SCRUBBER
+    if _SCRUBBER is None:
+        _SCRUBBER = Scrubber(prefilter.best(ANCHORS, cache))
+    return _SCRUBBER
 
 
 def scrub_all(texts: Sequence[str]) -> list[str]:
     """Scrub many strings (an interaction's) with one prefilter scan over them all."""
-    return _SCRUBBER.scrub_all(texts)
+    return prepare().scrub_all(texts)
 
 
 def scrub(text: str) -> str:
     """Return text with every secret it recognises replaced by ``[REDACTED:<kind>]``."""
-    return _SCRUBBER.scrub_all([text])[0]
+    return prepare().scrub_all([text])[0]
 
 
 def redacted(kind: str) -> str:

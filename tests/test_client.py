@@ -93,39 +93,39 @@ async def test_a_full_backlog_is_unavailable_with_retry_after(
     assert caught.value.retry_after == 5
 
 
-async def test_no_daemon_is_unreachable(short_tmp: Path) -> None:
+async def test_no_daemon_is_unreachable(sock_dir: Path) -> None:
     """No daemon on the socket: `Unreachable`, naming the socket."""
-    socket = short_tmp / "absent.sock"
+    socket = sock_dir / "absent.sock"
     async with AsyncClient(socket) as client:
         with pytest.raises(Unreachable, match=rf"^cannot reach forged at {socket} \(.*\); is"):
             await client.status()
 
 
-def test_socket_argument_then_environment_then_config(short_tmp: Path) -> None:
+def test_socket_argument_then_environment_then_config(sock_dir: Path) -> None:
     """The argument wins, then FORGED_SOCKET, then the configuration the daemon would read."""
-    path = write_config(short_tmp, "http://127.0.0.1:9/v1")
+    path = write_config(sock_dir, "http://127.0.0.1:9/v1")
     env = {"FORGED_SOCKET": "/tmp/env.sock", "FORGED_CONFIG": str(path)}
     assert find_socket("/tmp/arg.sock", env=env) == "/tmp/arg.sock"
     assert find_socket(env=env) == "/tmp/env.sock"
-    assert find_socket(env={"FORGED_CONFIG": str(path)}) == str(short_tmp / "forged.sock")
-    assert find_socket(config=path, env={}) == str(short_tmp / "forged.sock")
+    assert find_socket(env={"FORGED_CONFIG": str(path)}) == str(sock_dir / "forged.sock")
+    assert find_socket(config=path, env={}) == str(sock_dir / "forged.sock")
 
 
 @pytest.mark.skipif(DEFAULT_CONFIG_PATH.exists(), reason="a system configuration is in force")
 def test_run_from_the_checkout_the_dev_socket(
-    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+    sock_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With no configuration file, in or from the checkout: the socket `make run` serves on."""
     assert find_socket(env={}) == str(REPO / "var" / "run" / "forged.sock")
-    (short_tmp / "config").mkdir()
-    (short_tmp / "config" / "forged.dev.toml").write_text('[server]\nsocket = "./s/f.sock"\n')
-    monkeypatch.chdir(short_tmp)
-    assert find_socket(env={}) == str(short_tmp / "s" / "f.sock")
+    (sock_dir / "config").mkdir()
+    (sock_dir / "config" / "forged.dev.toml").write_text('[server]\nsocket = "./s/f.sock"\n')
+    monkeypatch.chdir(sock_dir)
+    assert find_socket(env={}) == str(sock_dir / "s" / "f.sock")
 
 
-async def test_a_daemon_that_does_not_answer_is_unreachable(short_tmp: Path) -> None:
+async def test_a_daemon_that_does_not_answer_is_unreachable(sock_dir: Path) -> None:
     """A socket that accepts but never answers: `Unreachable` once the read timeout passes."""
-    path = str(short_tmp / "mute.sock")
+    path = str(sock_dir / "mute.sock")
     with trio.socket.socket(trio.socket.AF_UNIX) as mute:
         await mute.bind(path)
         mute.listen(1)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from forged.config import Config, load_config, parse_config, render_toml
+from forged.config import Config, cache_directory, load_config, parse_config, render_toml
 from forged.errors import ConfigError
 from tests.postgres import Server
 
@@ -299,3 +299,13 @@ def test_serve_logs_keys_in_their_old_place(tmp_path: Path) -> None:
     assert [(e["key"], e["use"]) for e in deprecated] == [
         ("distiller.backoff_max", "distill.backoff_max")
     ]
+
+
+def test_cache_directory_is_systemds_else_xdgs() -> None:
+    """The unit's CacheDirectory= (the first, when several), else XDG_CACHE_HOME, else ~/.cache."""
+    home = Path.home() / ".cache" / "forged"
+    assert cache_directory(
+        {"CACHE_DIRECTORY": "/var/cache/forged:/x", "XDG_CACHE_HOME": "/c"}
+    ) == Path("/var/cache/forged")
+    assert cache_directory({"XDG_CACHE_HOME": "/c"}) == Path("/c/forged")
+    assert cache_directory({"XDG_CACHE_HOME": ""}) == cache_directory({}) == home

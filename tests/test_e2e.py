@@ -1,8 +1,17 @@
-"""End to end with the real bundled model: a conversation through the socket becomes memory."""
+"""End to end with the real bundled model: a conversation through the socket becomes memory.
+
+These tests run on SQLite alone. What they add is the model's path (the bundled server started
+and waited for, real prompts, a small model's answers parsed, checked and committed), which is
+the same whichever store commits the result; every store operation they reach is proven on both
+stores with the fake LLM (test_flow, test_distill, test_consolidate, test_pgstore...), and a
+minute of model work per store would only repeat it.
+"""
 
 from __future__ import annotations
 
 import json
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +23,8 @@ from bench.currentstate import interactions as state_changes
 from forged.models import FACT_KINDS
 from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
 from tests.data import rows
+
+pytestmark = [pytest.mark.model, pytest.mark.integration]
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo10.json"
 TURNS = 6  # messages pushed: three interactions of two turns, one batch for the model
@@ -27,6 +38,19 @@ BUILT_IN = [  # used when the LoCoMo dataset is absent
     ("Caroline", "No, I quit last week. I'm volunteering at the youth center now."),
     ("Melanie", "Oh nice, I prefer hearing about that over the bookstore drama, honestly."),
 ]
+
+
+# Two states and the change of each: the mechanics need no more, and every thing said is more
+# model work for each of the three calls (the scripted conversation has nine).
+STATES = ("I live in Lisbon.", "Our service uses MySQL.")
+CHANGES = ("I moved to Berlin.", "We switched the service to Postgres.")
+
+
+@pytest.fixture
+def sqlite_dir() -> Iterator[Path]:
+    """A short directory (socket paths fit) for a daemon on its SQLite file."""
+    with tempfile.TemporaryDirectory(prefix="fg") as path:
+        yield Path(path)
 
 
 def _conversation() -> list[tuple[str, str]]:
@@ -57,12 +81,11 @@ def _rows(db: str, sql: str) -> list[tuple[Any, ...]]:
     return rows(db, sql)
 
 
-@pytest.mark.model
-async def test_a_conversation_becomes_memory_with_the_bundled_model(short_tmp: Path) -> None:
+async def test_a_conversation_becomes_memory_with_the_bundled_model(sqlite_dir: Path) -> None:
     """`forged serve --bundled-llm`: a pushed conversation becomes memory of its own lines."""
     pushed = _interactions(_conversation())
-    config_path = write_config(short_tmp, "http://127.0.0.1:9/v1")  # replaced by the bundled URL
-    daemon = DaemonProcess(config_path, short_tmp)
+    config_path = write_config(sqlite_dir, "http://127.0.0.1:9/v1")  # replaced by the bundled URL
+    daemon = DaemonProcess(config_path, sqlite_dir)
     with trio.fail_after(MODEL_READY_TIMEOUT + DISTILL_TIMEOUT):
         await daemon.start(extra_args=("--bundled-llm",), ready_timeout=MODEL_READY_TIMEOUT)
         try:
@@ -97,24 +120,23 @@ async def test_a_conversation_becomes_memory_with_the_bundled_model(short_tmp: P
         )
 
 
-@pytest.mark.model
-async def test_changing_states_with_the_bundled_model_lose_nothing(short_tmp: Path) -> None:
+async def test_changing_states_with_the_bundled_model_lose_nothing(sqlite_dir: Path) -> None:
     """Supersession and consolidation with the bundled model: mechanics, not its judgement.
 
-    The second half of a conversation in which states change is distilled beside the facts of
-    the first; a consolidation run follows. Every interaction ends in a committed run or a dead
-    letter, the run commits, nothing is deleted, and every change names facts that exist.
+    The changes of two states are distilled beside the facts of the states; a consolidation
+    run follows. Every interaction ends in a committed run or a dead letter, the run commits,
+    nothing is deleted, and every change names facts that exist.
     """
-    said = state_changes()
-    half = len(said) // 2
+    said = [i for i in state_changes() if i["messages"][0]["text"] in (*STATES, *CHANGES)]
+    assert len(said) == len(STATES) + len(CHANGES)
     consolidate = {"enabled": True, "min_new_facts": 1000, "check_interval": 3600.0}
-    config_path = write_config(short_tmp, "http://127.0.0.1:9/v1", consolidate=consolidate)
-    daemon = DaemonProcess(config_path, short_tmp)
+    config_path = write_config(sqlite_dir, "http://127.0.0.1:9/v1", consolidate=consolidate)
+    daemon = DaemonProcess(config_path, sqlite_dir)
     with trio.fail_after(MODEL_READY_TIMEOUT + 3 * DISTILL_TIMEOUT):
         await daemon.start(extra_args=("--bundled-llm",), ready_timeout=MODEL_READY_TIMEOUT)
         try:
             async with socket_client(daemon.socket) as client:
-                for part in (said[:half], said[half:]):
+                for part in (said[: len(STATES)], said[len(STATES) :]):
                     last = (await client.post("/v1/interactions", json=part)).json()["last_seq"]
                     await wait_for_watermark(client, last)
                 db = daemon.config.store.path
@@ -140,5 +162,10 @@ async def test_changing_states_with_the_bundled_model_lose_nothing(short_tmp: Pa
     assert orphans == [(0,)]
     retired = _rows(db, "SELECT count(*) FROM facts WHERE superseded_by IS NOT NULL")
     assert retired == _rows(db, "SELECT count(DISTINCT fact_id) FROM consolidation_changes")
-    print(f"bundled model: {before[0][0]} facts, {retired[0][0]} retired,"
-          f" consolidation {run['usage']['calls']} call(s) {run['usage']['ms']} ms")  # fmt: skip
+    (distilled,) = _rows(db, "SELECT sum(llm_calls), sum(prompt_tokens), sum(completion_tokens),"
+                             " sum(ms) FROM distill_runs")  # fmt: skip
+    usage = run["usage"]
+    print(f"bundled model: {before[0][0]} facts, {retired[0][0]} retired; distillation"
+          " {} call(s), {} prompt + {} completion tokens, {} ms;".format(*distilled),
+          f" consolidation {usage['calls']} call(s), {usage['prompt_tokens']} prompt +"
+          f" {usage['completion_tokens']} completion tokens, {usage['ms']} ms")  # fmt: skip

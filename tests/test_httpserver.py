@@ -67,10 +67,10 @@ async def _exchange(path: str, request: bytes) -> bytes:
         return await _read_all(stream)
 
 
-async def test_head_is_answered_with_the_head_of_get_alone(short_tmp: Path) -> None:
+async def test_head_is_answered_with_the_head_of_get_alone(sock_dir: Path) -> None:
     """HEAD gets GET's status and Content-Length and no body; the connection stays usable."""
     with trio.fail_after(TIMEOUT):
-        async with _serving(short_tmp) as (path, _):
+        async with _serving(sock_dir) as (path, _):
             answer = await _exchange(
                 path,
                 b"HEAD /v1/health HTTP/1.1\r\nhost: f\r\n\r\n"
@@ -83,10 +83,10 @@ async def test_head_is_answered_with_the_head_of_get_alone(short_tmp: Path) -> N
     assert get.endswith(b"\r\n\r\n" + BODY)
 
 
-async def test_an_error_in_one_connection_ends_only_that_connection(short_tmp: Path) -> None:
+async def test_an_error_in_one_connection_ends_only_that_connection(sock_dir: Path) -> None:
     """A handler that raises closes its connection; the server keeps serving the next ones."""
     with trio.fail_after(TIMEOUT):
-        async with _serving(short_tmp) as (path, _):
+        async with _serving(sock_dir) as (path, _):
             broken = await _exchange(path, b"GET /boom HTTP/1.1\r\nhost: f\r\n\r\n")
             after = await _exchange(path, b"GET / HTTP/1.1\r\nhost: f\r\nconnection: close\r\n\r\n")
     assert broken == b""
@@ -95,11 +95,11 @@ async def test_an_error_in_one_connection_ends_only_that_connection(short_tmp: P
 
 @pytest.mark.parametrize("first_bytes", [b"G", b"HEAD / HTTP/1.1\r\nhost: f\r\n\r\n"])
 async def test_refused_connections_are_answered_and_closed_at_once(
-    short_tmp: Path, first_bytes: bytes
+    sock_dir: Path, first_bytes: bytes
 ) -> None:
     """Past the cap, each connection gets 503 and is closed, long before `header_timeout`."""
     with trio.fail_after(TIMEOUT):
-        async with _serving(short_tmp, max_connections=2, header_timeout=60.0) as (path, _):
+        async with _serving(sock_dir, max_connections=2, header_timeout=60.0) as (path, _):
             held = [await trio.open_unix_socket(path) for _ in range(2)]
             for stream in held:  # mid-request, as `100 Continue` shows: not idle, never evicted
                 await stream.send_all(b"POST / HTTP/1.1\r\nhost: f\r\ncontent-length: 9\r\n"
@@ -116,12 +116,12 @@ async def test_refused_connections_are_answered_and_closed_at_once(
                for a in answers)  # fmt: skip
 
 
-async def test_bodies_received_at_once_are_bounded(short_tmp: Path) -> None:
+async def test_bodies_received_at_once_are_bounded(sock_dir: Path) -> None:
     """A body that would pass `max_receiving_bytes` gets 503 server_busy; later it fits again."""
     limits = {"max_body_bytes": 60_000, "max_receiving_bytes": 100_000}
     post = b"POST /hold HTTP/1.1\r\nhost: f\r\ncontent-length: 60000\r\n\r\n" + b"x" * 60_000
     with trio.fail_after(TIMEOUT):
-        async with _serving(short_tmp, **limits) as (path, handler):
+        async with _serving(sock_dir, **limits) as (path, handler):
             first = await trio.open_unix_socket(path)
             await first.send_all(post)
             await handler.holding.wait()  # the first body is held by its handler
@@ -140,13 +140,13 @@ async def test_bodies_received_at_once_are_bounded(short_tmp: Path) -> None:
 
 
 async def test_a_response_the_client_does_not_read_closes_the_connection(
-    short_tmp: Path,
+    sock_dir: Path,
 ) -> None:
     """A pipelined response cut at `body_timeout` is the last: no other response follows it."""
     size = 16 * 1024 * 1024  # far more than the socket buffers hold
     request = b"GET /big HTTP/1.1\r\nhost: f\r\n\r\n"
     with trio.fail_after(TIMEOUT):
-        async with _serving(short_tmp, body_timeout=0.2) as (path, handler):
+        async with _serving(sock_dir, body_timeout=0.2) as (path, handler):
             handler.big = size
             stream = await trio.open_unix_socket(path)
             async with stream:
@@ -158,11 +158,11 @@ async def test_a_response_the_client_does_not_read_closes_the_connection(
 
 
 async def test_an_idle_keep_alive_connection_is_closed_quietly_at_idle_timeout(
-    short_tmp: Path,
+    sock_dir: Path,
 ) -> None:
     """After its answer, a connection that starts no other request is closed with nothing sent."""
     with trio.fail_after(TIMEOUT):
-        async with _serving(short_tmp, idle_timeout=0.2) as (path, _):
+        async with _serving(sock_dir, idle_timeout=0.2) as (path, _):
             answer = await _exchange(path, b"GET / HTTP/1.1\r\nhost: f\r\n\r\n")
     assert answer.count(b"HTTP/1.1 ") == 1
     assert answer.endswith(BODY)
@@ -173,12 +173,12 @@ async def test_an_idle_keep_alive_connection_is_closed_quietly_at_idle_timeout(
     [b"GET / HTTP/1.1\r\nhost:", b"POST / HTTP/1.1\r\nhost: f\r\ncontent-length: 10\r\n\r\n{"],
     ids=["head", "body"],
 )
-async def test_a_request_slow_to_arrive_gets_408(short_tmp: Path, partial: bytes) -> None:
+async def test_a_request_slow_to_arrive_gets_408(sock_dir: Path, partial: bytes) -> None:
     """A head past `header_timeout` or a body past `body_timeout` is answered 408, then closed,
     even though the connection could have stayed idle far longer."""
     limits = {"idle_timeout": 60.0, "header_timeout": 0.2, "body_timeout": 0.2}
     with trio.fail_after(TIMEOUT):
-        async with _serving(short_tmp, **limits) as (path, _):
+        async with _serving(sock_dir, **limits) as (path, _):
             answer = await _exchange(path, partial)
     assert answer.startswith(b"HTTP/1.1 408 ")
     assert answer.endswith(
@@ -186,11 +186,11 @@ async def test_a_request_slow_to_arrive_gets_408(short_tmp: Path, partial: bytes
     )
 
 
-async def test_a_handler_is_not_cut_by_the_request_deadlines(short_tmp: Path) -> None:
+async def test_a_handler_is_not_cut_by_the_request_deadlines(sock_dir: Path) -> None:
     """The deadlines bound arriving and leaving, not the handler: a slow answer still goes out."""
     limits = {"idle_timeout": 0.1, "header_timeout": 0.1, "body_timeout": 0.1}
     with trio.fail_after(TIMEOUT):
-        async with _serving(short_tmp, **limits) as (path, handler), trio.open_nursery() as n:
+        async with _serving(sock_dir, **limits) as (path, handler), trio.open_nursery() as n:
             n.start_soon(_release_later, handler)
             answer = await _exchange(path, b"GET /hold HTTP/1.1\r\nhost: f\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 200 ")

@@ -142,6 +142,7 @@ async def test_two_daemons_distil_every_acknowledged_push_once(
                 holder.log_path.write_text("")  # its lease_taken lines died with it
                 await holder.start()
             nursery.cancel_scope.cancel()
+        fake_llm.latency = 0  # kills are over: the backlog left is drained at full speed
         async with pair[0], pair[1]:
             for daemon in pair:
                 await daemon.start()

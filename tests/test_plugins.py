@@ -24,8 +24,9 @@ ONE = {"messages": [{"role": "user", "text": "hello"}]}
 
 
 @pytest.fixture
-def store(short_tmp: Path) -> Iterator[Store]:
-    store = Store(str(short_tmp / "forged.db"))
+def store(sock_dir: Path) -> Iterator[Store]:
+    """A SQLite store of its own (the plugins' tables are made the same way on PostgreSQL)."""
+    store = Store(str(sock_dir / "forged.db"))
     yield store
     store.close()
 
@@ -275,12 +276,12 @@ def test_a_faulty_distiller_is_named_at_load(cls: str, message: str) -> None:
     ],
 )
 def test_serve_with_a_faulty_plugin_exits_2_with_one_line(
-    short_tmp: Path, section: str, message: str
+    sock_dir: Path, section: str, message: str
 ) -> None:
     """`forged serve` stops at once with status 2 and one line, rather than restarting it."""
-    path = short_tmp / "forged.toml"
-    path.write_text(f"[server]\nsocket = '{short_tmp}/s.sock'\n[store]\n"
-                    f"path = '{short_tmp}/f.db'\n{section}\n")  # fmt: skip
+    path = sock_dir / "forged.toml"
+    path.write_text(f"[server]\nsocket = '{sock_dir}/s.sock'\n[store]\n"
+                    f"path = '{sock_dir}/f.db'\n{section}\n")  # fmt: skip
     command = [sys.executable, "-m", "forged", "serve", "--config", str(path)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert (done.returncode, done.stderr) == (2, f"forged: config error: {message}\n")

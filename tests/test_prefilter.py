@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import hashlib
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,10 +22,14 @@ from tests.secret_corpus import NEAR_MISSES, SECRETS, embed
 REPO = Path(__file__).resolve().parent.parent
 
 _hyperscan = pytest.importorskip("hyperscan")
-ENGINES = {
-    "hyperscan": Scrubber(prefilter.HyperscanPrefilter(ANCHORS, _hyperscan)),
-    "stdlib": Scrubber(prefilter.StdlibPrefilter(ANCHORS)),
-}
+with tempfile.TemporaryDirectory() as _cache:  # the second database is the first one saved
+    ENGINES = {
+        "hyperscan": Scrubber(prefilter.HyperscanPrefilter(ANCHORS, _hyperscan, Path(_cache))),
+        "hyperscan, saved": Scrubber(
+            prefilter.HyperscanPrefilter(ANCHORS, _hyperscan, Path(_cache))
+        ),
+        "stdlib": Scrubber(prefilter.StdlibPrefilter(ANCHORS)),
+    }
 
 
 def _locomo() -> list[list[str]]:
@@ -88,8 +94,7 @@ def test_a_request_of_many_interactions_is_scrubbed_in_one_scan(engine: str) -> 
 def test_fast_paths_and_exact_matching_agree(texts: list[str]) -> None:
     """Hyperscan, the stdlib fallback and plain exact matching give identical output."""
     exact = [scrub_exact(t) for t in texts]
-    assert ENGINES["hyperscan"].scrub_all(texts) == exact
-    assert ENGINES["stdlib"].scrub_all(texts) == exact
+    assert all(engine.scrub_all(texts) == exact for engine in ENGINES.values())
     assert scrub_all(texts) == exact
 
 
@@ -134,3 +139,52 @@ def test_threads_scan_with_their_own_scratch() -> None:
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(lambda _: ENGINES["hyperscan"].scrub_all(texts), range(16)))
     assert results == [expected] * 16
+
+
+TOKENS = ["ghp_", "password"]  # two small rule sets, quick to compile, which differ in one rule
+CHANGED = ["gho_", "password"]
+TEXTS = ["token ghp_x", "token gho_x", "password=x", "plain"]
+FLAGS = [{0}, set(), {1}, set()]  # TOKENS' flags of TEXTS; CHANGED's are CHANGED_FLAGS
+CHANGED_FLAGS = [set(), {0}, {1}, set()]
+
+
+def test_a_saved_database_is_read_instead_of_compiled(tmp_path: Path) -> None:
+    """What the cache holds is used: the database of other rules saved under these rules' name
+    answers with the other rules' flags (so these were not compiled)."""
+    prefilter.HyperscanPrefilter(CHANGED, _hyperscan, tmp_path / "other")
+    saved = prefilter.cache_path(CHANGED, _hyperscan, tmp_path / "other").read_bytes()
+    prefilter.cache_path(TOKENS, _hyperscan, tmp_path).write_bytes(saved)
+    assert prefilter.HyperscanPrefilter(TOKENS, _hyperscan, tmp_path).flags(TEXTS) == CHANGED_FLAGS
+
+
+@pytest.mark.parametrize("damage", ["truncated", "one byte changed", "empty", "not a database"])
+def test_a_damaged_cache_is_compiled_again_and_replaced(tmp_path: Path, damage: str) -> None:
+    """A cache file cut short, altered or foreign is not read: the rules are compiled again,
+    flag as before, and the file is written anew."""
+    prefilter.HyperscanPrefilter(TOKENS, _hyperscan, tmp_path)
+    path = prefilter.cache_path(TOKENS, _hyperscan, tmp_path)
+    sound = path.read_bytes()
+    damaged = {
+        "truncated": sound[: len(sound) // 2],
+        "one byte changed": sound[:-1] + bytes([sound[-1] ^ 1]),
+        "empty": b"",
+        "not a database": hashlib.sha256(b"junk").digest() + b"junk",  # a sound digest
+    }
+    path.write_bytes(damaged[damage])
+    assert prefilter.HyperscanPrefilter(TOKENS, _hyperscan, tmp_path).flags(TEXTS) == FLAGS
+    assert path.read_bytes() == sound
+
+
+def test_changed_rules_are_compiled_into_their_own_file(tmp_path: Path) -> None:
+    """Rules that differ are another database, saved beside the first; each flags its own."""
+    first = prefilter.HyperscanPrefilter(TOKENS, _hyperscan, tmp_path)
+    second = prefilter.HyperscanPrefilter(CHANGED, _hyperscan, tmp_path)
+    assert len(list(tmp_path.iterdir())) == 2
+    assert (first.flags(TEXTS), second.flags(TEXTS)) == (FLAGS, CHANGED_FLAGS)
+
+
+def test_a_cache_that_cannot_be_written_only_costs_a_compile(tmp_path: Path) -> None:
+    """A cache directory that cannot be made (a file stands in its place) is no error."""
+    (tmp_path / "file").write_text("")
+    engine = prefilter.HyperscanPrefilter(TOKENS, _hyperscan, tmp_path / "file" / "cache")
+    assert engine.flags(TEXTS) == FLAGS

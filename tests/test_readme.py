@@ -62,15 +62,17 @@ def _expected_output(body: str) -> list[str]:
 
 
 @pytest.fixture
-def checkout(short_tmp: Path) -> Path:
-    """What a fresh clone holds that the examples use, and the environment `make run` made."""
+def checkout(sock_dir: Path) -> Path:
+    """What a fresh clone holds that the examples use, and the environment `make run` made.
+
+    The tour runs once, not once per store: `make run` serves the dev config's SQLite file."""
     for name in CHECKOUT_FILES:
-        (short_tmp / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / name, short_tmp / name)
-    (short_tmp / ".venv").mkdir()
-    (short_tmp / ".venv" / "bin").symlink_to(Path(sys.executable).parent)
-    (short_tmp / ".venv" / ".installed").touch()  # newer than pyproject.toml: nothing to install
-    return short_tmp
+        (sock_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, sock_dir / name)
+    (sock_dir / ".venv").mkdir()
+    (sock_dir / ".venv" / "bin").symlink_to(Path(sys.executable).parent)
+    (sock_dir / ".venv" / ".installed").touch()  # newer than pyproject.toml: nothing to install
+    return sock_dir
 
 
 def _environment(**extra: str) -> dict[str, str]:

@@ -20,7 +20,7 @@ from forged import fulltext
 from forged.config import RecallConfig, load_config
 from forged.daemon import Running
 from forged.fulltext import RECENCY_FLOOR, SELECTIVE_MIN_ROWS, exact_ids, ranked
-from forged.fusion import RRF_K, fuse
+from forged.fusion import RRF_K, by_coverage, fuse
 from forged.listing import Page, list_facts
 from forged.models import MEMORY_TYPES, Fact, MemoryItem, normalise
 from forged.packing import FRAME_TOKENS, TURNS_HEADING, pack
@@ -823,6 +823,40 @@ def test_a_picked_greeting_does_not_push_a_better_turn_out_of_the_block() -> Non
     assert [(i.type, i.id) for i in block.items] == [("interaction", n) for n in (1, 2, 3)]
 
 
+def test_a_block_takes_first_what_holds_more_of_the_question() -> None:
+    """Fused by rank alone, a turn and a fact that match only the name a question holds come
+    before the turn that holds its other words; a block with room for one line takes that one."""
+    question = "Which app did Nate build for dog walkers?"
+    bye, answer = said(1, "Nate: Take care!"), said(2, "Joanna: Nate's app finds dog walkers.")
+    fused = fuse([[item(3, "Nate likes tea.")], [bye, answer]], 100)
+    assert [i.id for i in fused] == [1, 3, 2]
+    one_line = FRAME_TOKENS + estimate_tokens(TURNS_HEADING) + estimate_tokens(
+        f"- [{stamp(0)[:10]}] {answer.text}\n"
+    )  # fmt: skip
+    assert [i.id for i in pack(by_coverage(fused, question), one_line).items] == [2]
+    assert by_coverage(fused, "Which did?") == fused  # no word to hold: the fused order
+
+
+async def test_context_ranks_by_how_much_of_the_question_an_item_holds(
+    daemon: tuple[Running, httpx.AsyncClient],
+) -> None:
+    """On both stores: a short turn that matches only the name (the one word rare in the scope,
+    so first by BM25) loses the one line of the block to the turn holding the other words."""
+    _, client = daemon
+    said_ = [("Nate", "Take care!"), ("Joanna", "His app finds dog walkers for owners.")]
+    said_ += [("Joanna", f"Dog owners and walkers use an app, day {n}.") for n in range(6)]
+    for name, text in said_:
+        pushed = {"scope": "u", "timestamp": "2023-06-10T12:00:00Z",
+                  "messages": [{"role": "user", "name": name, "text": text}]}  # fmt: skip
+        assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
+    line = f"- [2023-06-10] Joanna: {said_[1][1]}\n"
+    budget = FRAME_TOKENS + estimate_tokens(TURNS_HEADING) + estimate_tokens(line)
+    params = {"q": "Which app did Nate find for dog walkers and owners?", "scope": "u",
+              "types": "interaction", "budget_tokens": budget}  # fmt: skip
+    answer = (await client.get("/v1/context", params=params)).json()
+    assert [i["text"] for i in answer["items"]] == [f"Joanna: {said_[1][1]}"]
+
+
 def test_a_date_in_the_query_ranks_what_happened_then_first(db: sqlite3.Connection) -> None:
     """Of two equal matches, the one dated within the day, month or year the query names
     comes first, whichever is more recent."""
@@ -1033,7 +1067,8 @@ def test_the_context_block_is_the_one_packed_from_ranking_every_match(
             patch.setattr(fulltext, "STREAMED_MIN_ROWS", streamed_from)
             patch.setattr(fulltext, "FIRST_CANDIDATES", 2)  # many lookups, each a chance to stop
             found = search(conn, query, HALF_LIFE, NOW_JD)
-        answers.append(([(i.type, i.id, i.score) for i in found], pack(found, budget)))
+        block = pack(by_coverage(found, query.q), budget)  # as Recall.context packs them
+        answers.append(([(i.type, i.id, i.score) for i in found], block))
     assert answers[0] == answers[1]
     conn.close()
 

@@ -83,6 +83,7 @@ async def test_sigkill_loop_loses_and_doubles_nothing(short_tmp: Path, fake_llm:
                     mid_batch += fake_llm.in_flight > 0
                     await daemon.kill()
                 nursery.cancel_scope.cancel()
+            fake_llm.latency = 0  # kills are over: the backlog left is drained at full speed
             await daemon.start()
             async with socket_client(daemon.socket) as client:
                 last_seq = (await client.get("/v1/status")).json()["log"]["last_seq"]

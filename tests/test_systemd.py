@@ -11,7 +11,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,13 +24,6 @@ from forged import systemd
 TIMEOUT = 10.0  # seconds any socket wait or child process may take
 BIG_VALUE_BYTES = 300 * 1024  # above one datagram's limit (net.core.wmem_default, 208 KiB)
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def sock_dir() -> Iterator[Path]:
-    """A short directory for socket paths (sun_path holds 108 bytes; pytest's tmp_path is long)."""
-    with tempfile.TemporaryDirectory(prefix="forged-") as path:
-        yield Path(path)
 
 
 @pytest.fixture(autouse=True)
