@@ -91,7 +91,7 @@ def _load_facts(url: str, n: int) -> None:
 def _in_process(url: str, queries: list[tuple[str, str]]) -> list[float]:
     """The same searches by forged's PostgreSQL recall on a bare connection: the SQL's cost."""
     from forged.pgrecall import search
-    from forged.recall import SearchQuery
+    from forged.query import SearchQuery
 
     samples = []
     with psycopg.connect(url, autocommit=True) as conn:

@@ -23,7 +23,7 @@ from bench.report import Row
 from bench.runner import fake_llm, running, wait_drained
 from forged.models import FACT_KINDS, MemoryItem
 from forged.packing import pack
-from forged.recall import fts_query, query_phrases
+from forged.query import fts_query, query_phrases
 from tests.fakellm import gold_key
 
 BUDGET = 400  # tokens per context block, for forged and every baseline

@@ -18,6 +18,7 @@ from forged.httpconn import Request, Response, error_response
 from forged.hub import Hub
 from forged.ingest import Ingest, read_body
 from forged.lifecycle import Lifecycle
+from forged.listing import PAGE_DEFAULT, PAGE_MAX, Page
 from forged.models import (
     DEFAULT_SCOPE,
     FACT_KINDS,
@@ -31,7 +32,8 @@ from forged.models import (
     StoreStatus,
 )
 from forged.params import MAX_KEY_CHARS, Params
-from forged.recall import PAGE_DEFAULT, PAGE_MAX, Page, Recall, SearchQuery, kind_type
+from forged.query import SearchQuery, kind_type
+from forged.recall import Recall
 
 SHUTDOWN_RETRY_AFTER = 2  # seconds a client is told to wait while the daemon restarts
 SCOPES_PREFIX = "/v1/scopes/"  # DELETE /v1/scopes/{scope} forgets a scope

@@ -10,21 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from forged import recall
+from forged import listing
+from forged.fulltext import RECENCY_FLOOR, memory_item
 from forged.fusion import fuse
+from forged.listing import Page
 from forged.models import MEMORY_TYPES, FactsPage, MemoryItem, MemoryType, SummariesPage
 from forged.pgschema import TEXT_SEARCH
 from forged.portable import Portable, to_psycopg
-from forged.recall import (
-    RECENCY_FLOOR,
-    Page,
-    SearchQuery,
-    _filters,
-    _item,
-    julian_now,
-    kind_type,
-    query_phrases,
-)
+from forged.query import SearchQuery, conditions, julian_now, kind_type, query_phrases
+from forged.recall import with_sources
 from forged.when import periods
 
 # Julian day of a stored ISO 8601 timestamp, the unit `now` and the half-life are given in.
@@ -89,9 +83,9 @@ def ranked(
     params: dict[str, Any] = {"scope": query.scope, "limit": query.limit, "now": now,
                               "half_life": half_life, "floor": RECENCY_FLOOR}  # fmt: skip
     sql = _SEARCH[table].format(
-        query=_tsquery(words, params), filters=to_psycopg(_filters(table, query, params))
+        query=_tsquery(words, params), filters=to_psycopg(conditions(table, query, params))
     )
-    return [_item(table, r) for r in conn.execute(sql, params).fetchall()]
+    return [memory_item(table, r) for r in conn.execute(sql, params).fetchall()]
 
 
 def search(
@@ -104,15 +98,15 @@ def search(
     lists = [ranked(conn, t, query, half_life_days, now) for t in types]
     found = fuse(lists, query.limit, periods(query.q))
     if query.sources:
-        found = [recall._with_sources(Portable(conn), i) for i in found]  # type: ignore[arg-type]
+        found = [with_sources(Portable(conn), i) for i in found]  # type: ignore[arg-type]
     return found
 
 
 def list_facts(conn: Any, page: Page) -> FactsPage:
     """Facts with id greater than `after`, in id order."""
-    return recall.list_facts(Portable(conn), page)  # type: ignore[arg-type]  # portable SQL
+    return listing.list_facts(Portable(conn), page)  # type: ignore[arg-type]  # portable SQL
 
 
 def list_summaries(conn: Any, page: Page) -> SummariesPage:
     """Summaries with id greater than `after`, in id order."""
-    return recall.list_summaries(Portable(conn), page)  # type: ignore[arg-type]  # portable SQL
+    return listing.list_summaries(Portable(conn), page)  # type: ignore[arg-type]  # portable SQL

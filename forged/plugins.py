@@ -23,6 +23,7 @@ from forged.backend import Backend
 from forged.config import Config, RecallConfig, decode_table
 from forged.errors import ConfigError
 from forged.hub import Observer
+from forged.listing import Page
 from forged.models import (
     DISTILL_OBSERVER,
     FactsPage,
@@ -30,7 +31,8 @@ from forged.models import (
     StoredInteraction,
     SummariesPage,
 )
-from forged.recall import Page, Recall, SearchQuery
+from forged.query import SearchQuery
+from forged.recall import Recall
 
 if TYPE_CHECKING:  # forged.consolidate imports forged.llm, which imports this module
     from forged.consolidate import Proposer

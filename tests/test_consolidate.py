@@ -28,9 +28,9 @@ from forged.consolidate import (
     render_facts,
 )
 from forged.consolidate_observer import NAME
+from forged.listing import Page, list_facts
 from forged.models import ConsolidationChange, ConsolidationRun, Fact, Message, Usage
 from forged.portable import portable
-from forged.recall import Page, list_facts
 from forged.records import BatchOutcome, NewInteraction, ScopeResult
 from forged.schema import MIGRATIONS
 from forged.store import Store

@@ -14,7 +14,7 @@ import trio
 
 from forged.config import Config, load_config
 from forged.daemon import Running
-from forged.recall import scope_token
+from forged.fulltext import scope_token
 from tests import daemons
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.data import rows

@@ -16,26 +16,16 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forged import recall
+from forged import fulltext
 from forged.config import RecallConfig, load_config
 from forged.daemon import Running
+from forged.fulltext import RECENCY_FLOOR, SELECTIVE_MIN_ROWS, exact_ids, ranked
 from forged.fusion import RRF_K, by_coverage, fuse
+from forged.listing import Page, list_facts
 from forged.models import MEMORY_TYPES, Fact, MemoryItem, normalise
 from forged.packing import FRAME_TOKENS, TURNS_HEADING, pack
-from forged.recall import (
-    RECENCY_FLOOR,
-    SELECTIVE_MIN_ROWS,
-    Page,
-    Recall,
-    SearchQuery,
-    exact_ids,
-    fts_query,
-    julian_now,
-    list_facts,
-    query_phrases,
-    ranked,
-    search,
-)
+from forged.query import SearchQuery, fts_query, julian_now, query_phrases
+from forged.recall import Recall, search
 from forged.records import BatchOutcome, ScopeResult
 from forged.schema import MIGRATIONS, migrate
 from forged.store import Store
@@ -914,7 +904,7 @@ def test_the_search_that_stops_early_gives_the_exact_ranking(
 ) -> None:
     """On any corpus, a table's results are those of ranking every match in full."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
         conn = sqlite3.connect(":memory:", isolation_level=None)
         migrate(conn)
         conn.executemany(
@@ -959,7 +949,7 @@ def test_the_search_that_skips_rows_with_only_common_words_gives_the_exact_ranki
     """Where one word of the query is in every row of the scope, the results are still the
     exact ranking, however the two words weigh."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
         conn = sqlite3.connect(":memory:", isolation_level=None)
         migrate(conn)
         _skewed(conn, table, rows, others)
@@ -972,7 +962,7 @@ def test_the_search_that_skips_rows_with_only_common_words_gives_the_exact_ranki
 def test_rows_with_only_a_common_word_are_not_scored_when_none_can_enter() -> None:
     """A rare word's few matches answer alone once a common word's ceiling is below them."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
         conn = sqlite3.connect(":memory:", isolation_level=None)
         migrate(conn)
         _skewed(conn, "fact", [(n % 20 == 0, 0, n / 10) for n in range(400)], 800)
@@ -990,7 +980,7 @@ def test_a_row_with_only_the_common_word_still_wins_when_its_bm25_can() -> None:
     """The ceiling on rows without a rare word is tight enough to matter: a recent row that
     says the common word fifty times beats two old rows with the rare one."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(recall, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
         conn = sqlite3.connect(":memory:", isolation_level=None)
         migrate(conn)
         rows = [
@@ -1040,6 +1030,46 @@ def test_lists_read_only_as_deep_as_fusion_reaches_give_the_same_answer(
     expected = fuse(every, limit, periods(q))
     found = search(conn, query, HALF_LIFE, NOW_JD)
     assert [(i.type, i.id, i.score) for i in found] == [(i.type, i.id, i.score) for i in expected]
+    conn.close()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(list(_INSERT)),
+            st.lists(st.sampled_from((*WORDS, "report", "report")), min_size=1, max_size=6),
+            st.sampled_from(["a", "a", "b"]),
+            st.floats(0, 120),  # decays from 1 to near the floor: recency decides between rows
+        ),
+        min_size=150,  # enough matches per type that the lists are read in several lookups
+        max_size=400,
+    ),
+    words=st.lists(st.sampled_from((*WORDS, "report")), min_size=1, max_size=3),
+    candidates=st.integers(4, 100),  # the configured max_limit: 100 by default
+    budget=st.integers(20, 1500),
+)
+def test_the_context_block_is_the_one_packed_from_ranking_every_match(
+    rows: list[tuple[Any, list[str], str, float]], words: list[str], candidates: int, budget: int
+) -> None:
+    """Context reads each type's best matches with every shortcut (lists read best first until
+    nothing left can enter, rows holding only a common word skipped); its candidates and its
+    block are those of scoring every match of the scope in one statement."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    for n, (table, text, scope, days) in enumerate(rows):
+        conn.execute(_INSERT[table], {"text": " ".join(text), "norm": f"{n}", "scope": scope,
+                                      "at": stamp(days)})  # fmt: skip
+    query = SearchQuery(q=" ".join(words), scope="a", limit=candidates)
+    answers = []
+    for streamed_from in (0, len(rows) + 1):  # every table streamed; every table scored at once
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(fulltext, "STREAMED_MIN_ROWS", streamed_from)
+            patch.setattr(fulltext, "FIRST_CANDIDATES", 2)  # many lookups, each a chance to stop
+            found = search(conn, query, HALF_LIFE, NOW_JD)
+        block = pack(by_coverage(found, query.q), budget)  # as Recall.context packs them
+        answers.append(([(i.type, i.id, i.score) for i in found], block))
+    assert answers[0] == answers[1]
     conn.close()
 
 
