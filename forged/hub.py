@@ -281,6 +281,11 @@ class Hub:
         """How far the slowest observer lags behind the log."""
         return max((s.backlog for s in self.statuses()), default=0)
 
+    def change(self) -> trio.Event:
+        """The event the next change of any observer's state or progress sets: taken before a
+        check that awaits, it also catches a change made while the check ran."""
+        return self._changed
+
     async def changed(self) -> None:
         """Return at the next change of any observer's state or progress."""
         await self._changed.wait()

@@ -8,7 +8,7 @@ import signal
 import socket
 import struct
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,16 @@ async def running_daemon(config: Config) -> AsyncIterator[Running]:
         running: Running = await nursery.start(run_daemon, config)
         yield running
         nursery.cancel_scope.cancel()
+
+
+async def until(hub: Hub, holds: Callable[[], Awaitable[bool]]) -> None:
+    """Return once `holds()` is true, checked again at each change of the hub; for a check that
+    awaits (reads the store, asks the daemon), during which the last change may happen."""
+    while True:
+        change = hub.change()
+        if await holds():
+            return
+        await change.wait()
 
 
 async def wait_for_watermark(

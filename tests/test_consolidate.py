@@ -39,6 +39,7 @@ from tests.daemons import (
     DaemonProcess,
     running_daemon,
     socket_client,
+    until,
     wait_for_watermark,
     write_config,
 )
@@ -86,6 +87,11 @@ async def _distilled(client: httpx.AsyncClient, scope: str = SCOPE) -> None:
 async def _facts(client: httpx.AsyncClient, history: bool = False) -> dict[str, dict[str, Any]]:
     params = {"scope": SCOPE, **({"history": "true"} if history else {})}
     return {f["text"]: f for f in (await client.get("/v1/facts", params=params)).json()["facts"]}
+
+
+async def _current(client: httpx.AsyncClient) -> bool:
+    """Whether the scope's current facts are those of the conversation's end."""
+    return set(await _facts(client)) == CURRENT
 
 
 async def test_consolidation_keeps_the_current_state_and_the_history(
@@ -243,8 +249,7 @@ async def test_a_scope_that_gains_facts_is_consolidated_on_its_own(
     async with running_daemon(config) as api, socket_client(config.server.socket) as client:
         await _distilled(client)
         with trio.fail_after(10):
-            while set(await _facts(client)) != CURRENT:
-                await api.hub.changed()
+            await until(api.hub, lambda: _current(client))
         assert (await client.post("/v1/consolidate")).json() == {"runs": []}  # none is due
 
 
@@ -549,8 +554,7 @@ async def test_an_outage_is_waited_out_without_using_up_the_attempts(
         with trio.fail_after(20):
             await fake_llm.wait_until(lambda llm: _consolidation_calls(llm) > 4)  # > max_attempts
             fake_llm.poison = None
-            while set(await _facts(client)) != CURRENT:
-                await api.hub.changed()
+            await until(api.hub, lambda: _current(client))
 
 
 async def test_an_answer_that_never_validates_leaves_the_facts_as_they_are(

@@ -15,7 +15,7 @@ from forged.errors import ConfigError
 from forged.llm import make_distiller
 from forged.plugins import check_observers, load_consolidator, load_observers
 from forged.store import Store
-from tests.daemons import running_daemon, socket_client, write_config
+from tests.daemons import running_daemon, socket_client, until, write_config
 from tests.fakellm import FakeLLM
 from tests.observers import Configured, Quitter
 from tests.stub_consolidator import SamePrefix
@@ -210,8 +210,11 @@ async def test_the_store_view_reads_what_was_pushed(short_tmp: Path, fake_llm: F
             context = Configured.last
             assert context is not None
             assert [i.seq for i in await context.store.read_log(0, 10)] == [1, 2]
-            while min([await context.store.watermark(o) for o in ("cfg", "distill")]) < 2:
-                await api.hub.changed()
+
+            async def both_read_all() -> bool:
+                return min([await context.store.watermark(o) for o in ("cfg", "distill")]) >= 2
+
+            await until(api.hub, both_read_all)
             facts = (await context.store.facts()).facts
             assert facts and "hello" in facts[0].text  # what distill wrote, read back
 
