@@ -66,7 +66,7 @@ NOTES = """\
   the full-text indexes are built once after the load; the store is kept in the cache directory
   (`--recall-million` adds a store of 1,000,000 facts and 1,000,000 interactions). {queries}
   two-word queries per endpoint, one scope each, one at a time over keep-alive, after {warm}
-  warm-up queries. The baseline is a bare FTS5 `MATCH 'a OR b' ORDER BY rank LIMIT 10` with the
+  warm-up queries and after the store's file was read once (both sides run from the page cache). The baseline is a bare FTS5 `MATCH 'a OR b' ORDER BY rank LIMIT 10` with the
   same words over a plain full-text table of every text in the store (no scope, no recency), in
   the benchmark's process. The overlap is the mean share of each type's top ten (facts,
   summaries, turns) that ranking every match of the scope in full also has.
