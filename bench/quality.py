@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import statistics
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,6 +61,7 @@ class Conversation:
     scope: str
     interactions: list[dict[str, Any]] = field(default_factory=list)
     gold: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    evidence: dict[str, set[str]] = field(default_factory=dict)  # gold fact -> its turns' days
     questions: list[Question] = field(default_factory=list)
 
 
@@ -81,10 +83,12 @@ def _conversation(sample: dict[str, Any], first_sessions: int | None = None) -> 
     sessions = sorted((k for k in talk if re.fullmatch(r"session_\d+", k) and talk[k]),
                       key=lambda k: int(k.split("_")[1]))[:first_sessions]  # fmt: skip
     texts: dict[str, str] = {}
+    days: dict[str, str] = {}
     for key in sessions:
         timestamp = _session_time(talk[f"{key}_date_time"])
         for turn in talk[key]:
             texts[turn["dia_id"]] = _turn_text(turn)
+            days[turn["dia_id"]] = timestamp[:10]
             conv.interactions.append({
                 "id": f"{conv.sample_id}:{turn['dia_id']}", "scope": conv.scope, "session": key,
                 "timestamp": timestamp,
@@ -97,6 +101,7 @@ def _conversation(sample: dict[str, Any], first_sessions: int | None = None) -> 
                     if dia_id in texts:
                         found = conv.gold.setdefault(gold_key(texts[dia_id]), [])
                         found.append({"kind": GOLD_KIND, "text": text})
+                        conv.evidence.setdefault(text, set()).add(days[dia_id])
                         break  # an observation citing several turns is distilled once
     conv.questions = [
         Question(q["category"], q["question"], str(q["answer"]))
@@ -210,6 +215,17 @@ async def _fake_blocks(convs: list[Conversation], distiller: str, work: Path) ->
     async with fake_llm(default=BEHAVIOUR[distiller]) as llm:
         llm.gold = {k: v for c in convs for k, v in c.gold.items()}
         return await ask(convs, llm.base_url, work / distiller)
+
+
+def dated_right(convs: list[Conversation], work: Path) -> tuple[int, int]:
+    """Of the gold facts the daemon in `work` stored, how many, and how many of those are
+    dated on one day, the day of a turn LoCoMo gives as the fact's evidence."""
+    evidence = {text: days for c in convs for text, days in c.evidence.items()}
+    with closing(sqlite3.connect(work / "forged.db")) as db:
+        spans = db.execute("SELECT text, first_at, last_at FROM facts").fetchall()
+    known = [(evidence[text], first[:10], last[:10]) for text, first, last in spans
+             if text in evidence]  # fmt: skip
+    return len(known), sum(first == last and first in days for days, first, last in known)
 
 
 Results = dict[tuple[str, str], list[Score]]  # (distiller, method) -> one score per question

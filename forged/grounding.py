@@ -18,6 +18,7 @@ MIN_CHARS = 12  # shorter texts ("ok", "34", "yes it is") are not memory
 MIN_LINE_COVERAGE = 0.34  # share of a fact's content words one source line must hold: a third
 MIN_COVERAGE = 0.5  # share of a summary's content words that the sources must hold
 MAX_SOURCE_LINES = 3  # a fact cites the interactions of at most this many lines
+NEAR_TURNS = 2  # and of lines at most this many interactions from its best line
 YEAR_SLACK = 1  # a date may lie this many years from the sources' dates ("last year")
 STEM_CHARS = 6  # stems are cut to this many letters: counseling, counselor -> counse
 # Words too common to tell one text from another; not content words.
@@ -204,8 +205,13 @@ def claim(text: str) -> Claim:
     return out
 
 
-def _best_lines(words: set[str], lines: list[Line], most: int) -> tuple[list[Line], int]:
-    """Up to `most` lines, greedily, that hold the most of `words`, and how many they hold."""
+def _best_lines(
+    words: set[str], lines: list[Line], most: int, near: int | None = None
+) -> tuple[list[Line], int]:
+    """Up to `most` lines, greedily, that hold the most of `words`, and how many they hold;
+    with `near`, the lines after the first from interactions at most that many seqs from it
+    (a fact is dated by what it cites: a name it shares with a turn of another day is no
+    reason to date it then)."""
     chosen: list[Line] = []
     wanted = set(words)
     while wanted and len(chosen) < most:
@@ -214,6 +220,8 @@ def _best_lines(words: set[str], lines: list[Line], most: int) -> tuple[list[Lin
             break
         chosen.append(best)
         wanted -= best.terms
+        if near is not None:
+            lines = [line for line in lines if abs(line.seq - chosen[0].seq) <= near]
     return chosen, len(words) - len(wanted)
 
 
@@ -249,7 +257,7 @@ def check(text: str, sources: Sources, *, summary: bool = False) -> Verdict:
     else:
         _, found = _best_lines(asserted.words, sources.lines, 1)
         share = found / max(len(asserted.words), 1)
-        lines, _ = _best_lines(cited, sources.lines, MAX_SOURCE_LINES)
+        lines, _ = _best_lines(cited, sources.lines, MAX_SOURCE_LINES, NEAR_TURNS)
         needed = MIN_LINE_COVERAGE
     if asserted.words and share < needed:
         return Verdict([], f"{share:.0%} of its content words in the sources")

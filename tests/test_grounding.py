@@ -92,3 +92,16 @@ def test_a_year_like_number_ties_a_fact_to_the_line_that_says_it() -> None:
         said = f"Recorded: user: Turn push-{seq}: shall we keep PostgreSQL here?"
         assert check(said, sources).sources == [seq]
     assert check("In 2023 the user kept PostgreSQL here.", sources).sources == [1899]
+
+
+def test_a_fact_cites_the_turns_around_its_best_line_not_a_far_one() -> None:
+    """A word the best line lacks (a name said in many turns) is found in the next turns, not
+    in a turn of another day that happens to come first: the fact is dated by its own day."""
+    sources = Sources.of(
+        [
+            (1, "2023-05-01T10:00:00Z", "Caroline: Melanie, how are the kids?"),
+            (7, "2023-05-20T10:00:00Z", "Melanie: I painted a lake sunrise last year."),
+            (8, "2023-05-20T10:01:00Z", "Caroline: That's lovely!"),
+        ]
+    )
+    assert check("Melanie showed Caroline a lake sunrise she painted.", sources).sources == [7, 8]
