@@ -72,6 +72,7 @@ def test_environment_overrides_the_distiller() -> None:
             "f.toml: distiller: base_url must be an http:// or https:// URL, got 'localhost:8080'",
         ),
         ("[server]\nallowed_uids = [-1]", "f.toml: server.allowed_uids[0]: expected `int` >= 0"),
+        ("[bundled]\nthreads = -2", "f.toml: bundled.threads: expected `int` >= 0"),
         (
             "[server]\nmax_receiving_bytes = 1024",
             "f.toml: server: max_receiving_bytes (1024) must be at least max_body_bytes (16777216)",
