@@ -26,8 +26,9 @@ READY_TIMEOUT = 30.0  # seconds a daemon subprocess may take to send READY=1
 STATUS_POLL = 0.01  # seconds between status reads of a daemon in another process
 FAST_BACKOFF = {"backoff_initial": 0.02, "backoff_max": 0.1}  # retries in tests: quick, not zero
 # Threads of a bundled model a test starts: the cores shared among the xdist workers, each of
-# which may run one at once. Two models with a thread per core on 2 cores took 54 and 68 s
-# where one alone took 28 s: llama.cpp's threads spin while they wait for each other.
+# which may run one at once. llama.cpp's threads spin while they wait for each other: the two
+# end-to-end tests at once on 2 cores took 24 to 89 s with a thread per core each, 8 to 11 s
+# with one each.
 MODEL_THREADS = max(1, usable_cores() // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
