@@ -98,9 +98,15 @@ def _free_port(host: str) -> int:
         return port
 
 
-def _command(model: Path, host: str, port: int, n_ctx: int) -> list[str]:
-    """The child's argv: the model's ChatML template, every core, quiet logs."""
-    threads = str(os.cpu_count() or 1)  # the server's default is half the cores
+def usable_cores() -> int:
+    """The cores this process may run on (taskset, systemd's CPUAffinity=): the model's threads
+    unless configured, where llama.cpp's server would take half of them."""
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere every core counts
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
+
+
+def _command(model: Path, host: str, port: int, n_ctx: int, threads: int) -> list[str]:
+    """The child's argv: the model's ChatML template, `threads` threads, quiet logs."""
     return [
         sys.executable, "-m", "llama_cpp.server",
         "--model", str(model),
@@ -110,8 +116,8 @@ def _command(model: Path, host: str, port: int, n_ctx: int) -> list[str]:
         "--port", str(port),
         "--n_ctx", str(n_ctx),
         "--n_batch", str(N_BATCH),
-        "--n_threads", threads,
-        "--n_threads_batch", threads,
+        "--n_threads", str(threads),
+        "--n_threads_batch", str(threads),
         "--logits_all", "False",  # default True keeps n_ctx x 262k-vocab floats: GBs, and slow
         "--verbose", "False",
     ]  # fmt: skip
@@ -187,13 +193,14 @@ async def serve_bundled_llm(
     host: str = "127.0.0.1",
     port: int = 0,
     n_ctx: int = DEFAULT_N_CTX,
+    threads: int = 0,
     start_timeout: float = START_TIMEOUT_S,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run the bundled model behind an OpenAI-compatible server until cancelled.
 
-    The base URL
-    (``http://host:port/v1``) is reported through task_status once the server answers.
+    The base URL (``http://host:port/v1``) is reported through task_status once the server
+    answers. It computes on `threads` CPU threads (0: one per usable core).
     Raises BundledLLMError if the server cannot start; one that dies later is started again on
     the same port (meanwhile the distiller sees it down and waits). On cancellation the child is
     terminated and reaped before this returns, so it never outlives the caller.
@@ -202,12 +209,13 @@ async def serve_bundled_llm(
     model = model_path()
     port = port or _free_port(host)
     base_url = f"http://{host}:{port}/v1"
-    log.info("bundled_llm_starting", model=model.name, url=base_url, n_ctx=n_ctx)
+    threads = threads or usable_cores()
+    log.info("bundled_llm_starting", model=model.name, url=base_url, n_ctx=n_ctx, threads=threads)
     status = task_status
     backoff = Backoff(RESTART_DELAY_S, RESTART_MAX_S)
     while True:
         ready, reason = await _run_once(
-            _command(model, host, port, n_ctx), base_url, start_timeout, status
+            _command(model, host, port, n_ctx, threads), base_url, start_timeout, status
         )
         if status is task_status and not ready:
             raise BundledLLMError(reason)

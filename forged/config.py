@@ -135,6 +135,13 @@ class ConsolidateConfig(_Section, frozen=True):
     related_facts_tokens: Annotated[int, msgspec.Meta(ge=0)] = 400
 
 
+class BundledConfig(_Section, frozen=True):
+    """`[bundled]`: the local model server `forged serve --bundled-llm` starts."""
+
+    # CPU threads it computes on; 0: one per core forged may run on (its CPU affinity)
+    threads: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
 class RecallConfig(_Section, frozen=True):
     half_life_days: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     default_limit: Positive = 10
@@ -154,6 +161,7 @@ class Config(_Section, frozen=True):
     distiller: DistillerConfig = DistillerConfig()
     distill: DistillConfig = DistillConfig()
     consolidate: ConsolidateConfig = ConsolidateConfig()
+    bundled: BundledConfig = BundledConfig()
     observers: dict[str, dict[str, Any]] = {}  # [observers.NAME]: `class` and its settings
     recall: RecallConfig = RecallConfig()
     log: LogConfig = LogConfig()

@@ -9,6 +9,7 @@ import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import suppress
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple, cast
 
@@ -267,7 +268,9 @@ async def run_daemon(
                             serve_bundled_llm,
                         )
 
-                        url = await nursery.start(serve_bundled_llm)
+                        url = await nursery.start(
+                            partial(serve_bundled_llm, threads=config.bundled.threads)
+                        )
                         config = _with_llm(config, url, REQUEST_EXTRA, STYLE, STRUCTURED_OUTPUT)
                     distiller = (
                         make_distiller(config.distiller, store) if config.distill.enabled else None

@@ -7,6 +7,7 @@ import inspect
 import re
 import ssl
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, cast
 
@@ -129,6 +130,15 @@ def _tls() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+def _verify(base_url: str) -> ssl.SSLContext | bool:
+    """What checks the server's certificate: the store for an https:// server, or when a proxy
+    from the environment may carry the requests (itself perhaps https://); plain HTTP to the
+    server (a local model, the bundled one) has no certificate to check, so none is loaded."""
+    if base_url.startswith("https://") or urllib.request.getproxies():
+        return _tls()
+    return False
+
+
 class OpenAIDistiller:
     """A client of an OpenAI-compatible server (llama-server, Ollama, vLLM, OpenAI)."""
 
@@ -154,7 +164,7 @@ class OpenAIDistiller:
             timeout=httpx.Timeout(config.timeout, connect=CONNECT_TIMEOUT),
             limits=httpx.Limits(max_connections=4, max_keepalive_connections=2),
             transport=transport,
-            verify=_tls(),
+            verify=_verify(config.base_url),
         )
 
     async def aclose(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -37,7 +38,20 @@ def _temporary_files_in_ram() -> None:
         tempfile.tempdir = str(RAM_DISK)  # pytest's tmp_path too: it asks tempfile
 
 
+def _cache_of_this_run() -> None:
+    """The daemons' cache (the scrubber's compiled prefilter) in a temporary directory of this
+    run, removed at its end: the tests write nothing in the user's cache. The run's first
+    process compiles the prefilter into it once; xdist's workers, which it starts, and every
+    daemon they start inherit the variable and read it back."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        return  # the process that started this worker chose the directory
+    os.environ.pop("CACHE_DIRECTORY", None)  # a service manager's, which would come first
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="fgcache")
+    atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], ignore_errors=True)
+
+
 _temporary_files_in_ram()
+_cache_of_this_run()
 register_profiles()  # before the hypothesis plugin loads the one `--hypothesis-profile` names
 scrub.prepare(cache_directory(os.environ))  # as `forged serve` does, not in a test's first push
 

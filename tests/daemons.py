@@ -17,6 +17,7 @@ import httpx
 import msgspec
 import trio
 
+from forged.bundled import usable_cores
 from forged.config import Config, load_config, render_toml
 from forged.daemon import Running, run_daemon
 from forged.hub import Hub
@@ -24,6 +25,11 @@ from forged.hub import Hub
 READY_TIMEOUT = 30.0  # seconds a daemon subprocess may take to send READY=1
 STATUS_POLL = 0.01  # seconds between status reads of a daemon in another process
 FAST_BACKOFF = {"backoff_initial": 0.02, "backoff_max": 0.1}  # retries in tests: quick, not zero
+# Threads of a bundled model a test starts: the cores shared among the xdist workers, each of
+# which may run one at once. llama.cpp's threads spin while they wait for each other: the two
+# end-to-end tests at once on 2 cores took 24 to 89 s with a thread per core each, 8 to 11 s
+# with one each.
+MODEL_THREADS = max(1, usable_cores() // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
 STORE_URL: str | None = None  # the PostgreSQL database of the test running on that backend
@@ -40,6 +46,7 @@ def write_config(directory: Path, llm_url: str, **sections: dict[str, Any]) -> P
         "store": {"path": str(directory / "forged.db"), **store},
         "distiller": {"base_url": llm_url},
         "distill": {**FAST_BACKOFF},
+        "bundled": {"threads": MODEL_THREADS},
         "log": {"format": "json"},
     }
     for name, keys in sections.items():

@@ -7,13 +7,16 @@ import os
 import signal
 import sys
 from contextlib import suppress
+from functools import partial
+from pathlib import Path
 
 import httpx
 import pytest
 import trio
 from structlog.testing import capture_logs
 
-from forged.bundled import BundledLLMError, model_path, serve_bundled_llm
+from forged.bundled import BundledLLMError, model_path, serve_bundled_llm, usable_cores
+from tests.daemons import MODEL_THREADS
 
 # Spawn, model load, one short grammar-constrained answer and shutdown: ~5 s on an idle 2-core
 # box, many times that when the box is busy.
@@ -24,6 +27,8 @@ COLOR_SCHEMA = {
     "properties": {"color": {"type": "string"}},
     "required": ["color"],
 }
+# The server as the tests' daemons start it: on their share of the cores (tests/daemons.py).
+SERVER = partial(serve_bundled_llm, threads=MODEL_THREADS)
 
 
 def _alive(pid: int) -> bool:
@@ -33,6 +38,14 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def _threads_of(pid: int) -> list[str]:
+    """The values of the thread options of process `pid`'s command line."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    return [
+        argv[i + 1] for i, arg in enumerate(argv) if arg in ("--n_threads", "--n_threads_batch")
+    ]
 
 
 def _child_pids() -> set[int]:
@@ -63,6 +76,18 @@ def test_model_path_without_the_extra_names_the_install_command(
         model_path()
 
 
+def test_the_model_gets_a_thread_per_core_forged_may_run_on() -> None:
+    """Confined to one core (taskset, systemd's CPUAffinity=), the model computes on one thread,
+    not on as many as the machine has cores."""
+    allowed = os.sched_getaffinity(0)  # of this thread, which the test confines and restores
+    os.sched_setaffinity(0, {min(allowed)})
+    try:
+        assert usable_cores() == 1
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert usable_cores() == len(allowed)
+
+
 @pytest.mark.model
 def test_model_path_is_an_existing_gguf_file() -> None:
     """model_path() returns a GGUF file that exists."""
@@ -75,13 +100,15 @@ def test_model_path_is_an_existing_gguf_file() -> None:
 
 @pytest.mark.model
 async def test_serves_json_completions_and_reaps_its_child() -> None:
-    """The server answers a json_object request, and cancelling it leaves no child behind."""
+    """The server computes on the threads asked for and answers a json_object request;
+    cancelling it leaves no child behind."""
     before = _child_pids()
     with trio.fail_after(TEST_TIMEOUT_S):
         async with trio.open_nursery() as nursery:
-            base_url = await nursery.start(serve_bundled_llm)
+            base_url = await nursery.start(SERVER)
             spawned = _child_pids() - before
             assert len(spawned) == 1
+            assert _threads_of(*spawned) == [str(MODEL_THREADS)] * 2
             async with httpx.AsyncClient(timeout=TEST_TIMEOUT_S) as client:
                 response = await client.post(
                     f"{base_url}/chat/completions",
@@ -106,7 +133,7 @@ async def test_a_server_that_dies_is_started_again_on_the_same_port() -> None:
     before = _child_pids()
     with trio.fail_after(TEST_TIMEOUT_S):
         async with trio.open_nursery() as nursery, httpx.AsyncClient(timeout=5) as client:
-            base_url = await nursery.start(serve_bundled_llm)
+            base_url = await nursery.start(SERVER)
             (first,) = _child_pids() - before
             os.kill(first, signal.SIGKILL)
             while True:  # the server is another process: re-ask until a new one answers
@@ -128,7 +155,7 @@ async def test_the_server_has_a_session_of_its_own_and_stops_on_sigterm() -> Non
     before = _child_pids()
     with trio.fail_after(TEST_TIMEOUT_S), capture_logs() as logs:
         async with trio.open_nursery() as nursery:
-            await nursery.start(serve_bundled_llm)
+            await nursery.start(SERVER)
             (pid,) = _child_pids() - before
             assert os.getsid(pid) == pid != os.getsid(0)  # leads a session: not our terminal's
             nursery.cancel_scope.cancel()

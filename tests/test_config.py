@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from forged import scrub
 from forged.config import Config, cache_directory, load_config, parse_config, render_toml
 from forged.errors import ConfigError
 from tests.postgres import Server
@@ -69,6 +72,7 @@ def test_environment_overrides_the_distiller() -> None:
             "f.toml: distiller: base_url must be an http:// or https:// URL, got 'localhost:8080'",
         ),
         ("[server]\nallowed_uids = [-1]", "f.toml: server.allowed_uids[0]: expected `int` >= 0"),
+        ("[bundled]\nthreads = -2", "f.toml: bundled.threads: expected `int` >= 0"),
         (
             "[server]\nmax_receiving_bytes = 1024",
             "f.toml: server: max_receiving_bytes (1024) must be at least max_body_bytes (16777216)",
@@ -309,3 +313,12 @@ def test_cache_directory_is_systemds_else_xdgs() -> None:
     ) == Path("/var/cache/forged")
     assert cache_directory({"XDG_CACHE_HOME": "/c"}) == Path("/c/forged")
     assert cache_directory({"XDG_CACHE_HOME": ""}) == cache_directory({}) == home
+
+
+def test_the_tests_cache_is_a_temporary_directory_of_their_own() -> None:
+    """The suite's daemons share one compiled prefilter, never in the user's cache
+    (tests/conftest.py): the directory their environment names is a temporary one."""
+    cache = cache_directory(os.environ)
+    assert cache.is_relative_to(tempfile.gettempdir())
+    if scrub.prepare().engine.name == "hyperscan":
+        assert list(cache.glob("prefilter-*.hsdb"))  # compiled once, before the first test

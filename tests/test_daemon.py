@@ -241,6 +241,8 @@ async def test_socket_activation_serves_on_the_passed_socket(
         "--fdname=api",
         "-E",
         "NOTIFY_SOCKET",
+        "-E",
+        "XDG_CACHE_HOME",  # the test run's cache (tests/conftest.py): it passes no others
     ]
     async with DaemonProcess(config_path, short_tmp) as daemon:
         with trio.fail_after(TIMEOUT):

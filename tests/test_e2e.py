@@ -21,7 +21,13 @@ import trio
 from bench.currentstate import SCOPE
 from bench.currentstate import interactions as state_changes
 from forged.models import FACT_KINDS
-from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.daemons import (
+    MODEL_THREADS,
+    DaemonProcess,
+    socket_client,
+    wait_for_watermark,
+    write_config,
+)
 from tests.data import rows
 
 pytestmark = [pytest.mark.model, pytest.mark.integration]
@@ -95,6 +101,7 @@ async def test_a_conversation_becomes_memory_with_the_bundled_model(sqlite_dir: 
                 status = await wait_for_watermark(client, len(pushed))
         finally:
             assert await daemon.stop() == 0
+    assert daemon.events("bundled_llm_starting")[0]["threads"] == MODEL_THREADS  # [bundled]
     db = daemon.config.store.path
     (distill,) = status["observers"]
     assert distill["watermark"] == len(pushed) and distill["backlog"] == 0

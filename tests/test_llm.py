@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
+from forged import llm
 from forged.bundled import STRUCTURED_OUTPUT, STYLE
 from forged.config import Config, DistillerConfig
 from forged.daemon import _with_llm
@@ -243,6 +246,35 @@ async def test_a_full_prompt_is_not_warned_about(
     with trio.fail_after(TIMEOUT), capture_logs() as logs:
         await client.distill(TRANSCRIPT)
     assert [e for e in logs if e["event"] == "llm_prompt_truncated"] == []
+
+
+@pytest.mark.parametrize(
+    ("base_url", "proxy", "loads"),
+    [
+        ("http://127.0.0.1:11434/v1", "", False),  # plain HTTP: no certificate to check
+        ("https://llm.example/v1", "", True),
+        ("http://127.0.0.1:11434/v1", "https://proxy.example:3128", True),  # TLS to the proxy
+    ],
+)
+async def test_the_certificate_store_is_loaded_only_when_tls_may_be_used(
+    monkeypatch: pytest.MonkeyPatch, base_url: str, proxy: str, loads: bool
+) -> None:
+    """Loading it costs 0.1-0.2 s of a daemon's start; an https:// server still gets it."""
+    for name in [n for n in os.environ if n.lower().endswith("_proxy")]:
+        monkeypatch.delenv(name)
+    if proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+    loaded: list[ssl.SSLContext] = []
+    tls = llm._tls
+
+    def loading() -> ssl.SSLContext:
+        loaded.append(tls())
+        return loaded[-1]
+
+    monkeypatch.setattr(llm, "_tls", loading)
+    distiller = OpenAIDistiller(DistillerConfig(base_url=base_url))
+    await distiller.aclose()
+    assert len(loaded) == int(loads)
 
 
 def test_a_bad_distiller_class_is_a_config_error() -> None:
