@@ -373,5 +373,5 @@ class Hub:
                 for row in rows:
                     await send.send(row)
                     feed.sent = row.seq
+                    self._notify_changed()  # each: the next send may block for long
                 cursor = rows[-1].seq
-                self._notify_changed()
