@@ -1,10 +1,15 @@
 """One HTTP/1.1 connection (h11 on a trio stream): each request read whole within its phase's
 deadline and the size limits, its body counted against the budget shared by all connections,
-each response sent in one write; keep-alive until the client leaves or misbehaves."""
+each response sent in one write; keep-alive until the client leaves or misbehaves.
+
+h11 parses request heads and chunked bodies; a body of declared length is read here, and the
+responses, always framed by Content-Length, are written here: a fresh h11 parser per request
+(seeded with the bytes received past the last one) spares its per-event bookkeeping."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Awaitable, Callable
 from typing import Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -41,6 +46,8 @@ class Response(msgspec.Struct, frozen=True):
 
 
 Handler = Callable[[Request], Awaitable[Response]]
+# A target that urlsplit and unquote would keep as it is: no query, escape, fragment or authority.
+_PLAIN_PATH = re.compile(r"/(?!/)[A-Za-z0-9/._~-]*")
 _ERROR = msgspec.json.Encoder()
 
 
@@ -99,14 +106,40 @@ class BodyBudget:
         self.used -= size
 
 
-def _head_size(head: h11.Request) -> int:
+Fields = list[tuple[bytes, bytes]]  # a request's header fields, names in lower case
+
+
+def _head_size(head: h11.Request, fields: Fields) -> int:
     """The size of a request head as sent: request line, header lines, blank line."""
     line = len(head.method) + len(head.target) + len(b"  HTTP/1.1\r\n")
-    return line + sum(len(name) + len(value) + 4 for name, value in head.headers) + 2
+    return line + sum(len(name) + len(value) + 4 for name, value in fields) + 2
 
 
-def _declared_length(head: h11.Request) -> int | None:
-    length = dict(head.headers).get(b"content-length")
+def _keep_alive(head: h11.Request, fields: Fields) -> bool:
+    """Whether the client lets the connection serve another request after this one (as h11)."""
+    if head.http_version < b"1.1":
+        return False
+    tokens = (t.strip().lower() for n, v in fields if n == b"connection" for t in v.split(b","))
+    return b"close" not in tokens
+
+
+def _encoded(response: Response, close: bool, head_only: bool) -> bytes:
+    """The response as sent: status line (no reason phrase, as h11 writes it), headers, body."""
+    lines = [
+        b"HTTP/1.1 %d \r\ncontent-type: %s\r\ncontent-length: %d\r\n"
+        % (response.status, response.content_type.encode("ascii"), len(response.body))
+    ]
+    lines += [b"%s: %s\r\n" % (n.encode("ascii"), v.encode("ascii")) for n, v in response.headers]
+    if close:
+        lines.append(b"connection: close\r\n")
+    lines.append(b"\r\n")
+    if not head_only:
+        lines.append(response.body)
+    return b"".join(lines)
+
+
+def _declared_length(fields: Fields) -> int | None:
+    length = dict(fields).get(b"content-length")
     return int(length) if length is not None and length.isdigit() else None
 
 
@@ -122,12 +155,29 @@ class Connection:
         self.in_flight = in_flight
         self.budget = budget
         self.reserved = 0  # bytes of the budget held by the current request's body
-        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
+        self.conn = self._parser()
         self.phase: Phase = "idle"
         self.head_only = False  # the current request is HEAD: answer with headers alone
+        self.fields: Fields = []  # the current request's header fields (h11's are slow to iterate)
+        self.keep_alive = True  # the current request lets another follow on this connection
+        self.responded = False  # the current request has had its response
+        self.rest = b"", False  # bytes received past the current request; whether the client closed
         # The connection's one deadline, moved at each phase of a request rather than a scope
         # per phase (each costs a scope's entry and exit); eviction cancels it too.
         self.scope = trio.CancelScope()
+
+    def _parser(self) -> h11.Connection:
+        return h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_header_bytes)
+
+    def _next_cycle(self) -> None:
+        """A fresh parser for the next request, holding the bytes already received past this one."""
+        data, closed = self.rest
+        self.conn = self._parser()
+        if data:
+            self.conn.receive_data(data)
+        if closed:
+            self.conn.receive_data(b"")  # h11's word for "the client closed its side"
+        self.responded = False
 
     @property
     def idle(self) -> bool:
@@ -144,28 +194,35 @@ class Connection:
         self.phase = phase
         self.scope.deadline = trio.current_time() + seconds
 
-    async def _next_event(self) -> h11.Event | type[h11.PAUSED] | type[h11.NEED_DATA]:
+    async def _next_event(
+        self, phase: Phase, seconds: float
+    ) -> h11.Event | type[h11.PAUSED] | type[h11.NEED_DATA]:
+        """The next event; if more bytes must arrive first, `phase` starts (once) to bound them:
+        a request that arrived whole in one read moves no deadline."""
         while True:
             event = self.conn.next_event()
             if event is not h11.NEED_DATA:
                 return event
+            if self.phase != phase:
+                self._enter(phase, seconds)
             data = await self.stream.receive_some(RECEIVE_SIZE)
             self.conn.receive_data(data)
 
     async def _read_head(self) -> h11.Request | None:
         """Wait up to `idle_timeout` for a request to start, then `header_timeout` for its head."""
         self._enter("idle", self.limits.idle_timeout)
-        event = self.conn.next_event()
+        event = self.conn.next_event() if any(self.rest) else h11.NEED_DATA  # else nothing to parse
         if event is h11.NEED_DATA:
             self.conn.receive_data(await self.stream.receive_some(RECEIVE_SIZE))
-            self._enter("head", self.limits.header_timeout)
-            event = await self._next_event()
-        if isinstance(event, h11.Request) and _head_size(event) > self.limits.max_header_bytes:
-            # h11 caps only a head still incomplete; one that arrived whole in a read is checked here
-            raise h11.RemoteProtocolError("the request head is too large", error_status_hint=431)
+            event = await self._next_event("head", self.limits.header_timeout)
         if not isinstance(event, h11.Request):
             return None
+        self.fields = list(event.headers)
+        if _head_size(event, self.fields) > self.limits.max_header_bytes:
+            # h11 caps only a head still incomplete; one that arrived whole in a read is checked here
+            raise h11.RemoteProtocolError("the request head is too large", error_status_hint=431)
         self.head_only = event.method == b"HEAD"
+        self.keep_alive = _keep_alive(event, self.fields)
         return event
 
     def _reserve(self, size: int) -> None:
@@ -178,16 +235,43 @@ class Connection:
         self.budget.give(self.reserved)
         self.reserved = 0
 
-    async def _read_body(self, head: h11.Request) -> bytes:
-        self._enter("body", self.limits.body_timeout)
-        length = _declared_length(head)
+    async def _read_body(self) -> bytes:
+        length = _declared_length(self.fields)
         if length is not None and length > self.limits.max_body_bytes:
             raise _TooLarge
         self._reserve(length or 0)
         if self.conn.they_are_waiting_for_100_continue:
+            self._enter("body", self.limits.body_timeout)
             await self._send(h11.InformationalResponse(status_code=100, headers=[]))
+        if any(name == b"transfer-encoding" for name, _ in self.fields):  # chunked (h11 checked)
+            body = await self._read_chunked()
+            self.rest = self.conn.trailing_data
+            return body
+        return await self._read_sized(length or 0)
+
+    async def _read_sized(self, length: int) -> bytes:
+        """A body of the declared length, taken from what h11 buffered past the head and read on."""
+        data, closed = self.conn.trailing_data
+        if len(data) < length:
+            buffer = bytearray(data)
+            while len(buffer) < length:
+                if closed:  # the message h11 gives for it
+                    raise h11.RemoteProtocolError("peer closed connection without sending complete "
+                                                  f"message body (received {len(buffer)} bytes, "
+                                                  f"expected {length})")  # fmt: skip
+                if self.phase != "body":
+                    self._enter("body", self.limits.body_timeout)
+                received = await self.stream.receive_some(RECEIVE_SIZE)
+                buffer += received
+                closed = not received
+            data = bytes(buffer)
+        self.rest = data[length:], closed
+        return data[:length]
+
+    async def _read_chunked(self) -> bytes:
+        timeout = self.limits.body_timeout
         chunks, size = [], 0
-        while not isinstance(event := await self._next_event(), h11.EndOfMessage):
+        while not isinstance(event := await self._next_event("body", timeout), h11.EndOfMessage):
             if isinstance(event, h11.ConnectionClosed):
                 raise h11.RemoteProtocolError("the client closed the connection mid-body")
             if isinstance(event, h11.Data):
@@ -208,20 +292,13 @@ class Connection:
 
         To HEAD, only the head goes out, with the Content-Length a GET would get.
         """
-        headers = [
-            ("content-type", response.content_type),
-            ("content-length", str(len(response.body))),
-            *response.headers,
-        ]
-        if close:
-            headers.append(("connection", "close"))
-        if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+        if self.responded:
             return
-        head = self.conn.send(h11.Response(status_code=response.status, headers=headers)) or b""
-        body = b"" if self.head_only else self.conn.send(h11.Data(data=response.body)) or b""
-        end = self.conn.send(h11.EndOfMessage()) or b""
+        self.responded = True
+        self.keep_alive = self.keep_alive and not close
+        data = _encoded(response, not self.keep_alive, self.head_only)
         self._enter("respond", self.limits.body_timeout)
-        await self.stream.send_all(head + body + end)  # one write: one wake-up for the client
+        await self.stream.send_all(data)  # one write: one wake-up for the client
 
     async def time_out(self) -> None:
         """Answer 408 to a request whose head or body was too slow to arrive, under a new deadline."""
@@ -239,7 +316,7 @@ class Connection:
             head = await self._read_head()
             if head is None:
                 return None
-            return head, await self._read_body(head)
+            return head, await self._read_body()
         except _TooLarge:
             message = f"the body is larger than {self.limits.max_body_bytes} bytes"
             return error_response(413, "body_too_large", message)
@@ -267,20 +344,24 @@ class Connection:
                     return
                 with self.in_flight:
                     self._enter("handle", math.inf)
-                    await self.respond(await handler(_request(*received)))
+                    await self.respond(await handler(_request(*received, self.fields)))
             finally:
                 self._release()
-            if self.conn.our_state is not h11.DONE or self.conn.their_state is not h11.DONE:
-                return  # closing, or a response that could not be sent
-            self.conn.start_next_cycle()
+            if not self.keep_alive:
+                return
+            self._next_cycle()
 
 
-def _request(head: h11.Request, body: bytes) -> Request:
-    target = urlsplit(head.target.decode("ascii", "replace"))
+def _request(head: h11.Request, body: bytes, fields: Fields) -> Request:
+    target = head.target.decode("ascii", "replace")
+    path, query = target, {}
+    if not _PLAIN_PATH.fullmatch(target):
+        parts = urlsplit(target)
+        path, query = unquote(parts.path), dict(parse_qsl(parts.query, keep_blank_values=True))
     return Request(
         method=head.method.decode("ascii", "replace"),
-        path=unquote(target.path),
-        query=dict(parse_qsl(target.query, keep_blank_values=True)),
-        headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in head.headers},
+        path=path,
+        query=query,
+        headers={k.decode("latin-1"): v.decode("latin-1") for k, v in fields},
         body=body,
     )

@@ -336,7 +336,10 @@ class Ingest:
             else:
                 rows = prepare_all(items, received_at)
             pending = _Pending(rows)
-            await self._send.send(pending)
+            try:  # the queue has room nearly always: no checkpoint, so no extra turn of the loop
+                self._send.send_nowait(pending)
+            except trio.WouldBlock:
+                await self._send.send(pending)
             await pending.done.wait()
         finally:
             self.queued -= len(items)
@@ -352,16 +355,22 @@ class Ingest:
         with 16 clients). Whatever else is queued joins too.
         """
         group = [await self._receive.receive()]
+        self._take_queued(group, expected)
         if len(group) < expected:
             with trio.move_on_after(linger):
                 while len(group) < expected:
                     group.append(await self._receive.receive())
-        while len(group) < GROUP_MAX_REQUESTS:
+                    self._take_queued(group, expected)
+        self._take_queued(group, GROUP_MAX_REQUESTS)
+        return group
+
+    def _take_queued(self, group: list[_Pending], size: int) -> None:
+        """Add what is queued already to the group, up to `size` requests, without waiting."""
+        while len(group) < size:
             try:
                 group.append(self._receive.receive_nowait())
             except trio.WouldBlock:
-                break
-        return group
+                return
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The group committer: take what is queued, commit it in one transaction, wake waiters."""

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from forged.config import ServerConfig
 from forged.httpconn import Request, Response
@@ -19,7 +20,8 @@ TIMEOUT = 10  # seconds any test here may take
 
 
 class _Handler:
-    """Answers BODY; `/boom` raises; `/big` answers `big` bytes; `/hold` waits for `release`."""
+    """Answers BODY; `/boom` raises; `/big` answers `big` bytes; `/hold` waits for `release`;
+    `/echo` answers the request's body."""
 
     def __init__(self) -> None:
         self.big = 0
@@ -31,6 +33,8 @@ class _Handler:
             raise RuntimeError("a bug in a handler")
         if request.path == "/big":
             return Response(200, b"x" * self.big)
+        if request.path == "/echo":
+            return Response(200, request.body)
         if request.path == "/hold":
             self.holding.set()
             await self.release.wait()
@@ -81,6 +85,51 @@ async def test_head_is_answered_with_the_head_of_get_alone(sock_dir: Path) -> No
     assert f"content-length: {len(BODY)}\r\n".encode() in head
     assert head.endswith(b"\r\n\r\n")  # nothing after the head
     assert get.endswith(b"\r\n\r\n" + BODY)
+
+
+async def _answer(stream: trio.SocketStream, data: bytes = b"") -> tuple[bytes, bytes]:
+    """One response's body from the stream (`data`: bytes already read), and the bytes past it."""
+    while b"\r\n\r\n" not in data:
+        data += await stream.receive_some(65536)
+    head, data = data.split(b"\r\n\r\n", 1)
+    length = int(head.split(b"content-length: ")[1].split(b"\r\n")[0])
+    while len(data) < length:
+        data += await stream.receive_some(65536)
+    return data[:length], data[length:]
+
+
+async def test_keep_alive_serves_each_request_with_its_own_body(sock_dir: Path) -> None:
+    """On one connection: a request sent after the last answer, a body arriving in two writes,
+    a request pipelined right behind a body: each answered in turn with its own body."""
+    post = b"POST /echo HTTP/1.1\r\nhost: f\r\ncontent-length: %d\r\n\r\n%s"
+    with trio.fail_after(TIMEOUT):
+        async with _serving(sock_dir) as (path, _):
+            stream = await trio.open_unix_socket(path)
+            async with stream:
+                await stream.send_all(post % (3, b"one"))
+                first, rest = await _answer(stream)
+                await stream.send_all(post % (5, b"tw"))
+                await trio.testing.wait_all_tasks_blocked()  # the server waits for the body
+                await stream.send_all(b"o!!" + post % (5, b"three"))
+                second, rest = await _answer(stream, rest)
+                third, rest = await _answer(stream, rest)
+    assert (first, second, third, rest) == (b"one", b"two!!", b"three", b"")
+
+
+async def test_a_body_cut_short_by_the_client_gets_400(sock_dir: Path) -> None:
+    """A client that stops sending before the declared length is told so, then closed."""
+    with trio.fail_after(TIMEOUT):
+        async with _serving(sock_dir) as (path, _):
+            stream = await trio.open_unix_socket(path)
+            async with stream:
+                await stream.send_all(
+                    b"POST /echo HTTP/1.1\r\nhost: f\r\ncontent-length: 9\r\n\r\nabc"
+                )
+                await stream.send_eof()
+                answer = await _read_all(stream)
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert answer.endswith(b"peer closed connection without sending complete message body "
+                           b"(received 3 bytes, expected 9)\"}}")  # fmt: skip
 
 
 async def test_an_error_in_one_connection_ends_only_that_connection(sock_dir: Path) -> None:
