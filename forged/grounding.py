@@ -220,8 +220,8 @@ def _best_lines(
             break
         chosen.append(best)
         wanted -= best.terms
-        if near is not None:
-            lines = [line for line in lines if abs(line.seq - chosen[0].seq) <= near]
+        if near is not None and len(chosen) == 1:  # the rest come from around the first
+            lines = [line for line in lines if abs(line.seq - best.seq) <= near]
     return chosen, len(words) - len(wanted)
 
 

@@ -244,9 +244,7 @@ class Connection:
             self._enter("body", self.limits.body_timeout)
             await self._send(h11.InformationalResponse(status_code=100, headers=[]))
         if any(name == b"transfer-encoding" for name, _ in self.fields):  # chunked (h11 checked)
-            body = await self._read_chunked()
-            self.rest = self.conn.trailing_data
-            return body
+            return await self._read_chunked()
         return await self._read_sized(length or 0)
 
     async def _read_sized(self, length: int) -> bytes:
@@ -269,6 +267,7 @@ class Connection:
         return data[:length]
 
     async def _read_chunked(self) -> bytes:
+        """A chunked body, as h11 parses it, counted against the limit as it arrives."""
         timeout = self.limits.body_timeout
         chunks, size = [], 0
         while not isinstance(event := await self._next_event("body", timeout), h11.EndOfMessage):
@@ -280,6 +279,7 @@ class Connection:
                     raise _TooLarge
                 self._reserve(size)  # a chunked body, whose size was not declared
                 chunks.append(event.data)
+        self.rest = self.conn.trailing_data  # what follows is the next request's
         return b"".join(chunks)
 
     async def _send(self, event: h11.Event) -> None:
