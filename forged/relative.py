@@ -18,10 +18,11 @@ _NUMBER = "|".join(sorted(NUMBERS, key=len, reverse=True)) + r"|\d{1,2}"
 _WEEKDAY = "|".join(WEEKDAYS)
 _RELATIVE = re.compile(
     r"\b(?:(?P<day>the day before yesterday|yesterday|last night|the day after tomorrow|tomorrow)"
-    rf"|(?<!the )(?P<way>last|next|this) (?P<unit>week|weekend|month|year|{_WEEKDAY})(?! of)"
+    rf"|(?<!the )(?P<way>last|next) (?P<unit>week|weekend|month|year|{_WEEKDAY})(?! of)"
     rf"|(?P<count>{_NUMBER}) (?P<units>day|week|month|year)s? ago)\b(?:['\u2019]s\b)?",
     re.IGNORECASE,
 )
+_HINTS = ("yesterday", "tomorrow", "last ", "next ", " ago")  # one is in every relative time
 _DAYS = {"the day before yesterday": -2, "yesterday": -1, "last night": -1, "tomorrow": 1,
          "the day after tomorrow": 2}  # fmt: skip
 
@@ -32,26 +33,22 @@ def _month(on: date, months: int) -> str:
     return f"{MONTHS[index % 12].capitalize()} {index // 12}"
 
 
-def _weekday(on: date, name: str, way: str) -> date | None:
-    """The named weekday last (before `on`) or next (after it); None for "this Friday"."""
+def _weekday(on: date, name: str, way: str) -> date:
+    """The named weekday last (before `on`) or next (after it)."""
     gap = (on.weekday() - WEEKDAYS.index(name)) % 7 or 7
-    if way == "last":
-        return on - timedelta(days=gap)
-    return on + timedelta(days=7 - gap or 7) if way == "next" else None
+    return on - timedelta(days=gap) if way == "last" else on + timedelta(days=7 - gap or 7)
 
 
-def _along(on: date, way: str, unit: str) -> str | None:
-    """What "last week", "next month", "this weekend", "last Friday" said on `on` means."""
-    step = {"last": -1, "next": 1, "this": 0}[way]
+def _along(on: date, way: str, unit: str) -> str:
+    """What "last week", "next month", "last Friday" said on `on` means."""
+    step = -1 if way == "last" else 1
     if unit in WEEKDAYS:
-        day = _weekday(on, unit, way)
-        return day.isoformat() if day else None
+        return _weekday(on, unit, way).isoformat()
     if unit == "month":
-        return _month(on, step) if step else None
+        return _month(on, step)
     if unit == "year":
-        return str(on.year + step) if step else None
-    side = {-1: "before", 0: "of", 1: "after"}[step]
-    return f"the {unit} {side} {on.isoformat()}"
+        return str(on.year + step)
+    return f"the {unit} {'before' if step < 0 else 'after'} {on.isoformat()}"
 
 
 def _ago(on: date, count: int, unit: str) -> str:
@@ -65,7 +62,7 @@ def _ago(on: date, count: int, unit: str) -> str:
     return str(on.year - count)
 
 
-def _meaning(match: re.Match[str], on: date) -> str | None:
+def _meaning(match: re.Match[str], on: date) -> str:
     said = {k: v.casefold() for k, v in match.groupdict().items() if v}
     if "day" in said:
         return (on + timedelta(days=_DAYS[said["day"]])).isoformat()
@@ -80,11 +77,9 @@ def resolved(text: str, on: date) -> str:
     "yesterday (2023-05-07)", "last month (April 2023)", "last week (the week before
     2023-05-08)"."""
 
-    def note(match: re.Match[str]) -> str:
-        meaning = _meaning(match, on)
-        return f"{match[0]} ({meaning})" if meaning else match[0]
-
-    return _RELATIVE.sub(note, text)
+    if not any(hint in text.casefold() for hint in _HINTS):
+        return text  # most lines: no need to run the pattern
+    return _RELATIVE.sub(lambda m: f"{m[0]} ({_meaning(m, on)})", text)
 
 
 def with_times_resolved(item: MemoryItem) -> MemoryItem:
