@@ -55,13 +55,14 @@ NOTES = """\
   `budget_tokens={budget}`. Answer-word recall is the share of the answer's content words
   (folded, stop words dropped, numbers without leading zeros) found anywhere in the block; a
   full-answer hit is a block holding all of them. Figures are means over questions.
-- **Why the weakest categories are weak**: temporal answers are dates relative to a session
-  ("The week before 9 June 2023"): the block dates every line by its session, but LoCoMo's
-  observations carry no dates, month names are never in an ISO date, and a day number is
-  often found by chance in another line's date; only a distiller that writes absolute dates
-  into its facts can do better there. A question that names a date ("on October 13, 2023",
-  "in June") lifts what is dated then in forged's ranking (README, Recall). Open-domain
-  answers (category 3) are inferences ("Likely no; she wants to be a counselor") whose words
+- **Temporal**: LoCoMo's answers are dates relative to a session ("The week before 9 June
+  2023"), and its observations carry no dates. forged's block dates every line by its session
+  and follows a relative time in a line of one day with the day it meant ("yesterday
+  (2023-06-08)", "last week (the week before 2023-06-09)"; README, Recall); the baselines show
+  each turn as it was said, dated the same way. A question that names a date ("on October 13,
+  2023", "in June") lifts what is dated then in forged's ranking. Month names are in no ISO
+  date, and a day number is often found by chance in another line's date.
+- **Open-domain** answers (category 3) are inferences ("Likely no; she wants to be a counselor") whose words
   are seldom said in the conversation or written in an observation: what a block holds of
   them is mostly a word said by chance in a loosely related turn ("like", "healthy"). BM25's
   block is about nine turns, forged's (gold) about four facts and six turns, so BM25 catches

@@ -28,6 +28,7 @@ from forged.models import (
 )
 from forged.packing import pack
 from forged.query import SearchQuery, julian_now, kind_type
+from forged.relative import with_times_resolved
 from forged.tokens import estimate_tokens
 from forged.when import periods
 
@@ -93,9 +94,11 @@ class Recall:
         return await self.store.read(self._search, query, self.config.half_life_days)
 
     async def context(self, query: SearchQuery, budget_tokens: int) -> ContextAnswer:
-        """The best candidates (up to `max_limit`) packed into the budget."""
+        """The best candidates (up to `max_limit`), their relative times resolved, packed into
+        the budget."""
         candidates = msgspec.structs.replace(query, limit=self.config.max_limit)
-        return pack(by_coverage(await self.search(candidates), query.q), budget_tokens)
+        found = [with_times_resolved(i) for i in await self.search(candidates)]
+        return pack(by_coverage(found, query.q), budget_tokens)
 
     async def related(self, scope: str, text: str, budget_tokens: int) -> list[MemoryItem]:
         """The scope's current facts that recall finds for `text`, best first, while they fit

@@ -510,6 +510,28 @@ async def test_search_defaults_to_the_default_scope(
     assert [r["scope"] for r in found["results"]] == ["user:alice"]
 
 
+async def test_the_context_block_says_which_day_a_relative_time_means(
+    daemon: tuple[Running, httpx.AsyncClient], fake_llm: FakeLLM
+) -> None:
+    """A turn said on 8 May 2023 that went "yesterday" reads in the block as having gone on
+    7 May; search gives it as it was said."""
+    _, client = daemon
+    pushed = {
+        "scope": "u",
+        "timestamp": "2023-05-08T13:56:00Z",
+        "messages": [{"role": "user", "name": "Caroline", "text": "I went to a support group"
+                      " yesterday and will paint next week."}],
+    }  # fmt: skip
+    assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
+    await wait_for_watermark(client, 1)
+    params = {"q": "support group", "scope": "u", "types": "interaction"}
+    block = (await client.get("/v1/context", params=params)).json()["text"]
+    assert ("- [2023-05-08] Caroline: I went to a support group yesterday (2023-05-07) and will"
+            " paint next week (the week after 2023-05-08).\n") in block  # fmt: skip
+    (found,) = (await client.get("/v1/search", params=params)).json()["results"]
+    assert found["text"].endswith("group yesterday and will paint next week.")
+
+
 async def test_context_answers_block_tokens_and_items(
     daemon: tuple[Running, httpx.AsyncClient],
 ) -> None:
