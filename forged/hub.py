@@ -371,7 +371,17 @@ class Hub:
                         await appended.wait()
                     continue
                 for row in rows:
-                    await send.send(row)
+                    await _send(send, row)
                     feed.sent = row.seq
                     self._notify_changed()  # each: the next send may block for long
                 cursor = rows[-1].seq
+
+
+async def _send(send: trio.MemorySendChannel[T], item: T) -> None:
+    """Queue the item, waiting only while the queue is full: a chunk read from the log enters
+    the queue whole, without a scheduler pass per row, so an observer's next batch is what
+    the log holds, not what the scheduler let through (trio runs woken tasks in a random order)."""
+    try:
+        send.send_nowait(item)
+    except trio.WouldBlock:
+        await send.send(item)

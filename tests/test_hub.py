@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,11 +12,12 @@ from forged.config import load_config
 from forged.hub import Batcher, Feed, Progress
 from forged.models import ObserverStatus, StoredInteraction
 from forged.store import Store
-from tests.daemons import running_daemon, socket_client, write_config
+from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 from tests.observers import Recorder
 
 ONE = {"messages": [{"role": "user", "text": "hello"}]}
+SEQ = re.compile(r'<interaction seq="(\d+)"')  # the interactions of a batch's transcript
 
 
 async def test_batcher_takes_what_is_queued_up_to_the_count() -> None:
@@ -119,6 +121,22 @@ async def test_full_channel_blocks_the_feeder_and_drops_nothing(
             while api.hub.backlog():
                 await api.hub.changed()
     assert recorder.seen == list(range(1, 61))
+
+
+async def test_interactions_pushed_together_are_distilled_in_full_batches(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """Twelve interactions in one request, at most five a batch: batches of 5, 5 and 2, every
+    time (the feeder queues what it read without handing the distiller a turn per row)."""
+    config = load_config(
+        write_config(short_tmp, fake_llm.base_url, distill={"max_batch_interactions": 5}), {}
+    )
+    with trio.fail_after(30):
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+            assert (await client.post("/v1/interactions", json=[ONE] * 12)).status_code == 202
+            await wait_for_watermark(client, 12, hub=api.hub)
+    batches = [SEQ.findall(r["messages"][-1]["content"]) for r in fake_llm.requests]
+    assert [(int(b[0]), int(b[-1])) for b in batches] == [(1, 5), (6, 10), (11, 12)]
 
 
 async def test_failed_observer_restarts_from_its_watermark(
