@@ -8,10 +8,9 @@ from datetime import date, timedelta
 
 import msgspec
 
-from forged.grounding import MONTHS
+from forged.grounding import MONTHS, WEEKDAYS
 from forged.models import MemoryItem
 
-WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2}  # fmt: skip
 _NUMBER = "|".join(sorted(NUMBERS, key=len, reverse=True)) + r"|\d{1,2}"
