@@ -49,7 +49,7 @@ bench: $(STAMP)
 	$(PY) -m bench $(BENCH_FLAGS)
 
 # Recall quality on LoCoMo (../shared/datasets/locomo10.json); writes docs/quality.md.
-# EVAL_FLAGS=--bundled adds the bundled model (minutes a batch); --bundled-only runs only it.
+# EVAL_FLAGS=--no-bundled leaves the bundled model out; --bundled-only runs only it.
 eval: $(STAMP)
 	$(PY) -m bench.evaluate $(EVAL_FLAGS)
 

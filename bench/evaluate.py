@@ -22,15 +22,15 @@ preference change; distilled in two halves, then asked where the user lives, whi
 what name, which drink, each as a 200-token block of facts. A cell counts the questions whose
 block holds only the current answer, and (in brackets) those holding the stale one. Stages:
 consolidation off; on, before any run (supersession at distillation); after one run. The fake
-answers deterministically; `--bundled` adds the bundled model (minutes a call on a busy box)."""
-BUNDLED_SECTION = "## The bundled model in `make eval`"  # written by --bundled, kept otherwise
+answers deterministically; the bundled model is the one `make run` starts (`--no-bundled` leaves
+it out)."""
+BUNDLED_SECTION = "## The bundled model in `make eval`"  # kept by a run with --no-bundled
 BUNDLED_NOTE = """\
-`python -m bench.evaluate --bundled --bundled-sessions {sessions}` (or `make eval
-EVAL_FLAGS=--bundled`; not in the default `make eval`: the model takes minutes a batch on two
-shared cores): the bundled model, SmolLM2-135M-Instruct in the bundled default style
-(extractive), distils the first {sessions} sessions of LoCoMo {conversation} ({turns} turns)
-through the socket; the {questions} questions of categories 1-4 whose evidence lies in those
-sessions are then asked as above, beside the same baselines over the same turns. Every line
+`make eval` (`python -m bench.evaluate`; `--bundled-sessions N` for the first N sessions only,
+`--bundled-only` for this section alone): the bundled model, SmolLM2-135M-Instruct in the
+bundled default style (extractive), distils {sessions} of LoCoMo {conversation} ({turns}
+turns) through the socket; the {questions} questions of categories 1-4 whose evidence lies in
+them are then asked as above, beside the same baselines over the same turns. Every line
 the model keeps is word for word one of those turns, and the block ranks it once, as that turn
 (README, Recall): the block is forged's ranking of the turns, whatever the model picks.
 Measured {date} in {minutes:.1f} minutes.
@@ -62,15 +62,14 @@ NOTES = """\
   each turn as it was said, dated the same way. A question that names a date ("on October 13,
   2023", "in June") lifts what is dated then in forged's ranking. Month names are in no ISO
   date, and a day number is often found by chance in another line's date.
-- **Open-domain** answers (category 3) are inferences ("Likely no; she wants to be a counselor") whose words
-  are seldom said in the conversation or written in an observation: what a block holds of
-  them is mostly a word said by chance in a loosely related turn ("like", "healthy"). BM25's
-  block is about nine turns, forged's (gold) about four facts and six turns, so BM25 catches
-  more such words by chance; and there are few of these questions (7 to 14 a conversation),
-  so one question moves a conversation's ratio by a tenth. BM25 here weighs a word by how
-  rare it is in one conversation, forged's index across every scope; that is not what
-  separates them: with one store per conversation (measured on 1 December 2026) gold
-  open-domain was 1.01x.
+- **Open-domain** answers (category 3) are inferences ("Likely no; she wants to be a
+  counselor") whose words are seldom said in the conversation or written in an observation:
+  what a block holds of them is mostly a word said by chance in a loosely related turn
+  ("like", "since", "park" in a photo's caption). BM25's block is about nine turns, forged's
+  (gold) about four facts and six turns, so BM25 catches more such words by chance. A
+  conversation has 7 to 14 of these questions and forged ties BM25 on most, so its cell is
+  decided by one to three questions: at 360, 380, 420 and 440 tokens (measured on 1 December
+  2026) the conversations under 1.0x were not the same ones as at 400.
 - **Runs repeat**: the push is stored in one transaction and each batch is the next turns of
   the log up to the batch limits, whatever the scheduler does, so every run distils, and
   scores, the same (three runs on 1 December 2026 gave identical tables).
@@ -134,7 +133,7 @@ def _kept(out: Path) -> str:
     return "\n" + old[at:] if at >= 0 else ""
 
 
-def _bundled(sessions: int, work: Path) -> str:
+def _bundled(sessions: int | None, work: Path) -> str:
     """The bundled model's section, measured now; empty without LoCoMo."""
     started = time.perf_counter()
     measured = trio.run(smallmodel.recall_quality, REPO, sessions, work)
@@ -144,8 +143,9 @@ def _bundled(sessions: int, work: Path) -> str:
     conv = quality.first_sessions_of(REPO, sessions)
     assert conv is not None
     date = report.machine(work)["date"]
+    told = "every session" if sessions is None else f"the first {sessions} sessions"
     return f"{BUNDLED_SECTION}\n\n" + BUNDLED_NOTE.format(
-        sessions=sessions, conversation=conv.sample_id, turns=len(conv.interactions),
+        sessions=told, conversation=conv.sample_id, turns=len(conv.interactions),
         questions=len(results[(quality.BUNDLED, "forged")]), date=date,
         minutes=(time.perf_counter() - started) / 60, table=quality.table(results), **figures,
     )  # fmt: skip
@@ -171,7 +171,7 @@ def with_bundled(out: Path, bundled: str) -> str:
     return old.rstrip("\n") + "\n\n" + bundled if old else bundled
 
 
-def _bundled_only(sessions: int, out: Path) -> int:
+def _bundled_only(sessions: int | None, out: Path) -> int:
     """`--bundled-only`: measure the bundled model's row and replace its section, nothing else."""
     with tempfile.TemporaryDirectory(prefix="fq") as work:  # short: socket paths fit
         bundled = _bundled(sessions, Path(work))
@@ -197,18 +197,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.evaluate", description=__doc__)
     parser.add_argument("--conversations", type=int, help="only the first N (default: all)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the markdown report")
-    parser.add_argument("--bundled", action="store_true",
-                        help="also run the bundled model (slow): the current-state scenario, and"
-                        " LoCoMo conversation 0's first --bundled-sessions sessions")  # fmt: skip
-    parser.add_argument("--bundled-sessions", type=int, default=2, metavar="N",
-                        help="sessions the bundled model distils (default: 2)")  # fmt: skip
+    parser.add_argument(
+        "--no-bundled",
+        action="store_true",
+        help="leave the bundled model out (its section of --out is kept)",
+    )
+    parser.add_argument("--bundled-sessions", type=int, metavar="N",
+                        help="the bundled model distils LoCoMo conversation 0's first N sessions"
+                        " (default: all)")  # fmt: skip
     parser.add_argument("--bundled-only", action="store_true",
                         help="only the bundled model's LoCoMo row, replacing its section of"
                         " --out: no fake distillers, no current-state scenario")  # fmt: skip
     args = parser.parse_args(argv)
     if args.bundled_only:
         return _bundled_only(args.bundled_sessions, args.out)
-    current = _current_state(args.bundled)
+    bundled_too = not args.no_bundled
+    current = _current_state(bundled_too)
     convs = quality.conversations_of(REPO, args.conversations)
     if not convs:
         print("eval: LoCoMo (shared/datasets/locomo10.json) not found; skipped", file=sys.stderr)
@@ -219,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         results = trio.run(quality.measure, convs, Path(work))
         dated = quality.dated_right(convs, Path(work) / "gold")
         seconds = time.perf_counter() - started
-        bundled = _bundled(args.bundled_sessions, Path(work)) if args.bundled else None
+        bundled = _bundled(args.bundled_sessions, Path(work)) if bundled_too else None
         if bundled:
             print(bundled)
     print(quality.table(results))

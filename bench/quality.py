@@ -124,8 +124,9 @@ def conversations_of(repo: Path, limit: int | None) -> list[Conversation]:
     return [_conversation(s) for s in samples[:limit]]
 
 
-def first_sessions_of(repo: Path, sessions: int) -> Conversation | None:
-    """Conversation 0's first sessions and the questions they answer; None without LoCoMo."""
+def first_sessions_of(repo: Path, sessions: int | None) -> Conversation | None:
+    """Conversation 0 (its first `sessions`, or all) and the questions its turns answer; None
+    without LoCoMo."""
     samples = locomo_samples(repo)
     return _conversation(samples[0], sessions) if samples else None
 

@@ -114,9 +114,9 @@ def _style(style: str) -> dict[str, Any]:
 
 
 async def recall_quality(
-    repo: Path, sessions: int, work: Path, batch_tokens: int = 500
+    repo: Path, sessions: int | None, work: Path, batch_tokens: int = 500
 ) -> tuple[quality.Results, dict[str, Any]] | None:
-    """`make eval --bundled`: conversation 0's first sessions distilled by the bundled model in
+    """`make eval`: conversation 0 (its first `sessions`, or all) distilled by the bundled model in
     the bundled default style, its questions answered from them, scored beside the baselines;
     with the distillation figures. None without LoCoMo."""
     conv = quality.first_sessions_of(repo, sessions)
