@@ -45,12 +45,14 @@ NOTES = """\
 - **Data**: LoCoMo (`locomo10.json`), {conversations} conversation(s), {questions} questions of
   categories 1-4 (category 5, adversarial, has no answer to find). Each turn is pushed through
   the socket as one interaction (speaker as the message's name, a shared photo as its caption),
-  timestamped with its session's date, in one NDJSON request; the daemon distils it with the fake
-  LLM in batches as it would any backlog.
-- **Distillers** (the fake LLM of the tests): `gold` answers LoCoMo's own `observation` facts
-  for the turns in each batch (kind `{gold_kind}`, the summary being those facts in one
-  paragraph): an upper bound given perfect distillation. `echo` is the fake's default answer, a
-  fact quoting the first 60 characters of each interaction.
+  timestamped with its session's date, in one NDJSON request; the daemon distils it in batches
+  as it would any backlog.
+- **Distillers**: two behaviours of the tests' fake LLM, and no model. `gold` answers LoCoMo's
+  own `observation` facts for the turns in each batch (kind `{gold_kind}`, the summary being
+  those facts in one paragraph): an upper bound given perfect distillation. `echo` is the
+  fake's default answer, a fact quoting the first 60 characters of each interaction.
+  `linepicker` is the extractive distiller without a model (`forged.linepicker`, README,
+  Styles): what any model must add to, measured beside the bundled model below.
 - **Score**: for each question, the block is `GET /v1/context` with the question as `q` and
   `budget_tokens={budget}`. Answer-word recall is the share of the answer's content words
   (folded, stop words dropped, numbers without leading zeros) found anywhere in the block; a

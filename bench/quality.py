@@ -29,9 +29,10 @@ from tests.fakellm import gold_key
 
 BUDGET = 400  # tokens per context block, for forged and every baseline
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}  # 5 is adversarial
-DISTILLERS = ("gold", "echo")  # the fake LLM's behaviours: LoCoMo's observations; "ok"
+DISTILLERS = ("gold", "echo", "linepicker")  # two behaviours of the fake LLM, and no model
 BUNDLED = "bundled"  # the bundled model, on the first sessions of one conversation
-BEHAVIOUR = {"gold": "gold", "echo": "ok"}
+BEHAVIOUR = {"gold": "gold", "echo": "ok"}  # the fake LLM's: LoCoMo's observations; its default
+LINE_PICKER = {"class": "forged.linepicker:LinePicker"}  # the extractive distiller without a model
 METHODS = ("forged", "bm25", "recent")  # forged's block, BM25 over the raw turns, the latest turns
 SESSION_TIME = "%I:%M %p on %d %B, %Y"  # how LoCoMo dates a session: "1:56 pm on 8 May, 2023"
 GOLD_KIND = "event" if "event" in FACT_KINDS else "state"  # observations are mostly events
@@ -211,8 +212,10 @@ async def ask(
     return blocks
 
 
-async def _fake_blocks(convs: list[Conversation], distiller: str, work: Path) -> list[str]:
-    """The blocks when the fake LLM distils, in its `distiller` behaviour."""
+async def _distilled_blocks(convs: list[Conversation], distiller: str, work: Path) -> list[str]:
+    """The blocks when the fake LLM distils in its `distiller` behaviour, or the line picker."""
+    if distiller not in BEHAVIOUR:
+        return await ask(convs, "http://127.0.0.1:9", work / distiller, distiller=LINE_PICKER)
     async with fake_llm(default=BEHAVIOUR[distiller]) as llm:
         llm.gold = {k: v for c in convs for k, v in c.gold.items()}
         return await ask(convs, llm.base_url, work / distiller)
@@ -248,10 +251,10 @@ def add_scores(
 
 
 async def measure(convs: list[Conversation], work: Path) -> Results:
-    """Every fake distiller's block and both baselines for every question of every conversation."""
+    """Every model-free distiller's block and both baselines for every question of every conversation."""
     results: Results = {}
     for distiller in DISTILLERS:
-        add_scores(results, distiller, convs, await _fake_blocks(convs, distiller, work))
+        add_scores(results, distiller, convs, await _distilled_blocks(convs, distiller, work))
     return results
 
 

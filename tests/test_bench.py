@@ -12,6 +12,7 @@ import trio
 from bench import evaluate
 from bench.__main__ import DEFAULT_OUT, report_path
 from bench.corpus import locomo_path
+from bench.quality import DISTILLERS
 from bench.report import AT_LEAST_BARE, Goal, Row, furthest, goals
 from bench.sizes import SIZES
 from tests.postgres import binaries
@@ -29,7 +30,7 @@ def _expected_rows() -> list[str]:
     rows = ["scrub: "] * 2 + ["ingest: "] * 4 + ["batching: "] * 3
     for n in quick.recall_facts:
         rows += [f"recall: {n:,} facts + {n:,} turns, "] * 5
-    rows += ["memory: "] * 2 + ["start: "] * 2 + ["quality: "] * 2 + ["consolidate: "]
+    rows += ["memory: "] * 2 + ["start: "] * 2 + ["quality: "] * len(DISTILLERS) + ["consolidate: "]
     if binaries() is None:  # the PostgreSQL step says it could not run
         return [*rows, "postgres: "]
     return rows + ["postgres ingest: "] * 2 + ["postgres recall: "] * 4
