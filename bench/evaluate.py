@@ -32,7 +32,8 @@ bundled default style (extractive), distils {sessions} of LoCoMo {conversation} 
 turns) through the socket; the {questions} questions of categories 1-4 whose evidence lies in
 them are then asked as above, beside the same baselines over the same turns. Every line
 the model keeps is word for word one of those turns, and the block ranks it once, as that turn
-(README, Recall): the block is forged's ranking of the turns, whatever the model picks.
+(README, Recall): the block is forged's ranking of the turns, whatever the model picks; the
+`linepicker` row of {conversation} under "Each conversation" is that ranking with no model.
 Measured {date} in {minutes:.1f} minutes.
 
 {table}
