@@ -111,7 +111,7 @@ class Feed(trio.abc.ReceiveChannel[StoredInteraction]):
         if self.wanted(item):
             self._handed = item.seq
             return True
-        self._skipped = item.seq
+        self._skipped = max(self._skipped, item.seq)  # `passed` may have gone further
         return False
 
     async def _commit_skipped(self) -> None:

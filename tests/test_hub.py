@@ -91,6 +91,29 @@ async def test_feed_moves_the_watermark_over_what_it_skipped(tmp_path: Path) -> 
     store.close()
 
 
+async def test_feed_moves_over_the_forgotten_end_of_the_log_it_passed_while_busy(
+    tmp_path: Path,
+) -> None:
+    """The feeder found the log's end forgotten while a forgotten seq was still queued: taking
+    that seq later must not pull the watermark back below the end (it was left at 2 of 3)."""
+    store = Store(str(tmp_path / "f.db"))
+    send, receive = trio.open_memory_channel[StoredInteraction](10)
+    committed = trio.Event()
+    progress = Progress(store, ObserverStatus("o"), committed.set)
+    feed = Feed(receive, progress)
+    send.send_nowait(_stored(2, "fz"))  # queued; 3 was only in the log
+    feed.forget("fz", 3)
+    await feed.passed(3)  # the queue is not empty: nothing committed yet
+    assert not committed.is_set()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(feed.receive)  # skips 2, commits, then waits for what comes next
+            await committed.wait()
+            nursery.cancel_scope.cancel()
+    assert (progress.status.watermark, await store.watermark("o")) == (3, 3)
+    store.close()
+
+
 async def test_batcher_ends_with_the_channel() -> None:
     """A closed, empty channel ends the batches."""
     send, receive = trio.open_memory_channel[int](1)
