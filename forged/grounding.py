@@ -16,6 +16,7 @@ from datetime import datetime
 
 MIN_CHARS = 12  # shorter texts ("ok", "34", "yes it is") are not memory
 MIN_LINE_COVERAGE = 0.34  # share of a fact's content words one source line must hold: a third
+MIN_SENTENCE_WORDS = 2  # a fact's sentence with fewer content words ("Wow.") is not checked alone
 MIN_COVERAGE = 0.5  # share of a summary's content words that the sources must hold
 MAX_SOURCE_LINES = 3  # a fact cites the interactions of at most this many lines
 NEAR_TURNS = 2  # and of lines at most this many interactions from its best line
@@ -64,6 +65,7 @@ NUMBER_WORDS = {  # spelled-out numbers compare equal to digits
 }
 _TOKEN = re.compile(r"[^\W\d_][\w'\u2019-]*|\d[\d,.]*\w*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+)[\W_]*\w")  # ends on a sentence's first letter
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")  # where a fact's next sentence starts
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _SUFFIXES = ("'s", "\u2019s", "ies", "ied", "ing", "ed", "es", "s", "ly")
 
@@ -236,7 +238,8 @@ def check(text: str, sources: Sources, *, summary: bool = False) -> Verdict:
     """Whether `text` is grounded in the sources, and which interactions support it.
 
     A fact must find MIN_LINE_COVERAGE of its content words in one source line (it restates
-    something said); a summary MIN_COVERAGE of them anywhere in the sources (it restates many).
+    something said), and so must each of its sentences; a summary MIN_COVERAGE of them anywhere
+    in the sources (it restates many).
     """
     if len(text.strip()) < MIN_CHARS:
         return Verdict([], f"shorter than {MIN_CHARS} characters")
@@ -261,7 +264,23 @@ def check(text: str, sources: Sources, *, summary: bool = False) -> Verdict:
         needed = MIN_LINE_COVERAGE
     if asserted.words and share < needed:
         return Verdict([], f"{share:.0%} of its content words in the sources")
+    if not summary and (weak := _unsupported_sentence(text, sources)):
+        return Verdict([], weak)
     return Verdict(sorted({line.seq for line in lines}))
+
+
+def _unsupported_sentence(text: str, sources: Sources) -> str | None:
+    """Why one sentence of a fact of several says what no source line does (a small model
+    writes a true sentence, then invents the next), or None."""
+    sentences = _SENTENCE_END.split(text.strip())
+    for sentence in sentences if len(sentences) > 1 else ():
+        words = claim(sentence).words
+        if len(words) < MIN_SENTENCE_WORDS:
+            continue
+        _, found = _best_lines(words, sources.lines, 1)
+        if found / len(words) < MIN_LINE_COVERAGE:
+            return f"a sentence with {found / len(words):.0%} of its content words in one line"
+    return None
 
 
 def content_share(text: str, sources: Iterable[str]) -> float:

@@ -52,10 +52,16 @@ def test_a_paraphrase_with_its_dates_is_kept_and_cites_its_interactions(
             "The team has developed a new tool to help people with mental wellbeing.",
             "0% of its content words in the sources",
         ),
+        (  # the bundled model's: a true sentence, then an invented one
+            "Caroline went to a support group on 7 May 2023. She was so proud of her team and"
+            " the work they did",
+            "a sentence with 0% of its content words in one line",
+        ),
     ],
 )
 def test_invented_text_is_dropped_with_its_reason(text: str, reason: str) -> None:
-    """Bare numbers, unknown names, numbers and years, and unsupported words fail."""
+    """Bare numbers, unknown names, numbers and years, and unsupported words fail, in the
+    whole text or in one of its sentences."""
     assert check(text, SOURCES).reason == reason
 
 
