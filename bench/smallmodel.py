@@ -136,6 +136,10 @@ async def recall_quality(
     return results, figures
 
 
+def _grounded(figures: dict[str, Any]) -> str:
+    return f"{figures['grounded_share']:.0%}" if figures["facts"] else "none stored"
+
+
 def table(results: list[Any], sessions: int, turns: int) -> str:
     rows = [
         "| style | batches | first-try valid | dead letters | facts | facts/batch | dropped"
@@ -146,7 +150,7 @@ def table(results: list[Any], sessions: int, turns: int) -> str:
         rows.append(
             f"| {style} | {f['batches']} | {f['first_try_valid']:.0%} | {f['dead_letters']}"
             f" | {f['facts']} | {f['facts_per_batch']:.1f} | {f['ungrounded']}"
-            f" | {f['seconds_per_batch']:.1f} | {f['grounded_share']:.0%}"
+            f" | {f['seconds_per_batch']:.1f} | {_grounded(f)}"
             f" | {f['summaries']} ({f['bare_number_summaries']}) |"
         )
     return f"LoCoMo conversation 0, sessions 1 to {sessions} ({turns} turns).\n\n" + "\n".join(rows)
