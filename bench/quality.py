@@ -33,6 +33,7 @@ DISTILLERS = ("gold", "echo", "linepicker")  # two behaviours of the fake LLM, a
 BUNDLED = "bundled"  # the bundled model, on the first sessions of one conversation
 BEHAVIOUR = {"gold": "gold", "echo": "ok"}  # the fake LLM's: LoCoMo's observations; its default
 LINE_PICKER = {"class": "forged.linepicker:LinePicker"}  # the extractive distiller without a model
+NO_SERVER = "http://127.0.0.1:9"  # the line picker's distiller URL: it asks no server
 METHODS = ("forged", "bm25", "recent")  # forged's block, BM25 over the raw turns, the latest turns
 SESSION_TIME = "%I:%M %p on %d %B, %Y"  # how LoCoMo dates a session: "1:56 pm on 8 May, 2023"
 GOLD_KIND = "event" if "event" in FACT_KINDS else "state"  # observations are mostly events
@@ -215,7 +216,7 @@ async def ask(
 async def _distilled_blocks(convs: list[Conversation], distiller: str, work: Path) -> list[str]:
     """The blocks when the fake LLM distils in its `distiller` behaviour, or the line picker."""
     if distiller not in BEHAVIOUR:
-        return await ask(convs, "http://127.0.0.1:9", work / distiller, distiller=LINE_PICKER)
+        return await ask(convs, NO_SERVER, work / distiller, distiller=LINE_PICKER)
     async with fake_llm(default=BEHAVIOUR[distiller]) as llm:
         llm.gold = {k: v for c in convs for k, v in c.gold.items()}
         return await ask(convs, llm.base_url, work / distiller)
