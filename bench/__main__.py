@@ -78,7 +78,8 @@ NOTES = """\
   starts, on a warm page cache; the baseline spawns Python, imports `forged.daemon` and opens the
   same file with bare sqlite3 (WAL, schema version read).
 - **quality**: the first {quality} LoCoMo conversation(s) distilled by the fake LLM (`gold`:
-  LoCoMo's own observations; `echo`: its default answer), then each question of categories 1-4
+  LoCoMo's own observations; `echo`: its default answer) and by the line picker (no model),
+  then each question of categories 1-4
   asks for a 400-token block; the share of the answer's content words the block holds, beside BM25
   over the raw turns at the same budget. `make eval` runs every conversation: docs/quality.md.
 - **consolidate**: {consolidate:,} facts in one scope, written straight with SQLite; `POST
