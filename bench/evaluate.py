@@ -208,14 +208,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-bundled",
         action="store_true",
-        help="leave the bundled model out (its section of --out is kept)",
+        help="leave the bundled model out (its LoCoMo section of --out is kept)",
     )
     parser.add_argument("--bundled-sessions", type=int, metavar="N",
                         help="the bundled model distils LoCoMo conversation 0's first N sessions"
                         " (default: all)")  # fmt: skip
     parser.add_argument("--bundled-only", action="store_true",
                         help="only the bundled model's LoCoMo row, replacing its section of"
-                        " --out: no fake distillers, no current-state scenario")  # fmt: skip
+                        " --out: no other distiller, no current-state scenario")  # fmt: skip
     args = parser.parse_args(argv)
     if args.bundled_only:
         return _bundled_only(args.bundled_sessions, args.out)
