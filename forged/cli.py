@@ -29,6 +29,7 @@ EXIT_CONFIG = 2  # a bad configuration (or usage): systemd should not restart us
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
 IMPORT_FORMATS = ("chatgpt", "claude", "jsonl")
 T = TypeVar("T")
+OFFLINE_DISTILLER = "forged.offline:OfflineDistiller"  # what `serve --offline` distils with
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -60,6 +61,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from forged.daemon import run_daemon
 
     config = _config(args)
+    if args.offline:
+        config = msgspec.structs.replace(
+            config, distiller=msgspec.structs.replace(config.distiller, class_=OFFLINE_DISTILLER)
+        )
     log.configure(config.log.format, config.log.level)
     scrub.prepare(cache_directory(os.environ))  # before the first push, not during it
     for old, new in moved_keys(config_file(args.config, os.environ)):
@@ -342,10 +347,16 @@ def _parser() -> argparse.ArgumentParser:
         return p
 
     serve = add("serve", cmd_serve, "run the daemon")
-    serve.add_argument(
+    distiller = serve.add_mutually_exclusive_group()
+    distiller.add_argument(
         "--bundled-llm",
         action="store_true",
         help="start the bundled local model and distil with it",
+    )
+    distiller.add_argument(
+        "--offline",
+        action="store_true",
+        help="distil with no model: keep the salient lines verbatim (forged.offline)",
     )
     add("check-config", cmd_check_config, "print the effective configuration, or the error")
     add("backup", cmd_backup, "copy the live database to FILE, checked").add_argument("file")

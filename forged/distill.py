@@ -109,6 +109,18 @@ def ground(memory: DistilledMemory, items: list[StoredInteraction]) -> tuple[str
     return summary, facts, dropped
 
 
+def with_sessions(facts: list[Fact], items: list[StoredInteraction]) -> list[Fact]:
+    """The facts, each with the session of its sources when they share one (a batch spanning
+    sessions still gives each fact the session it was said in)."""
+    session_of = {i.seq: i.session for i in items}
+    out = []
+    for fact in facts:
+        sessions = {session_of.get(seq) for seq in fact.sources}
+        one = sessions.pop() if len(sessions) == 1 else None
+        out.append(msgspec.structs.replace(fact, session=one))
+    return out
+
+
 def replacing(facts: list[Fact], known: list[MemoryItem]) -> list[Fact]:
     """The facts with only the replacements forged stands behind: a state, preference or
     correction replacing facts it was shown, other than itself."""
@@ -252,7 +264,7 @@ class BatchDistiller:
                 await self.distill_group(batch_id, scope, part, out, status, outcomes)
             return
         summary, facts, ungrounded = ground(memory, items)
-        facts = replacing(facts, known)
+        facts = with_sessions(replacing(facts, known), items)
         if ungrounded:
             log.warning(
                 "ungrounded_dropped", observer=DISTILL_OBSERVER, scope=scope, dropped=ungrounded

@@ -57,13 +57,15 @@ class Fact(msgspec.Struct, forbid_unknown_fields=True):
     """One typed, self-contained statement distilled from a transcript.
 
     `sources` are the seqs of the interactions it comes from; forged sets them when it checks
-    the fact against the transcript (see forged.grounding).
+    the fact against the transcript (see forged.grounding), and `session` to theirs when they
+    share one.
     """
 
     kind: FactKind
     text: str
     sources: list[int] = []
     replaces: list[int] = []  # ids of known facts of the scope it updates or contradicts
+    session: str | None = None  # its sources' one session (else its batch's, if it has one)
 
 
 class LinePick(msgspec.Struct, frozen=True):

@@ -154,7 +154,8 @@ def _fact_row(sql: Any, r: ScopeResult, f: Fact, created: str) -> tuple[Any, ...
     """A fact's row, dated by the interactions it names as sources (else by its whole batch)."""
     first_seq, last_seq = min(f.sources, default=r.first_seq), max(f.sources, default=r.last_seq)
     first_at, last_at = _span(sql, r.scope, first_seq, last_seq)
-    return (f.kind, f.text, normalise(f.text), r.scope, r.session, r.batch_id, first_seq,
+    session = r.session if f.session is None else f.session
+    return (f.kind, f.text, normalise(f.text), r.scope, session, r.batch_id, first_seq,
             last_seq, first_at, last_at, created, created)  # fmt: skip
 
 
