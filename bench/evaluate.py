@@ -10,7 +10,7 @@ from pathlib import Path
 
 import trio
 
-from bench import currentstate, quality, report, smallmodel
+from bench import currentstate, quality, report, salience, smallmodel
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "quality.md"
@@ -41,7 +41,23 @@ Measured {date} in {minutes:.1f} minutes.
 | batches | first-try valid | dead letters | facts | facts/batch | dropped ungrounded | s/batch | stored facts grounded (≥ 80 %) |
 |---|---|---|---|---|---|---|---|
 | {batches} | {first_try_valid:.0%} | {dead_letters} | {facts} | {facts_per_batch:.1f} | {ungrounded} | {seconds_per_batch:.1f} | {grounded_share:.0%} |
+
+Salience on {conversation} (as under "Salience" above, over its {turns} turns):
+
+{salience}
 """  # fmt: skip
+SALIENCE_NOTES = """\
+`bench.salience`: which turns each distiller keeps, against the {cited:,} turns of the
+{turns:,} that a question of categories 1-4 cites as its evidence. A turn is kept when a stored
+fact names it as a source. **small talk** is the share of kept items that forged.salience's
+documented rule calls small talk (no sentence states anything: greetings, thanks, sign-offs,
+reactions, questions). **s/batch** is the distiller's time per committed batch (for the fake
+LLM, its answer time), **CPU s/100 turns** the CPU the daemon (and a model server) used from
+the push until everything was distilled (ingest and storing included; the fake LLM runs in
+the benchmark's own process and is not counted). Under each distiller, two baselines keep the
+same share of the same turns: a seeded random draw, and the longest turns first. The offline
+distiller's weights were fitted on conversations 1-5 only (forged.salience); the second table
+splits every distiller's figures into those and the held-out 6-10."""
 NOTES = """\
 - **Data**: LoCoMo (`locomo10.json`), {conversations} conversation(s), {questions} questions of
   categories 1-4 (category 5, adversarial, has no answer to find). Each turn is pushed through
@@ -93,7 +109,7 @@ NOTES = """\
 def _verdict(results: quality.Results) -> str:
     """Each distiller's ratio to BM25 overall, and its weakest category."""
     lines = []
-    for distiller in quality.DISTILLERS:
+    for distiller in quality.distillers(results):
         ratio = {c: quality.ratio(results, distiller, c) for c in quality.CATEGORIES}
         worst = min(ratio, key=lambda c: ratio[c])
         overall = quality.ratio(results, distiller)
@@ -118,8 +134,9 @@ def markdown(
     facts: dict[str, str],
     convs: int,
     seconds: float,
+    kept: str = "",
 ) -> str:
-    questions = len(results[(quality.DISTILLERS[0], "forged")])
+    questions = len(results[(quality.distillers(results)[0], "forged")])
     notes = NOTES.format(conversations=convs, questions=questions, gold_kind=quality.GOLD_KIND,
                          budget=quality.BUDGET, depth=quality.SEARCH_DEPTH)  # fmt: skip
     env = "\n".join(f"- **{k}**: {v}" for k, v in facts.items())
@@ -129,7 +146,7 @@ def markdown(
         f" {quality.BUDGET}-token context block holds, beside plain search over what was said.\n\n"
         f"{quality.table(results)}\n\n{_verdict(results)}\n{_dating(dated)}\n\n"
         f"## Each conversation\n\n"
-        f"{quality.per_conversation(results)}\n\n## Machine\n\n{env}\n\n"
+        f"{quality.per_conversation(results)}\n\n{kept}## Machine\n\n{env}\n\n"
         f"## How it is measured\n\n{notes}"
     )
 
@@ -151,11 +168,14 @@ def _bundled(sessions: int | None, work: Path) -> str:
     conv = quality.first_sessions_of(REPO, sessions)
     assert conv is not None
     date = report.machine(work)["date"]
+    bundled = salience.kept(quality.BUNDLED, work / quality.BUNDLED / "forged.db",
+                            figures.pop("costs"))  # fmt: skip
     told = "every session" if sessions is None else f"the first {sessions} sessions"
     return f"{BUNDLED_SECTION}\n\n" + BUNDLED_NOTE.format(
         sessions=told, conversation=conv.sample_id, turns=len(conv.interactions),
         questions=len(results[(quality.BUNDLED, "forged")]), date=date,
-        minutes=(time.perf_counter() - started) / 60, table=quality.table(results), **figures,
+        minutes=(time.perf_counter() - started) / 60, table=quality.table(results),
+        salience=salience.table([bundled], [conv], REPO), **figures,
     )  # fmt: skip
 
 
@@ -193,6 +213,18 @@ def _bundled_only(sessions: int | None, out: Path) -> int:
     return 0
 
 
+def _salience(work: Path, names: tuple[str, ...], convs: list[quality.Conversation],
+              costs: dict[str, dict[str, float]]) -> str:  # fmt: skip
+    """The salience section: printed, and returned for the report."""
+    kept = salience.measured(list(names), work, costs)
+    cited = len(salience.evidence(REPO, convs))
+    turns = sum(len(c.interactions) for c in convs)
+    tables = f"{salience.table(kept, convs, REPO)}\n\n{salience.halves(kept, convs, REPO)}"
+    print(tables + "\n")
+    notes = SALIENCE_NOTES.format(cited=cited, turns=turns)
+    return f"## Salience\n\n{notes}\n\n{tables}\n\n"
+
+
 def _current_state(bundled: bool) -> str:
     """The current-state scenario's section: printed, and returned for the report."""
     results = currentstate.run(bundled)
@@ -216,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bundled-only", action="store_true",
                         help="only the bundled model's LoCoMo row, replacing its section of"
                         " --out: no other distiller, no current-state scenario")  # fmt: skip
+    parser.add_argument("--distillers", nargs="+", choices=quality.DISTILLERS,
+                        default=list(quality.DISTILLERS), metavar="NAME",
+                        help="only these of the model-free distillers"
+                        f" ({', '.join(quality.DISTILLERS)}; default: all)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.bundled_only:
         return _bundled_only(args.bundled_sessions, args.out)
@@ -228,9 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fq") as work:  # short: socket paths fit
         facts = report.machine(Path(work))
-        results = trio.run(quality.measure, convs, Path(work))
-        dated = quality.dated_right(convs, Path(work) / "gold")
+        names, costs = tuple(args.distillers), {}
+        results = trio.run(quality.measure, convs, Path(work), names, costs)
+        dated = (quality.dated_right(convs, Path(work) / "gold") if "gold" in names
+                 else (0, 0))  # fmt: skip
         seconds = time.perf_counter() - started
+        kept = _salience(Path(work), names, convs, costs)
         bundled = _bundled(args.bundled_sessions, Path(work)) if bundled_too else None
         if bundled:
             print(bundled)
@@ -240,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     print(quality.per_conversation(results))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
-        markdown(results, dated, facts, len(convs), seconds) + current + tail(args.out, bundled)
+        markdown(results, dated, facts, len(convs), seconds, kept)
+        + current
+        + tail(args.out, bundled)
     )
     print(f"\n{seconds:.0f} s; written to {args.out}")
     return 0

@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 
 from bench.corpus import locomo_samples, ndjson
 from bench.report import Row
-from bench.runner import fake_llm, running, wait_drained
+from bench.runner import children, cpu_seconds, fake_llm, running, wait_drained
 from forged.models import FACT_KINDS, MemoryItem
 from forged.packing import pack
 from forged.query import fts_query, query_phrases
@@ -29,11 +29,14 @@ from tests.fakellm import gold_key
 
 BUDGET = 400  # tokens per context block, for forged and every baseline
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}  # 5 is adversarial
-DISTILLERS = ("gold", "echo", "linepicker")  # two behaviours of the fake LLM, and no model
+DISTILLERS = ("gold", "echo", "linepicker", "offline")  # two of the fake LLM's; two with no model
 BUNDLED = "bundled"  # the bundled model, on the first sessions of one conversation
 BEHAVIOUR = {"gold": "gold", "echo": "ok"}  # the fake LLM's: LoCoMo's observations; its default
-LINE_PICKER = {"class": "forged.linepicker:LinePicker"}  # the extractive distiller without a model
-NO_SERVER = "http://127.0.0.1:9"  # the line picker's distiller URL: it asks no server
+NO_MODEL = {  # the distillers without a model: the line picker, and the offline default
+    "linepicker": {"class": "forged.linepicker:LinePicker"},
+    "offline": {"class": "forged.offline:OfflineDistiller"},
+}
+NO_SERVER = "http://127.0.0.1:9"  # their distiller URL: they ask no server
 METHODS = ("forged", "bm25", "recent")  # forged's block, BM25 over the raw turns, the latest turns
 SESSION_TIME = "%I:%M %p on %d %B, %Y"  # how LoCoMo dates a session: "1:56 pm on 8 May, 2023"
 GOLD_KIND = "event" if "event" in FACT_KINDS else "state"  # observations are mostly events
@@ -196,15 +199,25 @@ def score(conv: Conversation, question: Question, block: str) -> Score | None:
 
 
 async def ask(
-    convs: list[Conversation], llm_url: str, work: Path, **sections: dict[str, Any]
+    convs: list[Conversation],
+    llm_url: str,
+    work: Path,
+    costs: dict[str, float] | None = None,
+    **sections: dict[str, Any],
 ) -> list[str]:
-    """Push every conversation, let the daemon distil it, ask every question for a block."""
+    """Push every conversation, let the daemon distil it, ask every question for a block;
+    `costs` gets the CPU seconds the daemon and this process's children (a model server)
+    spent from the push until all was distilled."""
     blocks: list[str] = []
     async with running(work, llm_url, **sections) as daemon:
         client = await daemon.client()
         pushed = [i for c in convs for i in c.interactions]
+        pids = {daemon.pid or 0} | children()
+        before = cpu_seconds(pids)
         answer = await client.push(ndjson(pushed), "application/x-ndjson")
         await wait_drained(client, answer["last_seq"])
+        if costs is not None:
+            costs["cpu"] = cpu_seconds(pids) - before
         for conv in convs:
             for q in conv.questions:
                 query = {"q": q.text, "scope": conv.scope, "budget_tokens": BUDGET}
@@ -213,13 +226,16 @@ async def ask(
     return blocks
 
 
-async def _distilled_blocks(convs: list[Conversation], distiller: str, work: Path) -> list[str]:
-    """The blocks when the fake LLM distils in its `distiller` behaviour, or the line picker."""
+async def _distilled_blocks(
+    convs: list[Conversation], distiller: str, work: Path, costs: dict[str, float]
+) -> list[str]:
+    """The blocks when the fake LLM distils in its `distiller` behaviour, or a distiller
+    without a model."""
     if distiller not in BEHAVIOUR:
-        return await ask(convs, NO_SERVER, work / distiller, distiller=LINE_PICKER)
+        return await ask(convs, NO_SERVER, work / distiller, costs, distiller=NO_MODEL[distiller])
     async with fake_llm(default=BEHAVIOUR[distiller]) as llm:
         llm.gold = {k: v for c in convs for k, v in c.gold.items()}
-        return await ask(convs, llm.base_url, work / distiller)
+        return await ask(convs, llm.base_url, work / distiller, costs)
 
 
 def dated_right(convs: list[Conversation], work: Path) -> tuple[int, int]:
@@ -251,11 +267,21 @@ def add_scores(
                     results.setdefault((distiller, method), []).append(s)
 
 
-async def measure(convs: list[Conversation], work: Path) -> Results:
-    """Every model-free distiller's block and both baselines for every question of every conversation."""
+async def measure(
+    convs: list[Conversation],
+    work: Path,
+    names: tuple[str, ...] = DISTILLERS,
+    costs: dict[str, dict[str, float]] | None = None,
+) -> Results:
+    """Each model-free distiller's block (all of them unless `names`) and both baselines for
+    every question of every conversation; `costs` gets each one's CPU seconds."""
     results: Results = {}
-    for distiller in DISTILLERS:
-        add_scores(results, distiller, convs, await _distilled_blocks(convs, distiller, work))
+    for distiller in names:
+        spent: dict[str, float] = {}
+        blocks = await _distilled_blocks(convs, distiller, work, spent)
+        add_scores(results, distiller, convs, blocks)
+        if costs is not None:
+            costs[distiller] = spent
     return results
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ STOP_TIMEOUT = 30.0  # seconds after SIGTERM before SIGKILL
 SHUTDOWN_GRACE = 0.5  # seconds the daemon drains on stop: a benchmark waits for nothing
 STATUS_POLL = 0.02  # seconds between status reads while waiting on the daemon (another process)
 RECEIVE_SIZE = 65536
+_TICKS = os.sysconf("SC_CLK_TCK")  # clock ticks per second, /proc's unit of CPU time
 
 
 class Client:
@@ -134,3 +136,28 @@ async def wait_drained(client: Client, last_seq: int) -> dict[str, Any]:
     while (status := await distill_status(client))["watermark"] < last_seq:  # noqa: ASYNC110 - another process: no event to wait on
         await trio.sleep(STATUS_POLL)  # the daemon is another process: re-ask shortly
     return status
+
+
+def cpu_seconds(pids: set[int]) -> float:
+    """User and system CPU seconds the processes have used so far (those still alive)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / _TICKS
+
+
+def children() -> set[int]:
+    """The pids of this process's children (a daemon's launcher, a model server)."""
+    mine = str(os.getpid())
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[1] == mine:
+                found.add(int(stat.parent.name))
+        except OSError:
+            continue
+    return found

@@ -124,14 +124,16 @@ async def recall_quality(
         return None
     results: quality.Results = {}
     started = time.perf_counter()
+    costs: dict[str, float] = {}
     async with trio.open_nursery() as nursery:
         url = await nursery.start(serve_bundled_llm)
-        blocks = await quality.ask([conv], url, work / quality.BUNDLED,
+        blocks = await quality.ask([conv], url, work / quality.BUNDLED, costs,
                                    distiller=_style("extractive"),
                                    distill={"max_batch_tokens": batch_tokens})  # fmt: skip
         nursery.cancel_scope.cancel()
     db = str(work / quality.BUNDLED / "forged.db")
     figures = _figures(db, conv.interactions, time.perf_counter() - started)
+    figures["costs"] = costs
     quality.add_scores(results, quality.BUNDLED, [conv], blocks)
     return results, figures
 

@@ -9,10 +9,11 @@ or fewer but a name, a number or a date; its kind comes from cue words (see KIND
 from __future__ import annotations
 
 import re
+import time
 
 from forged.config import DistillerConfig
 from forged.grounding import MONTHS, WEEKDAYS, claim
-from forged.models import DistilledMemory, FactKind, LinePick
+from forged.models import DistilledMemory, FactKind, LinePick, Usage
 from forged.prompt import LINE_ID
 
 MIN_CONTENT_WORDS = 5  # a line with fewer says little, unless it names someone or a date
@@ -66,4 +67,7 @@ class LinePicker:
         self.model = "line-picker"
 
     async def distill(self, transcript: str, *, attempt: int = 1) -> DistilledMemory:
-        return DistilledMemory("", [], picks=pick_lines(transcript, self.config.max_facts))
+        started = time.perf_counter()
+        picks = pick_lines(transcript, self.config.max_facts)
+        spent = Usage(ms=round((time.perf_counter() - started) * 1000))  # what a batch costs
+        return DistilledMemory("", [], spent, picks)

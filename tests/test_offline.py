@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,13 @@ from forged.models import MemoryItem, Message, StoredInteraction
 from forged.offline import SUMMARY_LINES, distil
 from forged.prompt import render_known, render_transcript
 from forged.salience import KEEP_AT, Line, cues, scores, small_talk
-from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.daemons import (
+    DaemonProcess,
+    running_daemon,
+    socket_client,
+    wait_for_watermark,
+    write_config,
+)
 from tests.data import rows
 from tests.fakellm import FakeLLM
 
@@ -208,3 +215,35 @@ async def test_the_daemon_distils_offline_verbatim_with_sessions(
     ((summary, session),) = rows(db, "SELECT text, session FROM summaries")
     assert session is None and summary.startswith("Ana: I ran my first half marathon")
     assert [r["text"] for r in found["results"]] == [f"Ben: {CHAT[5][1]}"]
+
+
+async def test_serve_offline_distils_with_no_model_whatever_the_url(short_tmp: Path) -> None:
+    """`forged serve --offline` (make run's default): no server at the distiller URL is asked,
+    the offline distiller keeps the news, and no bundled model is started."""
+    config_path = write_config(short_tmp, "http://127.0.0.1:9/v1")  # nothing listens there
+    daemon = DaemonProcess(config_path, short_tmp)
+    pushed = [_push(n, w, t, "s1") for n, (w, t) in enumerate(CHAT)]
+    with trio.fail_after(TIMEOUT):
+        await daemon.start(extra_args=("--offline",))
+        try:
+            async with socket_client(daemon.socket) as client:
+                assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
+                await wait_for_watermark(client, len(CHAT))
+        finally:
+            assert await daemon.stop() == 0
+    db = daemon.config.store.path
+    assert rows(db, "SELECT DISTINCT model, llm_calls FROM distill_runs") == [("offline", 0)]
+    assert len(rows(db, "SELECT id FROM facts")) == 3
+    assert daemon.events("bundled_llm_starting") == []
+
+
+async def test_offline_and_the_bundled_model_are_one_or_the_other(short_tmp: Path) -> None:
+    """Both flags: a usage error (exit 2) naming them, before anything starts."""
+    done = await trio.run_process(
+        [sys.executable, "-m", "forged", "serve", "--offline", "--bundled-llm"],
+        capture_stdout=True, capture_stderr=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines()[-1] == (
+        "forged serve: error: argument --bundled-llm: not allowed with argument --offline"
+    )
