@@ -119,3 +119,22 @@ def test_eval_bundled_only_replaces_the_bundled_section_alone(tmp_path: Path) ->
     assert evaluate.with_bundled(out, fresh) == f"{head}\n{fresh}"
     out.write_text(f"{head}\n{evaluate.BUNDLED_SECTION}\n\nold figures\n")
     assert evaluate.with_bundled(out, fresh) == f"{head}\n{fresh}"
+
+
+def test_salience_baselines_keep_the_same_share_and_count_evidence() -> None:
+    """Random and longest-first keep as many turns as asked; recall and precision are shares
+    of the cited and of the kept turns."""
+    from bench import salience
+    from bench.quality import Conversation
+
+    conv = Conversation("c", "locomo:c")
+    conv.interactions = [
+        {"id": f"c:D1:{n}", "messages": [{"role": "user", "name": "A", "text": "x" * n}]}
+        for n in range(1, 11)
+    ]
+    random_, longest = salience.baselines(0.3, [conv], "offline")
+    assert len(random_.turns) == len(longest.turns) == 3
+    assert longest.turns == {("c", "D1:10"), ("c", "D1:9"), ("c", "D1:8")}
+    kept = salience.Kept("offline", {("c", "D1:10"), ("c", "D1:1")}, ["Bye!", "I moved to Porto."])
+    cells = salience.row(kept, [conv], {("c", "D1:10"), ("c", "D1:5")}).split(" | ")
+    assert cells[1:5] == ["20.0%", "0.500", "0.500", "50.0%"]

@@ -351,3 +351,17 @@ async def test_a_rerun_that_fails_again_is_recorded_as_still_failing() -> None:
     assert [(d.seq, d.reason) for d in out.failed] == [(3, "InvalidAnswer: bad")]
     assert [r.outcome for r in out.runs] == ["still_failing"]
     assert out.results == []
+
+
+def test_a_fact_keeps_the_session_its_sources_share() -> None:
+    """One session among its sources: that one; two: none (the batch spans both either way)."""
+    from forged.distill import with_sessions
+    from forged.models import Fact
+
+    items = [
+        StoredInteraction(n, "user:alice", session, "2026-01-01T00:00:00Z", 5,
+                          [Message(role="user", text=f"turn {n}")])
+        for n, session in ((1, "a"), (2, "a"), (3, "b"))
+    ]  # fmt: skip
+    facts = [Fact("event", "x", [1, 2]), Fact("event", "y", [3]), Fact("event", "z", [2, 3])]
+    assert [f.session for f in with_sessions(facts, items)] == ["a", "b", None]
