@@ -22,7 +22,7 @@ preference change; distilled in two halves, then asked where the user lives, whi
 what name, which drink, each as a 200-token block of facts. A cell counts the questions whose
 block holds only the current answer, and (in brackets) those holding the stale one. Stages:
 consolidation off; on, before any run (supersession at distillation); after one run. The fake
-answers deterministically; the bundled model is the one `make run` starts (`--no-bundled` leaves
+answers deterministically; the bundled model is the one `make run BUNDLED=1` starts (`--no-bundled` leaves
 it out)."""
 BUNDLED_SECTION = "## The bundled model in `make eval`"  # kept by a run with --no-bundled
 BUNDLED_NOTE = """\
@@ -64,12 +64,13 @@ NOTES = """\
   the socket as one interaction (speaker as the message's name, a shared photo as its caption),
   timestamped with its session's date, in one NDJSON request; the daemon distils it in batches
   as it would any backlog.
-- **Distillers**: two behaviours of the tests' fake LLM, and no model. `gold` answers LoCoMo's
+- **Distillers**: two behaviours of the tests' fake LLM, and two without a model. `gold` answers LoCoMo's
   own `observation` facts for the turns in each batch (kind `{gold_kind}`, the summary being
   those facts in one paragraph): an upper bound given perfect distillation. `echo` is the
   fake's default answer, a fact quoting the first 60 characters of each interaction.
   `linepicker` is the extractive distiller without a model (`forged.linepicker`, README,
-  Styles): what any model must add to, measured beside the bundled model below.
+  Styles): what any model must add to, measured beside the bundled model below. `offline`
+  is the default without a model (`forged.offline`, docs/salience.md): the salient lines.
 - **Score**: for each question, the block is `GET /v1/context` with the question as `q` and
   `budget_tokens={budget}`. Answer-word recall is the share of the answer's content words
   (folded, stop words dropped, numbers without leading zeros) found anywhere in the block; a
