@@ -12,6 +12,7 @@ from typing import Any, TextIO, TypeVar
 import msgspec
 
 from forged import __version__, display
+from forged.cli_edits import add_edit_commands
 from forged.backup import restore_backup, take_backup
 from forged.client import JSON, NDJSON, Client, find_socket
 from forged.config import Config, StoreConfig, config_file, load_config, moved_keys, render_toml
@@ -302,6 +303,7 @@ def _add_client_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     status = add("status", cmd_status, "show the daemon's status")
     status.add_argument("--json", action="store_true", help="print the raw JSON answer")
     _add_recall_commands(add)
+    add_edit_commands(add)
     for name, handler, text in (
         ("redistill", cmd_redistill, "distil the dead letters again (all, or a seq range)"),
         ("dead-letters", cmd_dead_letters, "list the open dead letters"),
