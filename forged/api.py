@@ -126,11 +126,15 @@ class Api:
         self.prefix_routes: dict[str, dict[str, dict[str, Route]]] = {
             SCOPES_PREFIX: {"": {"DELETE": Route(self.forget)}},  # a scope may hold any suffix
             FACTS_PREFIX: {
-                "": {"GET": Route(self.fact), "DELETE": Route(partial(delete, FACTS_PREFIX, "fact"))},
+                "": {
+                    "GET": Route(self.fact),
+                    "DELETE": Route(partial(delete, FACTS_PREFIX, "fact")),
+                },
                 "/correct": {"POST": Route(partial(edit_api.correct, store, FACTS_PREFIX))},
-                "/pin": dict.fromkeys(("PUT", "DELETE"), Route(partial(edit_api.pin, store,
-                                                                       FACTS_PREFIX))),
-            },  # fmt: skip
+                "/pin": dict.fromkeys(
+                    ("PUT", "DELETE"), Route(partial(edit_api.pin, store, FACTS_PREFIX))
+                ),
+            },
             SUMMARIES_PREFIX: {"": {"DELETE": Route(partial(delete, SUMMARIES_PREFIX, "summary"))}},
             INTERACTIONS_PREFIX: {
                 "": {"DELETE": Route(partial(delete, INTERACTIONS_PREFIX, "interaction"))}

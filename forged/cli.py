@@ -12,8 +12,8 @@ from typing import Any, TextIO, TypeVar
 import msgspec
 
 from forged import __version__, display
-from forged.cli_edits import add_edit_commands
 from forged.backup import restore_backup, take_backup
+from forged.cli_edits import add_edit_commands
 from forged.client import JSON, NDJSON, Client, find_socket
 from forged.config import Config, StoreConfig, config_file, load_config, moved_keys, render_toml
 from forged.errors import (

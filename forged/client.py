@@ -349,7 +349,9 @@ class AsyncClient:
         """Pin a fact so consolidation never retires it (`pinned=False` unpins)."""
         return await self._send(calls.pin(fact_id, pinned))
 
-    async def edits(self, *, scope: str | None = None, limit: int | None = None) -> models.EditsAnswer:
+    async def edits(
+        self, *, scope: str | None = None, limit: int | None = None
+    ) -> models.EditsAnswer:
         """The edit trail, newest first."""
         return await self._send(calls.edits(scope, limit))
 

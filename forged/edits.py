@@ -58,7 +58,8 @@ def _erase_fact(sql: Any, fact_id: int, scope: str, norm: str | None, created: s
     sql.execute("DELETE FROM consolidation_changes WHERE action != 'condense'"
                 " AND (fact_id = ? OR into_id = ?)", (fact_id, fact_id))  # fmt: skip
     sql.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
-    record(sql, scope, "delete", "fact", fact_id, created, hashed=None if norm is None else digest(norm))
+    hashed = None if norm is None else digest(norm)
+    record(sql, scope, "delete", "fact", fact_id, created, hashed=hashed)
 
 
 def _erase_summary(sql: Any, summary_id: int, scope: str, created: str) -> None:
@@ -91,25 +92,21 @@ def _last_edit(sql: Any) -> int:
     return int(sql.execute("SELECT max(id) FROM edits").fetchone()[0])
 
 
-def _narrow(sql: Any, table: str, scope: str, seq: int, created: str) -> int:
-    """After `seq` went: each fact or summary resting on it rests on what is left of its
-    sources, dated by them; one resting on nothing else goes too. Returns how many went."""
+def _narrow(sql: Any, scope: str, seq: int, created: str) -> int:
+    """After `seq` went: each fact resting on it rests on what is left of its sources, dated
+    by them; one resting on nothing else goes too. Returns how many went."""
     gone = 0
-    for item_id, first_seq, last_seq in sql.execute(
-        _RESTING_ON.format(table=table), (scope, seq, seq)
-    ).fetchall():
+    resting = sql.execute(_RESTING_ON.format(table="facts"), (scope, seq, seq)).fetchall()
+    for fact_id, first_seq, last_seq in resting:
         low, high, first_at, last_at = sql.execute(
             _SOURCES_LEFT, (scope, first_seq, last_seq)
         ).fetchone()
-        if low is None and table == "facts":  # its one source is gone: nothing can say it again
-            _erase_fact(sql, item_id, scope, None, created)
-        elif low is None:
-            _erase_summary(sql, item_id, scope, created)
+        if low is None:  # its one source is gone: nothing can say it again
+            _erase_fact(sql, fact_id, scope, None, created)
+            gone += 1
         else:
-            sql.execute(f"UPDATE {table} SET first_seq = ?, last_seq = ?, first_at = ?,"
-                        " last_at = ? WHERE id = ?", (low, high, first_at, last_at, item_id))  # fmt: skip
-            continue
-        gone += 1
+            sql.execute("UPDATE facts SET first_seq = ?, last_seq = ?, first_at = ?, last_at = ?"
+                        " WHERE id = ?", (low, high, first_at, last_at, fact_id))  # fmt: skip
     return gone
 
 
@@ -123,8 +120,11 @@ def delete_interaction(sql: Any, seq: int, created: str) -> tuple[str, int, Dele
     sql.execute("DELETE FROM interactions WHERE seq = ?", (seq,))
     sql.execute("DELETE FROM dead_letters WHERE scope = ? AND seq = ?", (scope, seq))
     edit = record(sql, scope, "delete", "interaction", seq, created)
-    facts = _narrow(sql, "facts", scope, seq, created)
-    summaries = _narrow(sql, "summaries", scope, seq, created)
+    facts = _narrow(sql, scope, seq, created)
+    told = sql.execute(_RESTING_ON.format(table="summaries"), (scope, seq, seq)).fetchall()
+    for summary_id, _, _ in told:  # told from every turn of its batch: it may retell this one
+        _erase_summary(sql, summary_id, scope, created)
+    summaries = len(told)
     return scope, edit, Deleted(1, summaries, facts)
 
 

@@ -329,6 +329,8 @@ class Hub:
         if item == "interaction":
             for feed in self.feeds.values():  # no checkpoint since the erase committed
                 feed.erase(item_id)
+            for name, progress in self.progress.items():  # its dead letters went with it
+                progress.recount(await self._store.observer_totals(name))
         deleted = erased.deleted
         log.info("item_deleted", scope=scope, item=item, id=item_id, edit=erased.edit,
                  summaries=deleted.summaries, facts=deleted.facts)  # fmt: skip

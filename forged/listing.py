@@ -81,7 +81,8 @@ def _page_where(page: Page, current: str | None = None) -> tuple[str, list[Any]]
 
 
 def _stored_fact(row: tuple[Any, ...]) -> StoredFact:
-    return StoredFact(*row[:-1], pinned=bool(row[-1]))  # an integer in both stores
+    fact = StoredFact(*row)
+    return msgspec.structs.replace(fact, pinned=bool(fact.pinned))  # an integer in both stores
 
 
 def list_facts(conn: sqlite3.Connection, page: Page) -> FactsPage:
@@ -138,12 +139,11 @@ def list_scopes(conn: sqlite3.Connection) -> list[ScopeInfo]:
     logged, facts, summaries = (conn.execute(q).fetchall() for q in _SCOPE_COUNTS)
     spans = {r[0]: r[1:] for r in logged}
     fact_counts, summary_counts = dict(facts), dict(summaries)
-    scopes = [
-        ScopeInfo(scope, *(spans[scope][:1] if scope in spans else (0,)),
-                  fact_counts.get(scope, 0), summary_counts.get(scope, 0),
-                  *(spans[scope][1:] if scope in spans else (None, None, None)))
-        for scope in {*spans, *fact_counts, *summary_counts}
-    ]  # fmt: skip
+    scopes = []
+    for scope in {*spans, *fact_counts, *summary_counts}:
+        turns, first_at, last_at, received = spans.get(scope, (0, None, None, None))
+        scopes.append(ScopeInfo(scope, turns, fact_counts.get(scope, 0),
+                                summary_counts.get(scope, 0), first_at, last_at, received))  # fmt: skip
     return sorted(scopes, key=lambda s: (s.last_received_at or "", s.scope), reverse=True)
 
 
@@ -165,10 +165,9 @@ def list_interactions(conn: sqlite3.Connection, page: InteractionPage) -> Intera
         if value is not None:
             period += f" AND {clause}"
             params.append(value)
-    rows = portable(conn).execute(
-        _INTERACTIONS.format(period=period),
-        (page.scope, page.after_at, page.after_at, page.after_seq, *params, page.limit + 1),
-    ).fetchall()
+    keyset = (page.scope, page.after_at, page.after_at, page.after_seq)
+    sql = _INTERACTIONS.format(period=period)
+    rows = portable(conn).execute(sql, (*keyset, *params, page.limit + 1)).fetchall()
     found = [LoggedInteraction(seq, scope, session, at, received, _MESSAGES.decode(messages))
              for seq, scope, session, at, received, messages in rows[: page.limit]]  # fmt: skip
     last = found[-1] if found and len(rows) > page.limit else None
