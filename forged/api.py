@@ -128,16 +128,25 @@ class Api:
             FACTS_PREFIX: {
                 "": {
                     "GET": Route(self.fact),
-                    "DELETE": Route(partial(delete, FACTS_PREFIX, "fact")),
+                    "DELETE": Route(partial(delete, FACTS_PREFIX, "fact"), edit_api.WITHIN),
                 },
-                "/correct": {"POST": Route(partial(edit_api.correct, store, FACTS_PREFIX))},
+                "/correct": {
+                    "POST": Route(partial(edit_api.correct, store, FACTS_PREFIX), edit_api.WITHIN)
+                },
                 "/pin": dict.fromkeys(
-                    ("PUT", "DELETE"), Route(partial(edit_api.pin, store, FACTS_PREFIX))
+                    ("PUT", "DELETE"),
+                    Route(partial(edit_api.pin, store, FACTS_PREFIX), edit_api.WITHIN),
                 ),
             },
-            SUMMARIES_PREFIX: {"": {"DELETE": Route(partial(delete, SUMMARIES_PREFIX, "summary"))}},
+            SUMMARIES_PREFIX: {
+                "": {"DELETE": Route(partial(delete, SUMMARIES_PREFIX, "summary"), edit_api.WITHIN)}
+            },
             INTERACTIONS_PREFIX: {
-                "": {"DELETE": Route(partial(delete, INTERACTIONS_PREFIX, "interaction"))}
+                "": {
+                    "DELETE": Route(
+                        partial(delete, INTERACTIONS_PREFIX, "interaction"), edit_api.WITHIN
+                    )
+                }
             },
         }
 

@@ -152,14 +152,17 @@ SCOPES = Call("GET", "/v1/scopes", ScopesAnswer)
 ITEM_PATHS = {"fact": "/v1/facts/", "summary": "/v1/summaries/", "interaction": "/v1/interactions/"}
 
 
-def delete(item: str, item_id: int) -> Call[Erased]:
-    """Erase one `fact`, `summary` or `interaction` (by its seq)."""
-    return Call("DELETE", f"{ITEM_PATHS[item]}{int(item_id)}", Erased)
+def delete(item: str, item_id: int, within: str | None = None) -> Call[Erased]:
+    """Erase one `fact`, `summary` or `interaction` (by its seq); `within`: only of that scope."""
+    return Call("DELETE", f"{ITEM_PATHS[item]}{int(item_id)}", Erased, {"scope": within})
 
 
-def correct(fact_id: int, text: str, kind: FactKind | None = None) -> Call[FactAudit]:
+def correct(
+    fact_id: int, text: str, kind: FactKind | None = None, within: str | None = None
+) -> Call[FactAudit]:
     body = _ENCODE.encode(Correction(text, kind))
-    return Call("POST", f"/v1/facts/{int(fact_id)}/correct", FactAudit, body=body)
+    path = f"/v1/facts/{int(fact_id)}/correct"
+    return Call("POST", path, FactAudit, {"scope": within}, body=body)
 
 
 def add_fact(fact: NewFact) -> Call[FactAudit]:

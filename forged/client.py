@@ -180,15 +180,15 @@ class Client:
         return self._send(calls.interactions(scope, since=since, until=until, after=after,
                                              limit=limit))  # fmt: skip
 
-    def delete(self, item: str, item_id: int) -> models.Erased:
+    def delete(self, item: str, item_id: int, *, within: str | None = None) -> models.Erased:
         """Erase one `fact`, `summary` or `interaction` (by seq) for good; a deleted interaction
-        takes the memory resting on it alone with it."""
-        return self._send(calls.delete(item, item_id))
+        takes the memory resting on it alone with it. `within`: only if it is of that scope."""
+        return self._send(calls.delete(item, item_id, within))
 
-    def correct(self, fact_id: int, text: str, kind: models.FactKind | None = None
-                ) -> models.FactAudit:  # fmt: skip
+    def correct(self, fact_id: int, text: str, kind: models.FactKind | None = None, *,
+                within: str | None = None) -> models.FactAudit:  # fmt: skip
         """Replace a current fact by `text` (reason `user`); returns the new fact's audit."""
-        return self._send(calls.correct(fact_id, text, kind))
+        return self._send(calls.correct(fact_id, text, kind, within))
 
     def add_fact(self, text: str, *, kind: models.FactKind = "state", scope: str = "default",
                  at: str | None = None, session: str | None = None) -> models.FactAudit:  # fmt: skip
@@ -330,15 +330,16 @@ class AsyncClient:
         return await self._send(calls.interactions(scope, since=since, until=until, after=after,
                                              limit=limit))  # fmt: skip
 
-    async def delete(self, item: str, item_id: int) -> models.Erased:
+    async def delete(self, item: str, item_id: int, *, within: str | None = None
+                     ) -> models.Erased:  # fmt: skip
         """Erase one `fact`, `summary` or `interaction` (by seq) for good; a deleted interaction
-        takes the memory resting on it alone with it."""
-        return await self._send(calls.delete(item, item_id))
+        takes the memory resting on it alone with it. `within`: only if it is of that scope."""
+        return await self._send(calls.delete(item, item_id, within))
 
-    async def correct(self, fact_id: int, text: str, kind: models.FactKind | None = None
-                ) -> models.FactAudit:  # fmt: skip
+    async def correct(self, fact_id: int, text: str, kind: models.FactKind | None = None, *,
+                      within: str | None = None) -> models.FactAudit:  # fmt: skip
         """Replace a current fact by `text` (reason `user`); returns the new fact's audit."""
-        return await self._send(calls.correct(fact_id, text, kind))
+        return await self._send(calls.correct(fact_id, text, kind, within))
 
     async def add_fact(self, text: str, *, kind: models.FactKind = "state", scope: str = "default",
                  at: str | None = None, session: str | None = None) -> models.FactAudit:  # fmt: skip

@@ -34,6 +34,7 @@ from forged.timestamps import now, utc_timestamp
 T = TypeVar("T")
 INTERACTIONS_PARAMS = ("scope", "since", "until", "after", "limit")
 EDITS_PARAMS = ("scope", "limit")
+WITHIN = ("scope",)  # an edit's only parameter: the item must be of this scope
 MAX_ID_DIGITS = 18  # an id in a path: at most this many digits, so it fits SQLite's integer
 _CURSOR = re.compile(r"(\d{1,18})@(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")  # `next` of a page
 _JSON = msgspec.json.Encoder()
@@ -115,8 +116,8 @@ async def edits(store: Backend, _request: Request, params: Params) -> Response:
     return json_response(EditsAnswer(await store.read(listing.list_edits, scope, limit)))
 
 
-async def delete(hub: Hub, prefix: str, item: str, request: Request, _params: Params) -> Response:
-    erased = await hub.delete(item, item_id(request, prefix, what=item))
+async def delete(hub: Hub, prefix: str, item: str, request: Request, params: Params) -> Response:
+    erased = await hub.delete(item, item_id(request, prefix, what=item), params.key("scope"))
     return json_response(erased)
 
 
@@ -133,15 +134,16 @@ async def add_fact(store: Backend, request: Request, _params: Params) -> Respons
     return json_response(await _audit(store, await store.add_fact(new, at)), 201)
 
 
-async def correct(store: Backend, prefix: str, request: Request, _params: Params) -> Response:
-    fact_id = item_id(request, prefix, "/correct")
+async def correct(store: Backend, prefix: str, request: Request, params: Params) -> Response:
+    fact_id, within = item_id(request, prefix, "/correct"), params.key("scope")
     correction = decode_body(request, Correction)
     correction = msgspec.structs.replace(correction, text=await _scrubbed(correction.text))
-    return json_response(await _audit(store, await store.correct_fact(fact_id, correction)), 201)
+    new_id = await store.correct_fact(fact_id, correction, within)
+    return json_response(await _audit(store, new_id), 201)
 
 
-async def pin(store: Backend, prefix: str, request: Request, _params: Params) -> Response:
+async def pin(store: Backend, prefix: str, request: Request, params: Params) -> Response:
     """PUT pins the fact, DELETE unpins it; both answer the fact with its audit trail."""
     fact_id = item_id(request, prefix, "/pin")
-    await store.pin_fact(fact_id, request.method == "PUT")
+    await store.pin_fact(fact_id, request.method == "PUT", params.key("scope"))
     return json_response(await _audit(store, fact_id))

@@ -323,9 +323,10 @@ class Hub:
                  summaries=deleted.summaries, facts=deleted.facts)  # fmt: skip
         return deleted
 
-    async def delete(self, item: str, item_id: int) -> Erased:
-        """Erase one interaction, summary or fact; a deleted interaction leaves every queue."""
-        scope, erased = await self._store.delete(item, item_id)
+    async def delete(self, item: str, item_id: int, within: str | None = None) -> Erased:
+        """Erase one interaction, summary or fact (of scope `within`, if given); a deleted
+        interaction leaves every queue."""
+        scope, erased = await self._store.delete(item, item_id, within)
         if item == "interaction":
             for feed in self.feeds.values():  # no checkpoint since the erase committed
                 feed.erase(item_id)

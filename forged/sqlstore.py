@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from forged import edits, retire
+from forged.errors import InvalidRequest
 from forged.models import (
     ConsolidationChange,
     ConsolidationRun,
@@ -377,36 +378,45 @@ class SqlStore:
                                      (item_id,)).fetchone()  # fmt: skip
         return None if row is None else str(row[0])
 
-    def _edit(self, conn: Any, item: str, item_id: int, fn: Callable[..., T], *args: Any) -> T:
-        """Run one edit of an item in a write transaction holding its scope's lock."""
+    def _edit(self, conn: Any, item: str, item_id: int, within: str | None,
+              fn: Callable[..., T], *args: Any) -> T:  # fmt: skip
+        """Run one edit of an item in a write transaction holding its scope's lock; with
+        `within`, an item of another scope is as missing as one that is not there."""
         sql, created = portable(conn), now()
         with self._transaction(conn):
-            if (scope := self._scope_of(conn, item, item_id)) is not None:
-                self._lock_scope(conn, scope)  # a consolidation commit waits, then sees it
+            scope = self._scope_of(conn, item, item_id)
+            if scope is None or (within is not None and scope != within):
+                where = "" if within is None else f" in scope {within!r}"
+                raise InvalidRequest(404, "not_found", f"no {item} with id {item_id}{where}")
+            self._lock_scope(conn, scope)  # a consolidation commit waits, then sees it
             return fn(sql, *args, created)
 
-    def _delete(self, conn: Any, item: str, item_id: int) -> tuple[str, Erased]:
+    def _delete(self, conn: Any, item: str, item_id: int, within: str | None) -> tuple[str, Erased]:
         if item == "interaction":
-            scope, edit, deleted = self._edit(conn, item, item_id, edits.delete_interaction,
-                                              item_id)  # fmt: skip
+            scope, edit, deleted = self._edit(conn, item, item_id, within,
+                                              edits.delete_interaction, item_id)  # fmt: skip
         else:
             scope = self._scope_of(conn, item, item_id) or ""
             erase = edits.delete_fact if item == "fact" else edits.delete_summary
-            edit, deleted = self._edit(conn, item, item_id, erase, item_id)
+            edit, deleted = self._edit(conn, item, item_id, within, erase, item_id)
         self._forgotten(conn, scope)  # its text leaves the indexes and the free pages too
         return scope, Erased(edit, deleted)
 
-    async def delete(self, item: str, item_id: int) -> tuple[str, Erased]:
+    async def delete(
+        self, item: str, item_id: int, within: str | None = None
+    ) -> tuple[str, Erased]:
         """Erase one interaction (by seq), summary or fact (by id) for good; return its scope
-        and what went. `InvalidRequest` 404 when there is none."""
-        scope, erased = await self._write(self._delete, item, item_id)
+        and what went. `InvalidRequest` 404 when there is none (in scope `within`)."""
+        scope, erased = await self._write(self._delete, item, item_id, within)
         self.count -= erased.deleted.interactions
         return scope, erased
 
-    async def correct_fact(self, fact_id: int, correction: Correction) -> int:
+    async def correct_fact(
+        self, fact_id: int, correction: Correction, within: str | None = None
+    ) -> int:
         """Supersede a fact by the user's text (reason `user`); return the new fact's id."""
-        return await self._write(self._edit, "fact", fact_id, edits.correct_fact, fact_id,
-                                 correction)  # fmt: skip
+        return await self._write(self._edit, "fact", fact_id, within, edits.correct_fact,
+                                 fact_id, correction)  # fmt: skip
 
     def _add_fact(self, conn: Any, new: NewFact, at: str | None) -> int:
         sql, created = portable(conn), now()
@@ -417,9 +427,9 @@ class SqlStore:
         """Write a fact by hand (`source` user), dated `at` or now; return its id."""
         return await self._write(self._add_fact, new, at)
 
-    async def pin_fact(self, fact_id: int, pinned: bool) -> None:
+    async def pin_fact(self, fact_id: int, pinned: bool, within: str | None = None) -> None:
         """Pin a fact (consolidation never retires it) or unpin it."""
-        await self._write(self._edit, "fact", fact_id, edits.pin_fact, fact_id, pinned)
+        await self._write(self._edit, "fact", fact_id, within, edits.pin_fact, fact_id, pinned)
 
     async def watermark(self, observer: str) -> int:
         """Every seq up to this one is done for the observer."""
