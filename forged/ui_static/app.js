@@ -13,6 +13,7 @@ function el(tag, attrs, ...children) {
   for (const [name, value] of Object.entries(attrs || {})) {
     if (value === null || value === undefined || value === false) continue;
     if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else if (name === "height") node.style.height = value; // CSSOM: the CSP refuses style attributes
     else node.setAttribute(name, value === true ? "" : String(value));
   }
   for (const child of children.flat()) {
@@ -130,15 +131,16 @@ function timelineView() {
   const strip = el("div", { class: "strip", id: "strip" }, days.map(([d, items]) =>
     el("div", { class: "day", title: `${longDay(d)}: ${items.turns.length} turns, ${items.facts.length} facts`,
                 onclick: () => document.getElementById(`day-${d}`).scrollIntoView({ behavior: "smooth" }) },
-      el("div", { class: "bar-turns", style: `height:${(70 * items.turns.length) / most}px` }),
-      el("div", { class: "bar-facts", style: `height:${(70 * items.facts.length) / most}px` }))));
+      el("span", { class: "lbl" }, new Date(d + "T12:00:00Z").toLocaleDateString("en-GB", { day: "numeric", month: "short", timeZone: "UTC" })),
+      el("div", { class: "bar-turns", height: `${(56 * items.turns.length) / most}px` }),
+      el("div", { class: "bar-facts", height: `${(56 * items.facts.length) / most}px` }))));
   const toolbar = el("div", { class: "toolbar" },
     el("label", {}, el("input", { type: "checkbox", id: "show-history", checked: state.history,
                                   onchange: async (e) => { state.history = e.target.checked; await loadMemory(); render(); } }),
        " show superseded facts"),
     el("button", { type: "button", id: "add-fact", onclick: addFactForm }, "+ Add a fact"));
-  const legend = el("p", { class: "legend" }, el("span", {}, el("i", { style: "background:var(--turn)" }), "turns"),
-                    el("span", {}, el("i", { style: "background:var(--accent)" }), "facts"),
+  const legend = el("p", { class: "legend" }, el("span", {}, el("i", { class: "sw-turns" }), "turns"),
+                    el("span", {}, el("i", { class: "sw-facts" }), "facts"),
                     el("span", {}, `${days.length} days, ${days[0] ? longDay(days[0][0]) : ""} to ${days.length ? longDay(days[days.length - 1][0]) : ""}`));
   if (!days.length) return el("p", { class: "muted" }, "This scope holds nothing yet.");
   return el("div", { id: "timeline" }, toolbar, strip, legend, days.map(([d, items]) => dayBox(d, items)));
@@ -151,22 +153,37 @@ function dayBox(d, items) {
     el("div", { class: "col" }, el("h3", {}, "Remembered"),
        items.summaries.map(summaryCard), items.facts.map(factCard),
        items.summaries.length + items.facts.length ? null : el("p", { class: "muted" }, "nothing distilled")),
-    el("div", { class: "col" }, el("h3", {}, "Said"), items.turns.map((t) => turnRow(t))));
+    el("div", { class: "col" }, el("h3", {}, "Said"), turnList(items.turns)));
+}
+
+// A day's turns: the first few, and the rest one click away (the memory is what to read first).
+const TURNS_SHOWN = 6;
+function turnList(turns) {
+  const box = el("div", { class: "turns" }, turns.slice(0, TURNS_SHOWN).map((t) => turnRow(t)));
+  if (turns.length > TURNS_SHOWN) {
+    const more = el("button", { type: "button", class: "more", onclick: () => {
+      more.replaceWith(...turns.slice(TURNS_SHOWN).map((t) => turnRow(t)));
+    } }, `show all ${turns.length} turns`);
+    box.append(more);
+  }
+  return box;
 }
 
 function factCard(f) {
   const classes = ["card", "fact", `k-${f.kind}`, f.superseded_by ? "superseded" : ""].join(" ");
   return el("div", { class: classes, "data-fact": f.id, onclick: () => openFact(f.id) },
     badge(f.kind), f.text,
-    el("div", { class: "meta" }, el("span", {}, `#${f.id}`), el("span", {}, span(f.first_at, f.last_at)),
+    el("div", { class: "meta" }, el("span", {}, `fact #${f.id}`), el("span", {}, span(f.first_at, f.last_at)),
        f.pinned ? el("span", { class: "tag" }, "pinned") : null,
        f.source === "user" ? el("span", { class: "tag" }, "by user") : null,
        f.superseded_by ? el("span", { class: "tag" }, `superseded by #${f.superseded_by} (${f.superseded_reason})`) : null));
 }
 
 function summaryCard(s) {
-  return el("div", { class: "card summary", "data-summary": s.id }, badge("summary"), s.text,
-    el("div", { class: "meta" }, el("span", {}, `#${s.id}`), el("span", {}, span(s.first_at, s.last_at)),
+  const text = el("div", { class: "clamp" }, badge("summary"), s.text);
+  return el("div", { class: "card summary", "data-summary": s.id, title: "click to read it all",
+                     onclick: () => text.classList.toggle("clamp") }, text,
+    el("div", { class: "meta" }, el("span", {}, `summary #${s.id}`), el("span", {}, span(s.first_at, s.last_at)),
        el("button", { type: "button", class: "danger", "data-delete-summary": s.id,
                       onclick: (e) => { e.stopPropagation(); remove("summary", s.id); } }, "delete")));
 }
@@ -205,7 +222,7 @@ async function openFact(id) {
       el("button", { type: "button", class: "danger", id: "delete-fact", onclick: () => remove("fact", f.id) }, "Delete")),
     el("div", { id: "correct-box" }),
     el("section", { id: "sources" }, el("h2", {}, f.source === "user" ? "Source: the user" : `Sources (${sources.length} turns)`),
-       sources.map((t) => el("div", {}, el("div", { class: "muted" }, longDay(day(t.timestamp))), turnRow(t, true)))),
+       sources.map((t) => el("div", {}, el("div", { class: "muted small" }, longDay(day(t.timestamp))), turnRow(t, true)))),
     el("section", { id: "history" }, el("h2", {}, "History"),
        history.length ? history : el("p", { class: "muted" }, "never changed")));
 }
