@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import msgspec
 import structlog
 
-from forged import __version__, consolidate_observer, deadletters
+from forged import __version__, consolidate_observer, deadletters, edit_api
 from forged.backend import Backend
 from forged.config import Config
 from forged.deadletters import Redistiller
@@ -44,6 +44,8 @@ log = structlog.get_logger("forged.api")
 _SEARCH = ("q", "scope", "kind", "types", "session", "since", "until", "history")
 _PAGE = ("since", "until", "after", "limit")  # listings
 FACTS_PREFIX = "/v1/facts/"  # GET /v1/facts/{id}: a fact and its audit trail
+SUMMARIES_PREFIX = "/v1/summaries/"  # DELETE /v1/summaries/{id}
+INTERACTIONS_PREFIX = "/v1/interactions/"  # DELETE /v1/interactions/{seq}
 # A failed store as an answer, by whether the disk is full: log event, status, code, what
 # happened, and when to retry (a full disk waits for an operator: no Retry-After).
 _STORE_FAILURES = (
@@ -94,12 +96,20 @@ class Api:
         self.lifecycle = lifecycle
         self.recall = Recall(store, config.recall)
         self.routes: dict[str, dict[str, Route]] = {
-            "/v1/interactions": {"POST": Route(self.push)},
+            "/v1/interactions": {
+                "POST": Route(self.push),
+                "GET": Route(partial(edit_api.interactions, store), edit_api.INTERACTIONS_PARAMS),
+            },
+            "/v1/scopes": {"GET": Route(partial(edit_api.scopes, store))},
+            "/v1/edits": {"GET": Route(partial(edit_api.edits, store), edit_api.EDITS_PARAMS)},
             "/v1/status": {"GET": Route(self.status)},
             "/v1/health": {"GET": Route(self.health)},
             "/v1/search": {"GET": Route(self.search, (*_SEARCH, "limit", "sources"))},
             "/v1/context": {"GET": Route(self.context, (*_SEARCH, "budget_tokens"))},
-            "/v1/facts": {"GET": Route(self.facts, ("scope", "kind", "history", *_PAGE))},
+            "/v1/facts": {
+                "GET": Route(self.facts, ("scope", "kind", "history", *_PAGE)),
+                "POST": Route(partial(edit_api.add_fact, store)),
+            },
             "/v1/summaries": {"GET": Route(self.summaries, ("scope", "history", *_PAGE))},
             "/v1/dead-letters": {
                 "GET": Route(partial(deadletters.list_dead_letters, store), deadletters.PARAMS)
@@ -111,17 +121,45 @@ class Api:
                 "POST": Route(partial(consolidate_observer.run_now, hub), ("scope",))
             },
         }
-        self.prefix_routes = {
-            SCOPES_PREFIX: {"DELETE": Route(self.forget)},
-            FACTS_PREFIX: {"GET": Route(self.fact)},
+        delete = partial(edit_api.delete, hub)
+        # Paths that name an item after the prefix, by the suffix after it ("": none).
+        self.prefix_routes: dict[str, dict[str, dict[str, Route]]] = {
+            SCOPES_PREFIX: {"": {"DELETE": Route(self.forget)}},  # a scope may hold any suffix
+            FACTS_PREFIX: {
+                "": {
+                    "GET": Route(self.fact),
+                    "DELETE": Route(partial(delete, FACTS_PREFIX, "fact"), edit_api.WITHIN),
+                },
+                "/correct": {
+                    "POST": Route(partial(edit_api.correct, store, FACTS_PREFIX), edit_api.WITHIN)
+                },
+                "/pin": dict.fromkeys(
+                    ("PUT", "DELETE"),
+                    Route(partial(edit_api.pin, store, FACTS_PREFIX), edit_api.WITHIN),
+                ),
+            },
+            SUMMARIES_PREFIX: {
+                "": {"DELETE": Route(partial(delete, SUMMARIES_PREFIX, "summary"), edit_api.WITHIN)}
+            },
+            INTERACTIONS_PREFIX: {
+                "": {
+                    "DELETE": Route(
+                        partial(delete, INTERACTIONS_PREFIX, "interaction"), edit_api.WITHIN
+                    )
+                }
+            },
         }
 
     def _methods(self, request: Request) -> dict[str, Route] | None:
         if (methods := self.routes.get(request.path)) is not None:
             return methods
-        for prefix, methods in self.prefix_routes.items():
+        for prefix, suffixes in self.prefix_routes.items():
             if request.path.startswith(prefix) and len(request.path) > len(prefix):
-                return methods
+                rest = request.path.removeprefix(prefix)
+                for suffix, methods in suffixes.items():
+                    if suffix and rest.endswith(suffix) and len(rest) > len(suffix):
+                        return methods
+                return suffixes.get("")
         return None
 
     async def handle(self, request: Request) -> Response:

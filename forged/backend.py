@@ -17,7 +17,10 @@ from forged.errors import StoreError
 from forged.models import (
     ConsolidationChange,
     ConsolidationRun,
+    Correction,
     DeadLetterInfo,
+    Erased,
+    NewFact,
     ObserverStatus,
     StoredInteraction,
 )
@@ -57,6 +60,18 @@ class Backend(Protocol):
     async def set_watermark(self, observer: str, seq: int) -> None: ...
 
     async def forget(self, scope: str, observers: Iterable[str] = ()) -> Forgotten: ...
+
+    async def delete(
+        self, item: str, item_id: int, within: str | None = ...
+    ) -> tuple[str, Erased]: ...
+
+    async def correct_fact(
+        self, fact_id: int, correction: Correction, within: str | None = ...
+    ) -> int: ...
+
+    async def add_fact(self, new: NewFact, at: str | None) -> int: ...
+
+    async def pin_fact(self, fact_id: int, pinned: bool, within: str | None = ...) -> None: ...
 
     async def watermark(self, observer: str) -> int: ...
 

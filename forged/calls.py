@@ -21,14 +21,21 @@ from forged.models import (
     Accepted,
     ConsolidateAnswer,
     ContextAnswer,
+    Correction,
     DeadLettersAnswer,
+    EditsAnswer,
+    Erased,
     ErrorAnswer,
     FactAudit,
+    FactKind,
     FactsPage,
     ForgetAnswer,
     Health,
     Interaction,
+    InteractionsPage,
+    NewFact,
     RedistillReport,
+    ScopesAnswer,
     SearchAnswer,
     Status,
     SummariesPage,
@@ -134,6 +141,40 @@ def consolidate(scope: str | None) -> Call[ConsolidateAnswer]:
 
 def summaries(**params: Any) -> Call[SummariesPage]:
     return Call("GET", "/v1/summaries", SummariesPage, params)
+
+
+def interactions(scope: str | None = None, **params: Any) -> Call[InteractionsPage]:
+    """A scope's interactions by time (`since`, `until`, `after`, `limit`)."""
+    return Call("GET", "/v1/interactions", InteractionsPage, {"scope": scope, **params})
+
+
+SCOPES = Call("GET", "/v1/scopes", ScopesAnswer)
+ITEM_PATHS = {"fact": "/v1/facts/", "summary": "/v1/summaries/", "interaction": "/v1/interactions/"}
+
+
+def delete(item: str, item_id: int, within: str | None = None) -> Call[Erased]:
+    """Erase one `fact`, `summary` or `interaction` (by its seq); `within`: only of that scope."""
+    return Call("DELETE", f"{ITEM_PATHS[item]}{int(item_id)}", Erased, {"scope": within})
+
+
+def correct(
+    fact_id: int, text: str, kind: FactKind | None = None, within: str | None = None
+) -> Call[FactAudit]:
+    body = _ENCODE.encode(Correction(text, kind))
+    path = f"/v1/facts/{int(fact_id)}/correct"
+    return Call("POST", path, FactAudit, {"scope": within}, body=body)
+
+
+def add_fact(fact: NewFact) -> Call[FactAudit]:
+    return Call("POST", "/v1/facts", FactAudit, body=_ENCODE.encode(fact))
+
+
+def pin(fact_id: int, pinned: bool = True) -> Call[FactAudit]:
+    return Call("PUT" if pinned else "DELETE", f"/v1/facts/{int(fact_id)}/pin", FactAudit)
+
+
+def edits(scope: str | None = None, limit: int | None = None) -> Call[EditsAnswer]:
+    return Call("GET", "/v1/edits", EditsAnswer, {"scope": scope, "limit": limit})
 
 
 def forget(scope: str) -> Call[ForgetAnswer]:

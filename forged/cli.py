@@ -13,6 +13,7 @@ import msgspec
 
 from forged import __version__, display
 from forged.backup import restore_backup, take_backup
+from forged.cli_edits import add_edit_commands
 from forged.client import JSON, NDJSON, Client, find_socket
 from forged.config import Config, StoreConfig, config_file, load_config, moved_keys, render_toml
 from forged.errors import (
@@ -264,6 +265,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    from forged.ui import serve
+
+    serve(find_socket(args.socket, config=args.config), args.port)
+    return 0
+
+
 def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     def query(
         name: str, handler: Callable[[argparse.Namespace], int], help: str
@@ -307,6 +315,7 @@ def _add_client_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     status = add("status", cmd_status, "show the daemon's status")
     status.add_argument("--json", action="store_true", help="print the raw JSON answer")
     _add_recall_commands(add)
+    add_edit_commands(add)
     for name, handler, text in (
         ("redistill", cmd_redistill, "distil the dead letters again (all, or a seq range)"),
         ("dead-letters", cmd_dead_letters, "list the open dead letters"),
@@ -321,6 +330,8 @@ def _add_client_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     imports.add_argument("file", help="conversations.json of an export, or a .jsonl file")
     imports.add_argument("--scope", help='whose memory it becomes (default: "default", or each '
                          "line's own for jsonl)")  # fmt: skip
+    ui = add("ui", cmd_ui, "serve the memory browser on loopback; open the URL it prints")
+    ui.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free)")
     mcp = add("mcp", cmd_mcp, "serve forged's memory to an MCP host over standard input/output")
     mcp.add_argument("--scope", help="the one scope the host may read and write "
                      '(default: $FORGED_SCOPE, else "default")')  # fmt: skip

@@ -169,6 +169,40 @@ class Client:
         pages = _pages(lambda after: self.summaries(scope=scope, after=after))
         return (summary for page in pages for summary in page.summaries)
 
+    def scopes(self) -> models.ScopesAnswer:
+        """Every scope holding memory, with its counts and last activity, most recent first."""
+        return self._send(calls.SCOPES)
+
+    def interactions(self, *, scope: str | None = None, since: str | None = None,
+                     until: str | None = None, after: str | None = None,
+                     limit: int | None = None) -> models.InteractionsPage:  # fmt: skip
+        """One page of a scope's interactions ordered by their timestamps; `next` for more."""
+        return self._send(calls.interactions(scope, since=since, until=until, after=after,
+                                             limit=limit))  # fmt: skip
+
+    def delete(self, item: str, item_id: int, *, within: str | None = None) -> models.Erased:
+        """Erase one `fact`, `summary` or `interaction` (by seq) for good; a deleted interaction
+        takes the memory resting on it alone with it. `within`: only if it is of that scope."""
+        return self._send(calls.delete(item, item_id, within))
+
+    def correct(self, fact_id: int, text: str, kind: models.FactKind | None = None, *,
+                within: str | None = None) -> models.FactAudit:  # fmt: skip
+        """Replace a current fact by `text` (reason `user`); returns the new fact's audit."""
+        return self._send(calls.correct(fact_id, text, kind, within))
+
+    def add_fact(self, text: str, *, kind: models.FactKind = "state", scope: str = "default",
+                 at: str | None = None, session: str | None = None) -> models.FactAudit:  # fmt: skip
+        """Write a fact by hand (`source` user), dated `at` (ISO 8601) or now."""
+        return self._send(calls.add_fact(models.NewFact(text, kind, scope, session, at)))
+
+    def pin(self, fact_id: int, pinned: bool = True) -> models.FactAudit:
+        """Pin a fact so consolidation never retires it (`pinned=False` unpins)."""
+        return self._send(calls.pin(fact_id, pinned))
+
+    def edits(self, *, scope: str | None = None, limit: int | None = None) -> models.EditsAnswer:
+        """The edit trail, newest first."""
+        return self._send(calls.edits(scope, limit))
+
     def forget(self, scope: str) -> models.ForgetAnswer:
         """Erase everything of a scope, for good."""
         return self._send(calls.forget(scope))
@@ -284,6 +318,43 @@ class AsyncClient:
         async for page in _apages(lambda after: self.summaries(scope=scope, after=after)):
             for summary in page.summaries:
                 yield summary
+
+    async def scopes(self) -> models.ScopesAnswer:
+        """Every scope holding memory, with its counts and last activity, most recent first."""
+        return await self._send(calls.SCOPES)
+
+    async def interactions(self, *, scope: str | None = None, since: str | None = None,
+                     until: str | None = None, after: str | None = None,
+                     limit: int | None = None) -> models.InteractionsPage:  # fmt: skip
+        """One page of a scope's interactions ordered by their timestamps; `next` for more."""
+        return await self._send(calls.interactions(scope, since=since, until=until, after=after,
+                                             limit=limit))  # fmt: skip
+
+    async def delete(self, item: str, item_id: int, *, within: str | None = None
+                     ) -> models.Erased:  # fmt: skip
+        """Erase one `fact`, `summary` or `interaction` (by seq) for good; a deleted interaction
+        takes the memory resting on it alone with it. `within`: only if it is of that scope."""
+        return await self._send(calls.delete(item, item_id, within))
+
+    async def correct(self, fact_id: int, text: str, kind: models.FactKind | None = None, *,
+                      within: str | None = None) -> models.FactAudit:  # fmt: skip
+        """Replace a current fact by `text` (reason `user`); returns the new fact's audit."""
+        return await self._send(calls.correct(fact_id, text, kind, within))
+
+    async def add_fact(self, text: str, *, kind: models.FactKind = "state", scope: str = "default",
+                 at: str | None = None, session: str | None = None) -> models.FactAudit:  # fmt: skip
+        """Write a fact by hand (`source` user), dated `at` (ISO 8601) or now."""
+        return await self._send(calls.add_fact(models.NewFact(text, kind, scope, session, at)))
+
+    async def pin(self, fact_id: int, pinned: bool = True) -> models.FactAudit:
+        """Pin a fact so consolidation never retires it (`pinned=False` unpins)."""
+        return await self._send(calls.pin(fact_id, pinned))
+
+    async def edits(
+        self, *, scope: str | None = None, limit: int | None = None
+    ) -> models.EditsAnswer:
+        """The edit trail, newest first."""
+        return await self._send(calls.edits(scope, limit))
 
     async def forget(self, scope: str) -> models.ForgetAnswer:
         """Erase everything of a scope, for good."""

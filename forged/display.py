@@ -12,11 +12,15 @@ from collections.abc import Iterable, Sequence
 from forged.models import (
     ContextAnswer,
     DeadLettersAnswer,
+    EditsAnswer,
+    LoggedInteraction,
     MemoryItem,
     ObserverStatus,
     RedistillReport,
+    ScopesAnswer,
     Status,
     StoredFact,
+    StoredSummary,
 )
 
 
@@ -90,8 +94,42 @@ def _retired(fact: StoredFact) -> str:
 def show_fact(fact: StoredFact) -> None:
     """One line: id, scope, kind, date, text, how often it was seen, and what retired it."""
     seen = f"  (seen {fact.seen_count}x)" if fact.seen_count > 1 else ""
+    marks = ("  [pinned]" if fact.pinned else "") + ("  [by user]" if fact.source == "user" else "")
     print(f"{fact.id:>6}  {fact.scope}  {fact.kind:<10}"
-          f"  {fact.last_at[:10]}  {fact.text}{seen}{_retired(fact)}")  # fmt: skip
+          f"  {fact.last_at[:10]}  {fact.text}{seen}{marks}{_retired(fact)}")  # fmt: skip
+
+
+def show_scopes(answer: ScopesAnswer) -> None:
+    if not answer.scopes:
+        print("no scope holds anything yet", file=sys.stderr)
+        return
+    rows = [(s.interactions, s.facts, s.summaries, (s.last_at or "-")[:10],
+             (s.last_received_at or "-")[:19].replace("T", " "), s.scope)
+            for s in answer.scopes]  # fmt: skip
+    print(_table(rows, ("TURNS", "FACTS", "SUMMARIES", "LAST DAY", "LAST PUSH (UTC)", "SCOPE")))
+
+
+def show_interaction(item: LoggedInteraction) -> None:
+    """The seq and day, then one indented line per message, speaker first."""
+    print(f"#{item.seq}  {item.timestamp[:16].replace('T', ' ')}  {item.session or ''}".rstrip())
+    for m in item.messages:
+        print(f"    {m.name or m.role}: {m.text}")
+
+
+def show_summary(summary: StoredSummary) -> None:
+    condensed = f"  [condensed into #{summary.condensed_into}]" if summary.condensed_into else ""
+    print(f"{summary.id:>6}  {summary.scope}  {summary.first_at[:10]}..{summary.last_at[:10]}"
+          f"  {summary.text}{condensed}")  # fmt: skip
+
+
+def show_edits(answer: EditsAnswer) -> None:
+    if not answer.edits:
+        print("no edits yet", file=sys.stderr)
+        return
+    rows = [(e.id, e.created_at[:19].replace("T", " "), e.action, e.item, e.item_id,
+             "" if e.into_id is None else f"-> #{e.into_id}", e.scope)
+            for e in answer.edits]  # fmt: skip
+    print(_table(rows, ("EDIT", "AT (UTC)", "ACTION", "ITEM", "ID", "INTO", "SCOPE")))
 
 
 def show_dead_letters(answer: DeadLettersAnswer) -> None:

@@ -12,7 +12,14 @@ import trio
 from forged.backend import Backend
 from forged.backoff import Backoff
 from forged.errors import ObserverError, StorageFull, leaves
-from forged.models import BatchInFlight, Deleted, ObserverState, ObserverStatus, StoredInteraction
+from forged.models import (
+    BatchInFlight,
+    Deleted,
+    Erased,
+    ObserverState,
+    ObserverStatus,
+    StoredInteraction,
+)
 from forged.records import BatchOutcome
 from forged.timestamps import now
 
@@ -92,6 +99,7 @@ class Feed(trio.abc.ReceiveChannel[StoredInteraction]):
         self._receive = receive
         self._progress = progress
         self._forgotten: dict[str, int] = {}  # scope -> last erased seq, while one may be queued
+        self._erased: set[int] = set()  # seqs deleted one by one, while one may be queued
         self._handed = 0  # the last seq handed to the observer
         self._skipped = 0  # the last seq skipped
         self.sent = 0  # the last seq the hub put into the queue
@@ -103,9 +111,17 @@ class Feed(trio.abc.ReceiveChannel[StoredInteraction]):
         if through > done:
             self._forgotten[scope] = through
 
+    def erase(self, seq: int) -> None:
+        """Skip the interaction `seq` from now on: it was deleted on its own."""
+        done = self._progress.status.watermark
+        self._erased = {s for s in self._erased if s > done}
+        if seq > done:
+            self._erased.add(seq)
+
     def wanted(self, item: StoredInteraction) -> bool:
-        """Whether the item is still in the log: its scope was not forgotten since it was read."""
-        return item.seq > self._forgotten.get(item.scope, 0)
+        """Whether the item is still in the log: neither its scope nor itself was erased since
+        it was read."""
+        return item.seq > self._forgotten.get(item.scope, 0) and item.seq not in self._erased
 
     def _take(self, item: StoredInteraction) -> bool:
         if self.wanted(item):
@@ -306,6 +322,20 @@ class Hub:
         log.info("scope_forgotten", scope=scope, interactions=deleted.interactions,
                  summaries=deleted.summaries, facts=deleted.facts)  # fmt: skip
         return deleted
+
+    async def delete(self, item: str, item_id: int, within: str | None = None) -> Erased:
+        """Erase one interaction, summary or fact (of scope `within`, if given); a deleted
+        interaction leaves every queue."""
+        scope, erased = await self._store.delete(item, item_id, within)
+        if item == "interaction":
+            for feed in self.feeds.values():  # no checkpoint since the erase committed
+                feed.erase(item_id)
+            for name, progress in self.progress.items():  # its dead letters went with it
+                progress.recount(await self._store.observer_totals(name))
+        deleted = erased.deleted
+        log.info("item_deleted", scope=scope, item=item, id=item_id, edit=erased.edit,
+                 summaries=deleted.summaries, facts=deleted.facts)  # fmt: skip
+        return erased
 
     def stop(self) -> None:
         """Ask observers to finish the batch in hand and take no new one."""

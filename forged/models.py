@@ -253,7 +253,9 @@ class StoredFact(msgspec.Struct, frozen=True):
     valid_from: str  # when it became true: its first source interaction (first_at)
     invalid_at: str | None = None  # when it stopped being true; None while current or merged
     superseded_by: int | None = None  # the fact that replaced it (None: current)
-    superseded_reason: str | None = None
+    superseded_reason: str | None = None  # "user": a correction the user wrote replaced it
+    source: Literal["distilled", "user"] = "distilled"  # "user": written by hand, trusted
+    pinned: bool = False  # consolidation never retires a pinned fact
 
 
 class StoredSummary(msgspec.Struct, frozen=True):
@@ -299,6 +301,88 @@ class ForgetAnswer(msgspec.Struct):
     """Answer of `DELETE /v1/scopes/{scope}`."""
 
     deleted: Deleted
+
+
+FactText = Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]  # a fact a user writes
+
+
+class NewFact(msgspec.Struct, forbid_unknown_fields=True):
+    """Body of `POST /v1/facts`: a fact written by hand, dated by what it is about."""
+
+    text: FactText
+    kind: FactKind = "state"
+    scope: Key = DEFAULT_SCOPE
+    session: Key | None = None
+    at: str | None = None  # when it became true (ISO 8601); the time of the request if none
+
+
+class Correction(msgspec.Struct, forbid_unknown_fields=True):
+    """Body of `POST /v1/facts/{id}/correct`: what the fact should say instead."""
+
+    text: FactText
+    kind: FactKind | None = None  # the corrected fact's kind if none
+
+
+class Erased(msgspec.Struct):
+    """Answer of deleting one item: the edit's id in the audit trail, and what went with it
+    (a deleted interaction takes the facts and summaries that rest on it alone)."""
+
+    edit: int
+    deleted: Deleted
+
+
+class ScopeInfo(msgspec.Struct, frozen=True):
+    """One scope of `GET /v1/scopes`: what it holds, and when it was last active."""
+
+    scope: str
+    interactions: int
+    facts: int  # current ones
+    summaries: int  # current ones
+    first_at: str | None  # its earliest and latest interaction's timestamp
+    last_at: str | None
+    last_received_at: str | None  # when the daemon last accepted one of its interactions
+
+
+class ScopesAnswer(msgspec.Struct):
+    """Answer of `GET /v1/scopes`, most recently active first."""
+
+    scopes: list[ScopeInfo]
+
+
+class LoggedInteraction(msgspec.Struct, frozen=True):
+    """One interaction of `GET /v1/interactions`: verbatim, scrubbed, dated by its timestamp."""
+
+    seq: int
+    scope: str
+    session: str | None
+    timestamp: str
+    received_at: str
+    messages: list[Message]
+
+
+class InteractionsPage(msgspec.Struct):
+    """Answer of `GET /v1/interactions`: a scope's turns by time; `next` for the following page."""
+
+    interactions: list[LoggedInteraction]
+    next: str | None
+
+
+class EditRecord(msgspec.Struct, frozen=True):
+    """One entry of the edit trail (`GET /v1/edits`): who changed what, when (never the text)."""
+
+    id: int
+    scope: str
+    action: Literal["delete", "correct", "add", "pin", "unpin"]
+    item: Literal["interaction", "summary", "fact"]
+    item_id: int
+    into_id: int | None
+    created_at: str
+
+
+class EditsAnswer(msgspec.Struct):
+    """Answer of `GET /v1/edits`, newest first."""
+
+    edits: list[EditRecord]
 
 
 class DeadLetterInfo(msgspec.Struct, frozen=True):

@@ -172,6 +172,25 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         """,
     ),
+    (
+        "per-item edits: facts written or pinned by a user, and the audit trail of every edit",
+        f"""
+        ALTER TABLE facts ADD COLUMN source text NOT NULL DEFAULT 'distilled';
+        ALTER TABLE facts ADD COLUMN pinned integer NOT NULL DEFAULT 0;
+        CREATE TABLE edits (
+            {_ID},
+            scope text NOT NULL,
+            action text NOT NULL,
+            item text NOT NULL,
+            item_id bigint NOT NULL,
+            into_id bigint,
+            digest text,
+            through_seq bigint NOT NULL,
+            created_at text NOT NULL
+        );
+        CREATE INDEX edits_by_item ON edits (scope, item, item_id);
+        """,
+    ),
 )
 
 

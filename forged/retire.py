@@ -22,11 +22,11 @@ _SUPERSEDE = """
         invalid_at = CASE WHEN :action = 'supersede'
                           THEN greatest(first_at, (SELECT first_at FROM facts WHERE id = :into))
                      END
-    WHERE id = :fact AND id != :into AND scope = :scope AND superseded_by IS NULL
+    WHERE id = :fact AND id != :into AND scope = :scope AND superseded_by IS NULL AND pinned = 0
       AND EXISTS (SELECT 1 FROM facts AS n WHERE n.id = :into AND n.scope = :scope
                   AND n.superseded_by IS NULL
                   AND (:action = 'merge' OR n.first_at >= facts.first_at))
-"""  # a fact changed or forgotten since it was read is left alone; none is replaced by an older
+"""  # a fact changed, pinned or forgotten since it was read is left alone; none is replaced by an older
 _ABSORB = """
     UPDATE facts SET (first_at, last_at, seen_count) =
         (SELECT least(k.first_at, d.first_at), greatest(k.last_at, d.last_at),

@@ -346,6 +346,25 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX dead_letters_by_scope ON dead_letters (scope);
         """,
     ),
+    (
+        "per-item edits: facts written or pinned by a user, and the audit trail of every edit",
+        """
+        ALTER TABLE facts ADD COLUMN source TEXT NOT NULL DEFAULT 'distilled';  -- or 'user'
+        ALTER TABLE facts ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;  -- never retired
+        CREATE TABLE edits (
+            id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL,
+            action TEXT NOT NULL,                   -- delete, correct, add, pin, unpin
+            item TEXT NOT NULL,                     -- interaction, summary or fact
+            item_id INTEGER NOT NULL,               -- its seq or id
+            into_id INTEGER,                        -- correct: the fact the user wrote
+            digest TEXT,                            -- a deleted fact's normalised text, hashed
+            through_seq INTEGER NOT NULL,           -- the log's last seq when it was made
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX edits_by_item ON edits (scope, item, item_id);
+        """,
+    ),
 )
 
 

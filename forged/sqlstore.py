@@ -14,14 +14,18 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from forged import retire
+from forged import edits, retire
+from forged.errors import InvalidRequest
 from forged.models import (
     ConsolidationChange,
     ConsolidationRun,
+    Correction,
     DeadLetterInfo,
     Deleted,
+    Erased,
     Fact,
     Message,
+    NewFact,
     ObserverStatus,
     StoredInteraction,
     normalise,
@@ -108,7 +112,10 @@ SCOPE_TABLES = (
     "consolidation_changes",
     "consolidation_runs",
     "consolidation_progress",
+    "edits",
 )
+_EDITED = {"fact": "facts", "summary": "summaries", "interaction": "interactions"}
+_KEY = {"facts": "id", "summaries": "id", "interactions": "seq"}
 
 
 def row_to_interaction(row: tuple[Any, ...]) -> StoredInteraction:
@@ -163,19 +170,49 @@ def _logged(sql: Any, seq: int) -> bool:
     return sql.execute("SELECT 1 FROM interactions WHERE seq = ?", (seq,)).fetchone() is not None
 
 
+def _any_logged(sql: Any, scope: str, first_seq: int, last_seq: int) -> bool:
+    return sql.execute("SELECT 1 FROM interactions WHERE scope = ? AND seq BETWEEN ? AND ?"
+                       " LIMIT 1", (scope, first_seq, last_seq)).fetchone() is not None  # fmt: skip
+
+
+def _without_erased(sql: Any, r: ScopeResult) -> ScopeResult | None:
+    """A scope's result without what rests on interactions deleted while it was distilled.
+
+    The summary was written from every turn, the deleted ones too: it goes. A fact keeps the
+    sources still logged and goes when none is; one naming no sources came from the whole
+    batch, deleted turns included, and goes too. None when nothing is left.
+    """
+    erased = edits.erased_seqs(sql, r.scope, r.first_seq, r.last_seq)
+    if not erased:
+        return r
+    facts = [msgspec.structs.replace(f, sources=[s for s in f.sources if s not in erased])
+             for f in r.facts if set(f.sources) - erased]  # fmt: skip
+    return msgspec.structs.replace(r, summary="", facts=facts) if facts else None
+
+
 def _still_logged(sql: Any, outcome: BatchOutcome) -> BatchOutcome:
     """The part of a batch whose interactions are still in the log.
 
     A scope forgotten while its interactions were with an observer must not come back with
-    the answer. Forgetting erases every seq of the scope up to its last one, so the results,
-    runs and dead letters of a scope whose first seq is gone were forgotten, all of them.
+    the answer: forgetting erases every seq of the scope up to its last one, so a scope's
+    results and runs with none of their seqs left were forgotten, all of them. An interaction
+    deleted on its own takes back what rests on it (`_without_erased`).
     """
+    results = [_without_erased(sql, r) for r in outcome.results
+               if _any_logged(sql, r.scope, r.first_seq, r.last_seq)]  # fmt: skip
     return msgspec.structs.replace(
         outcome,
-        results=[r for r in outcome.results if _logged(sql, r.first_seq)],
+        results=[r for r in results if r is not None],
         dead_letters=[d for d in outcome.dead_letters if _logged(sql, d.seq)],
-        runs=[r for r in outcome.runs if _logged(sql, r.first_seq)],
+        runs=[r for r in outcome.runs if _any_logged(sql, r.scope, r.first_seq, r.last_seq)],
     )
+
+
+def _not_deleted(sql: Any, r: ScopeResult) -> list[Fact]:
+    """A result's facts but those a user deleted after the log held all their sources."""
+    deleted = edits.deleted_digests(sql, r.scope)
+    return [f for f in r.facts
+            if deleted.get(edits.digest(normalise(f.text)), 0) < max(f.sources, default=r.last_seq)]  # fmt: skip
 
 
 def _write_results(sql: Any, observer: str, outcome: BatchOutcome, created: str) -> None:
@@ -184,6 +221,7 @@ def _write_results(sql: Any, observer: str, outcome: BatchOutcome, created: str)
         if r.summary:  # an extractive distiller writes none
             sql.execute(_INSERT_SUMMARY, (observer, r.batch_id, r.scope, r.session, r.summary,
                                           r.first_seq, r.last_seq, first_at, last_at, created))  # fmt: skip
+        r = msgspec.structs.replace(r, facts=_not_deleted(sql, r))
         sql.executemany(_INSERT_FACT, [_fact_row(sql, r, f, created) for f in r.facts])
         retire.supersede_replaced(sql, observer, r, created)
     sql.executemany(_INSERT_DEAD_LETTER, [(observer, d.reason, d.raw, created, d.seq)
@@ -334,6 +372,65 @@ class SqlStore:
         forgotten = await self._write(self._forget, scope, list(observers))
         self.count -= forgotten.deleted.interactions
         return forgotten
+
+    def _scope_of(self, conn: Any, item: str, item_id: int) -> str | None:
+        table = _EDITED[item]
+        row = portable(conn).execute(f"SELECT scope FROM {table} WHERE {_KEY[table]} = ?",
+                                     (item_id,)).fetchone()  # fmt: skip
+        return None if row is None else str(row[0])
+
+    def _edit(self, conn: Any, item: str, item_id: int, within: str | None,
+              fn: Callable[..., T], *args: Any) -> T:  # fmt: skip
+        """Run one edit of an item in a write transaction holding its scope's lock; with
+        `within`, an item of another scope is as missing as one that is not there."""
+        sql, created = portable(conn), now()
+        with self._transaction(conn):
+            scope = self._scope_of(conn, item, item_id)
+            if scope is None or (within is not None and scope != within):
+                where = "" if within is None else f" in scope {within!r}"
+                raise InvalidRequest(404, "not_found", f"no {item} with id {item_id}{where}")
+            self._lock_scope(conn, scope)  # a consolidation commit waits, then sees it
+            return fn(sql, *args, created)
+
+    def _delete(self, conn: Any, item: str, item_id: int, within: str | None) -> tuple[str, Erased]:
+        if item == "interaction":
+            scope, edit, deleted = self._edit(conn, item, item_id, within,
+                                              edits.delete_interaction, item_id)  # fmt: skip
+        else:
+            scope = self._scope_of(conn, item, item_id) or ""
+            erase = edits.delete_fact if item == "fact" else edits.delete_summary
+            edit, deleted = self._edit(conn, item, item_id, within, erase, item_id)
+        self._forgotten(conn, scope)  # its text leaves the indexes and the free pages too
+        return scope, Erased(edit, deleted)
+
+    async def delete(
+        self, item: str, item_id: int, within: str | None = None
+    ) -> tuple[str, Erased]:
+        """Erase one interaction (by seq), summary or fact (by id) for good; return its scope
+        and what went. `InvalidRequest` 404 when there is none (in scope `within`)."""
+        scope, erased = await self._write(self._delete, item, item_id, within)
+        self.count -= erased.deleted.interactions
+        return scope, erased
+
+    async def correct_fact(
+        self, fact_id: int, correction: Correction, within: str | None = None
+    ) -> int:
+        """Supersede a fact by the user's text (reason `user`); return the new fact's id."""
+        return await self._write(self._edit, "fact", fact_id, within, edits.correct_fact,
+                                 fact_id, correction)  # fmt: skip
+
+    def _add_fact(self, conn: Any, new: NewFact, at: str | None) -> int:
+        sql, created = portable(conn), now()
+        with self._transaction(conn):
+            return edits.add_fact(sql, new, at or created, created)
+
+    async def add_fact(self, new: NewFact, at: str | None) -> int:
+        """Write a fact by hand (`source` user), dated `at` or now; return its id."""
+        return await self._write(self._add_fact, new, at)
+
+    async def pin_fact(self, fact_id: int, pinned: bool, within: str | None = None) -> None:
+        """Pin a fact (consolidation never retires it) or unpin it."""
+        await self._write(self._edit, "fact", fact_id, within, edits.pin_fact, fact_id, pinned)
 
     async def watermark(self, observer: str) -> int:
         """Every seq up to this one is done for the observer."""

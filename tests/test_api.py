@@ -162,8 +162,8 @@ async def test_other_content_type_is_415(client: httpx.AsyncClient) -> None:
 async def test_unknown_path_and_wrong_method(client: httpx.AsyncClient) -> None:
     """404 for an unknown path, 405 naming the allowed methods."""
     assert await _error(await client.get("/v1/nope"), 404, "not_found") == "no such path: /v1/nope"
-    message = await _error(await client.get("/v1/interactions"), 405, "method_not_allowed")
-    assert message == "/v1/interactions accepts POST"
+    message = await _error(await client.get("/v1/consolidate"), 405, "method_not_allowed")
+    assert message == "/v1/consolidate accepts POST"
 
 
 async def test_status_and_health_shapes(client: httpx.AsyncClient) -> None:
@@ -218,10 +218,10 @@ async def test_head_answers_like_get_without_a_body(client: httpx.AsyncClient, p
 
 async def test_head_where_get_is_not_served_is_405(client: httpx.AsyncClient) -> None:
     """HEAD stands for GET: a POST-only path refuses it, naming its methods."""
-    response = await client.head("/v1/interactions")
+    response = await client.head("/v1/consolidate")
     assert response.status_code == 405
     assert response.headers["content-length"] == str(
-        len(b'{"error":{"code":"method_not_allowed","message":"/v1/interactions accepts POST"}}')
+        len(b'{"error":{"code":"method_not_allowed","message":"/v1/consolidate accepts POST"}}')
     )
 
 

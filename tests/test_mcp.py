@@ -6,6 +6,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any, TextIO
 
 import mcp_types
 import pytest
@@ -16,18 +17,24 @@ from forged.config import Config
 from tests.daemons import socket_client, wait_for_watermark
 
 TIMEOUT = 60.0  # seconds for a whole scenario: the server child imports pydantic and the SDK
-TOOLS = {"recall", "search", "remember", "list_facts"}
+TOOLS = {"recall", "search", "remember", "list_facts", "correct", "forget"}
 
 
 @asynccontextmanager
-async def mcp_session(config: Config, *args: str, **env: str) -> AsyncIterator[ClientSession]:
-    """`forged mcp` started the way an MCP host starts it, with an initialized session."""
+async def mcp_session(
+    config: Config, *args: str, errlog: TextIO = sys.stderr, **env: str
+) -> AsyncIterator[ClientSession]:
+    """`forged mcp` started the way an MCP host starts it, with an initialized session;
+    `errlog` receives what the server writes to standard error."""
     server = StdioServerParameters(
         command=sys.executable,
         args=["-m", "forged", "mcp", "--socket", config.server.socket, *args],
         env=env,
     )
-    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+    async with (
+        stdio_client(server, errlog=errlog) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         yield session
 
@@ -37,7 +44,7 @@ def _text(result: mcp_types.CallToolResult) -> str:
 
 
 async def test_tools_are_described_and_take_no_scope(daemon: Config) -> None:
-    """Four tools, each with a description and an input schema; none has a `scope` argument."""
+    """Six tools, each with a description and an input schema; none has a `scope` argument."""
     async with mcp_session(daemon) as session:
         tools = (await session.list_tools()).tools
     assert {t.name for t in tools} == TOOLS
@@ -64,8 +71,8 @@ async def test_remember_then_recall_search_and_list(daemon: Config) -> None:
         found = _text(await session.call_tool("search", {"query": "database", "limit": 5}))
         facts = _text(await session.call_tool("list_facts", {}))
     assert recalled.startswith("<memory>") and "PostgreSQL as our database" in recalled
-    assert found.startswith("- [interaction, ") and "- [state, " in found  # said, then kept
-    assert facts.startswith("- [state, ") and "PostgreSQL as our database" in facts
+    assert found.startswith("- [interaction 1, ") and "- [fact 1, state, " in found  # said, kept
+    assert facts.startswith("- [fact 1, state, ") and "PostgreSQL as our database" in facts
 
 
 async def test_a_note_is_stored_once(daemon: Config) -> None:
@@ -116,3 +123,87 @@ async def test_without_the_extra_the_command_says_what_to_install() -> None:
     assert done.stderr.decode().startswith(
         "forged: `forged mcp` needs the mcp extra: pip install 'forged[mcp]' ("
     )
+
+
+def _turn(text: str, at: str, scope: str = "user:alice") -> dict[str, Any]:
+    message = {"role": "user", "name": "Caroline", "text": text}
+    return {"scope": scope, "timestamp": at, "messages": [message]}
+
+
+async def test_search_and_list_facts_are_dated_by_what_happened(daemon: Config) -> None:
+    """A turn of 2023-05-25 and its fact read 2023-05-25, not the day they were received."""
+    async with socket_client(daemon.server.socket) as http:
+        said = "Researching adoption agencies this week."
+        await http.post("/v1/interactions", json=_turn(said, "2023-05-25T13:00:00Z"))
+        await wait_for_watermark(http, 1)
+    async with mcp_session(daemon, "--scope", "user:alice") as session:
+        found = _text(await session.call_tool("search", {"query": "adoption agencies"}))
+        facts = _text(await session.call_tool("list_facts", {}))
+    assert "- [interaction 1, 2023-05-25] Caroline: Researching adoption" in found
+    assert facts.startswith("- [fact 1, state, 2023-05-25] ")
+
+
+async def test_descriptions_say_what_the_tools_return(daemon: Config) -> None:
+    """search returns turns too; list_facts names every kind a fact may have."""
+    async with mcp_session(daemon) as session:
+        tools = {t.name: t.description or "" for t in (await session.list_tools()).tools}
+    assert "conversation turns" in tools["search"]
+    for kind in ("decision", "correction", "preference", "state", "event", "profile"):
+        assert kind in tools["list_facts"], kind
+
+
+async def test_standard_error_holds_no_info_lines(daemon: Config, short_tmp: Path) -> None:
+    """Calls to the daemon write nothing to standard error: no `HTTP Request:` INFO lines."""
+    log = short_tmp / "stderr.txt"
+    with log.open("w") as errlog:
+        async with mcp_session(daemon, errlog=errlog) as session:
+            await session.call_tool("remember", {"note": "Alice prefers dark mode."})
+            await session.call_tool("search", {"query": "dark mode"})
+            await session.call_tool("list_facts", {})
+    written = log.read_text()
+    assert "HTTP Request" not in written and "INFO" not in written, written
+    assert written == ""
+
+
+async def test_remember_with_a_key_is_stored_once(daemon: Config) -> None:
+    """A retried call with the same key stores the note once; `when` dates it."""
+    args = {"note": "Alice moved to Lisbon.", "key": "note-7", "when": "2023-06-01T09:00:00Z"}
+    async with mcp_session(daemon, "--scope", "user:alice") as session:
+        first = _text(await session.call_tool("remember", args))
+        again = _text(await session.call_tool("remember", args))
+        bad = await session.call_tool("remember", {**args, "key": "k2", "when": "June"})
+    async with socket_client(daemon.server.socket) as http:
+        turns = (await http.get("/v1/interactions", params={"scope": "user:alice"})).json()
+    assert (first, again) == ("Stored as #1.", "Already stored.")
+    assert [i["timestamp"] for i in turns["interactions"]] == ["2023-06-01T09:00:00.000Z"]
+    assert bad.is_error and "`when` 'June' is not an ISO 8601 date and time" in _text(bad)
+
+
+async def test_an_agent_corrects_and_forgets_within_its_scope(daemon: Config) -> None:
+    """`correct` replaces alice's fact; `forget` erases her turn; bob's items are out of reach."""
+    async with socket_client(daemon.server.socket) as http:
+        pushed = [_turn("Alice lives in Porto now.", "2023-05-01T10:00:00Z"),
+                  _turn("Bob keeps his bike in the garage.", "2023-05-02T10:00:00Z", "user:bob")]  # fmt: skip
+        await http.post("/v1/interactions", json=pushed)
+        await wait_for_watermark(http, 2)
+        alice = (await http.get("/v1/facts", params={"scope": "user:alice"})).json()["facts"][0]
+        bob = (await http.get("/v1/facts", params={"scope": "user:bob"})).json()["facts"][0]
+    async with mcp_session(daemon, "--scope", "user:alice") as session:
+        fixed = await session.call_tool(
+            "correct", {"fact_id": alice["id"], "text": "Alice lives in Lisbon."}
+        )
+        foreign = await session.call_tool("correct", {"fact_id": bob["id"], "text": "No bike."})
+        gone = await session.call_tool("forget", {"item": "interaction", "item_id": 1})
+        not_hers = await session.call_tool("forget", {"item": "interaction", "item_id": 2})
+        facts = _text(await session.call_tool("list_facts", {}))
+    assert not fixed.is_error and "now says: Alice lives in Lisbon." in _text(fixed)
+    assert foreign.is_error
+    assert f"no fact with id {bob['id']} in scope 'user:alice'" in _text(foreign)
+    assert _text(gone).startswith("Forgot interaction 1: 1 turns")
+    assert not_hers.is_error
+    assert "no interaction with id 2 in scope 'user:alice'" in _text(not_hers)
+    assert "Alice lives in Lisbon." in facts and "Porto" not in facts
+    async with socket_client(daemon.server.socket) as http:
+        kept = (await http.get(f"/v1/facts/{bob['id']}")).json()["fact"]
+        log = (await http.get("/v1/status")).json()["log"]
+    assert (kept["text"], kept["superseded_by"], log["count"]) == (bob["text"], None, 1)

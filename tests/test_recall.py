@@ -386,7 +386,7 @@ async def test_same_fact_from_two_batches_is_stored_once(tmp_path: Path) -> None
     """The same fact, spelled a little differently, from two batches: one row seen twice."""
     store = Store(str(tmp_path / "forged.db"))
     with trio.fail_after(10):
-        await store.append([[new("tea"), new("more tea")]])  # results name logged seqs
+        await store.append([[new("tea", scope="a"), new("more tea", scope="a")]])  # logged seqs
         await store.commit_batch(
             "distill", _outcome("b1", 1, [Fact("preference", "Alice likes tea.")])
         )

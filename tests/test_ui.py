@@ -1,0 +1,157 @@
+"""`forged ui` against a real daemon: the page's refusals (no token, a wrong Host, another
+origin, no CSRF token, no CORS), its cookie and escaping, and the forwarded routes."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from forged.config import Config
+from tests.daemons import socket_client, wait_for_watermark
+
+URL_LINE = re.compile(rb"forged ui: open (http://127\.0\.0\.1:(\d+)/\?token=([\w-]+))\n")
+HOSTILE = "<script>window.pwned = 1</script><img src=x onerror=alert(1)>"
+
+
+@dataclass
+class Ui:
+    """A running `forged ui`: the URL it printed, its origin and its token."""
+
+    url: str
+    origin: str
+    token: str
+
+
+@contextmanager
+def ui_process(socket: str) -> Iterator[Ui]:
+    """`forged ui` as a user starts it, in a child process; stopped by its pid at the end."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "forged", "ui", "--socket", socket],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        match = URL_LINE.fullmatch(line)
+        assert match, (line, child.stderr.read() if child.poll() is not None else b"")  # type: ignore[union-attr]
+        url, port, token = (g.decode() for g in match.groups())
+        yield Ui(url, f"http://127.0.0.1:{port}", token)
+    finally:
+        child.terminate()
+        child.wait(10)
+        for stream in (child.stdout, child.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@asynccontextmanager
+async def browser_session(ui: Ui) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client that opened the printed URL: it holds the session cookie."""
+    async with httpx.AsyncClient(base_url=ui.origin, timeout=30) as http:
+        first = await http.get(ui.url)
+        assert first.status_code == 200, first.text
+        yield http
+
+
+def _csrf(page: str) -> str:
+    match = re.search(r'<meta name="csrf" content="([\w-]+)">', page)
+    assert match, page[:300]
+    return match.group(1)
+
+
+@pytest.fixture
+async def ui(daemon: Config) -> AsyncIterator[Ui]:
+    """A daemon holding a turn with markup in it, and `forged ui` in front of it."""
+    async with socket_client(daemon.server.socket) as client:
+        turn = {"scope": "web", "timestamp": "2023-05-08T13:56:00Z",
+                "messages": [{"role": "user", "name": "Caroline", "text": HOSTILE}]}  # fmt: skip
+        await client.post("/v1/interactions", json=turn)
+        await wait_for_watermark(client, 1)
+    with ui_process(daemon.server.socket) as running:
+        yield running
+
+
+async def test_the_printed_url_opens_the_page_and_sets_a_strict_cookie(ui: Ui) -> None:
+    """The token is traded for an HttpOnly, SameSite=Strict cookie; the page loads no outside
+    code and says so in its Content-Security-Policy."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        page = await http.get(ui.url)
+    assert page.status_code == 200
+    cookie = page.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    assert "default-src 'none'; script-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["referrer-policy"] == "no-referrer"
+    assert "http://" not in page.text.replace(ui.origin, "") and "https://" not in page.text
+    assert "access-control-allow-origin" not in page.headers
+
+
+async def test_without_the_token_nothing_is_served(ui: Ui) -> None:
+    """No token and no cookie, or a wrong token: 403 for the page and for the API."""
+    async with httpx.AsyncClient(base_url=ui.origin, timeout=30) as http:
+        for path in ("/", "/app.js", "/api/v1/scopes", "/?token=wrong"):
+            response = await http.get(path)
+            assert response.status_code == 403, path
+            assert response.text == "no valid token: open the URL forged ui printed\n"
+
+
+async def test_a_wrong_host_is_refused(ui: Ui) -> None:
+    """A page of another site whose name resolves to 127.0.0.1 (DNS rebinding) gets nothing,
+    even with the token."""
+    async with httpx.AsyncClient(base_url=ui.origin, timeout=30) as http:
+        response = await http.get(ui.url, headers={"Host": "evil.example:80"})
+    assert response.status_code == 421
+    assert response.text == "wrong Host: open the URL forged ui printed\n"
+
+
+async def test_a_cross_origin_change_is_refused(ui: Ui) -> None:
+    """A change from another origin, or without the page's CSRF token, is refused before it
+    reaches the daemon; from the page, with its token, it goes through."""
+    async with browser_session(ui) as http:
+        csrf = _csrf((await http.get("/")).text)
+        body = {"text": "Planted by another site.", "scope": "web"}
+        other = await http.post("/api/v1/facts", json=body,
+                                headers={"Origin": "http://evil.example", "X-Forged-CSRF": csrf})  # fmt: skip
+        no_origin = await http.post("/api/v1/facts", json=body, headers={"X-Forged-CSRF": csrf})
+        no_csrf = await http.post("/api/v1/facts", json=body, headers={"Origin": ui.origin})
+        preflight = await http.options("/api/v1/facts", headers={"Origin": "http://evil.example"})
+        facts = (await http.get("/api/v1/facts", params={"scope": "web"})).json()["facts"]
+        ok = await http.post("/api/v1/facts", json=body,
+                             headers={"Origin": ui.origin, "X-Forged-CSRF": csrf})  # fmt: skip
+    assert (other.status_code, other.text) == (403, "cross-origin request refused\n")
+    assert no_origin.status_code == 403
+    assert (no_csrf.status_code, no_csrf.text) == (403, "missing or wrong CSRF token\n")
+    assert preflight.status_code == 405
+    assert "access-control-allow-origin" not in preflight.headers
+    assert "Planted" not in str(facts)
+    assert ok.status_code == 201, ok.text
+
+
+async def test_only_the_pages_routes_are_forwarded(ui: Ui) -> None:
+    """Forgetting a whole scope or pushing turns is not what the page does: 404."""
+    async with browser_session(ui) as http:
+        csrf = _csrf((await http.get("/")).text)
+        headers = {"Origin": ui.origin, "X-Forged-CSRF": csrf}
+        forget = await http.delete("/api/v1/scopes/web", headers=headers)
+        push = await http.post("/api/v1/interactions", json={}, headers=headers)
+        scopes = (await http.get("/api/v1/scopes")).json()["scopes"]
+    assert (forget.status_code, push.status_code) == (404, 404)
+    assert forget.text == "the page does not use DELETE /v1/scopes/web\n"
+    assert [s["scope"] for s in scopes] == ["web"]
+
+
+async def test_hostile_text_reaches_the_page_only_as_data(ui: Ui) -> None:
+    """The turn's markup arrives as a JSON string and the script never builds HTML from it."""
+    async with browser_session(ui) as http:
+        turns = (await http.get("/api/v1/interactions", params={"scope": "web"})).json()
+        script = (await http.get("/app.js")).text
+    assert turns["interactions"][0]["messages"][0]["text"] == HOSTILE
+    assert "innerHTML" not in script.replace("never innerHTML", "")
+    assert "insertAdjacentHTML" not in script and "document.write" not in script
