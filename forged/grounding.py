@@ -10,9 +10,12 @@ invention does not. Calibrated on LoCoMo with `python -m bench.grounding`.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+
+from forged.agreement import clauses, negated, partnered
 
 MIN_CHARS = 12  # shorter texts ("ok", "34", "yes it is") are not memory
 MIN_LINE_COVERAGE = 0.34  # share of a fact's content words one source line must hold: a third
@@ -22,6 +25,12 @@ MAX_SOURCE_LINES = 3  # a fact cites the interactions of at most this many lines
 NEAR_TURNS = 2  # and of lines at most this many interactions from its best line
 YEAR_SLACK = 1  # a date may lie this many years from the sources' dates ("last year")
 STEM_CHARS = 6  # stems are cut to this many letters: counseling, counselor -> counse
+CANDIDATE_LINES = 8  # lines a sentence's polarity is compared with: those holding most of it
+PARTNER_LINES = 32  # lines holding a name or number searched for its partner
+MIN_PARTNERED = 2  # a sentence with this many names and numbers keeps each beside its partner
+SUBJECT_MIN_OVERLAP = 0.5  # a replaced fact shares this share of the shorter one's content words
+GENERIC = frozenset({"user"})  # words every fact of a scope may hold: they name no subject
+USER_WORDS = frozenset({"user", "i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself"})
 # Words too common to tell one text from another; not content words.
 STOPWORDS = frozenset(
     (  # noqa: SIM905 - a paragraph of words reads better than a column of quotes
@@ -67,6 +76,9 @@ _TOKEN = re.compile(r"[^\W\d_][\w'\u2019-]*|\d[\d,.]*\w*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+)[\W_]*\w")  # ends on a sentence's first letter
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")  # where a fact's next sentence starts
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# A speaker's label before what a line says ("Caroline: "); one inside what was said is quoted
+# transcript structure (Bob typing "Caroline: I moved"), not a speaker.
+_LABEL = re.compile(r"^\s*([^:\s][^:]{0,39}):\s+")
 _SUFFIXES = ("'s", "\u2019s", "ies", "ied", "ing", "ed", "es", "s", "ly")
 
 
@@ -105,23 +117,49 @@ def _tokens(text: str) -> list[str]:
     return [token for _, token in _positioned(text)]
 
 
+def _term(token: str) -> str:
+    """A token as evidence: the number it spells, or its stem."""
+    return (_number(token) if token[0].isdigit() else None) or stem(token)
+
+
+def _order(tokens: list[str]) -> tuple[str, ...]:
+    """The terms of content tokens, in the order written (stop words left out)."""
+    return tuple(_term(t) for t in tokens if t.casefold() not in STOPWORDS)
+
+
 @dataclass(frozen=True)
 class Line:
-    """One line of a source interaction as evidence: its word stems and numbers."""
+    """One line of a source interaction as evidence: its word stems and numbers, who said it,
+    its terms in order and its clauses (their terms, and whether each is negated)."""
 
     seq: int
     stems: frozenset[str]
     numbers: frozenset[str]
     dated: bool = False  # what the interaction's date supports, not what was said
+    speaker: str | None = None
+    order: tuple[str, ...] = ()
+    clauses: tuple[tuple[frozenset[str], bool], ...] = ()
+    terms: frozenset[str] = field(default=frozenset(), compare=False)
 
-    @property
-    def terms(self) -> frozenset[str]:
-        return self.stems | self.numbers
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "terms", self.stems | self.numbers)
 
     @classmethod
     def of(cls, seq: int, text: str) -> Line:
+        speaker = None
+        if m := _LABEL.match(text):
+            speaker, said = m.group(1).strip(), text[m.end() :]
+            while n := _LABEL.match(said):  # quoted labels are no evidence of who spoke
+                said = said[n.end() :]
+            text = f"{speaker}: {said}"
         tokens = _tokens(text)
-        return cls(seq, frozenset(map(stem, tokens)), frozenset(filter(None, map(_number, tokens))))
+        parts = tuple(
+            (frozenset(map(_term, words)), negated(words))
+            for words in map(_tokens, clauses(text))
+            if words
+        )
+        numbers = frozenset(filter(None, map(_number, tokens)))
+        return cls(seq, frozenset(map(stem, tokens)), numbers, False, speaker, _order(tokens), parts)
 
 
 def _date_line(seq: int, when: str) -> Line | None:
@@ -136,23 +174,38 @@ def _date_line(seq: int, when: str) -> Line | None:
 
 
 class Sources:
-    """The evidence of one batch: every line of its interactions, and each interaction's date."""
+    """The evidence of one batch: every line of its interactions, and each interaction's date,
+    indexed by term (a check looks only at the lines holding its words); `users`, when known,
+    are the speakers who are the user ("the user", "I" in a fact)."""
 
-    def __init__(self, lines: Iterable[Line]) -> None:
+    def __init__(self, lines: Iterable[Line], users: Iterable[str] | None = None) -> None:
         self.lines = list(lines)
+        self.index: dict[str, list[int]] = {}
+        for i, line in enumerate(self.lines):
+            for term in line.terms:
+                self.index.setdefault(term, []).append(i)
         self.stems = frozenset().union(*(line.stems for line in self.lines))
         self.numbers = frozenset().union(*(line.numbers for line in self.lines))
         self.years = {int(n) for n in self.numbers if len(n) == 4 and n.isdigit()}
+        self.users = None if users is None else frozenset(users)
+        self.speakers = {line.speaker for line in self.lines if line.speaker}
 
     @classmethod
-    def of(cls, texts: Iterable[tuple[int, str | None, str]]) -> Sources:
-        """Sources from (seq, ISO date or None, text) triples; the text may hold many lines."""
+    def of(
+        cls, texts: Iterable[tuple[int, str | None, str]], users: Iterable[str] | None = None
+    ) -> Sources:
+        """Sources from (seq, ISO date or None, text) triples; the text may hold many lines,
+        each perhaps starting with its speaker's label ("Caroline: ...")."""
         lines: list[Line] = []
         for seq, when, text in texts:
             lines += [Line.of(seq, line) for line in text.splitlines() if line.strip()]
             if when and (date := _date_line(seq, when)):
                 lines.append(date)
-        return cls(lines)
+        return cls(lines, users)
+
+    def orders_holding(self, term: str) -> list[list[str]]:
+        """The terms in order of the lines holding a term, at most PARTNER_LINES of them."""
+        return [list(self.lines[i].order) for i in self.index.get(term, ())[:PARTNER_LINES]]
 
 
 @dataclass(frozen=True)
@@ -208,23 +261,37 @@ def claim(text: str) -> Claim:
 
 
 def _best_lines(
-    words: set[str], lines: list[Line], most: int, near: int | None = None
+    words: set[str],
+    sources: Sources,
+    most: int,
+    near: int | None = None,
+    allowed: frozenset[str] | None = None,
 ) -> tuple[list[Line], int]:
     """Up to `most` lines, greedily, that hold the most of `words`, and how many they hold;
     with `near`, the lines after the first from interactions at most that many seqs from it
     (a fact is dated by what it cites: a name it shares with a turn of another day is no
-    reason to date it then)."""
+    reason to date it then); with `allowed`, only lines those speakers said. Only the lines
+    the index gives for the words are looked at."""
     chosen: list[Line] = []
     wanted = set(words)
     while wanted and len(chosen) < most:
-        best = max(lines, key=lambda line: len(wanted & line.terms), default=None)
-        if best is None or not wanted & best.terms:
+        held = Counter(i for w in wanted for i in sources.index.get(w, ()))
+        lines = [(n, -i) for i, n in held.items() if _may_cite(sources.lines[i], allowed, near,
+                                                                 chosen)]  # fmt: skip
+        if not lines:
             break
+        best = sources.lines[-max(lines)[1]]
         chosen.append(best)
         wanted -= best.terms
-        if near is not None and len(chosen) == 1:  # the rest come from around the first
-            lines = [line for line in lines if abs(line.seq - best.seq) <= near]
     return chosen, len(words) - len(wanted)
+
+
+def _may_cite(
+    line: Line, allowed: frozenset[str] | None, near: int | None, chosen: list[Line]
+) -> bool:
+    if allowed is not None and line.speaker not in allowed:
+        return False
+    return near is None or not chosen or abs(line.seq - chosen[0].seq) <= near
 
 
 def _said_years(asserted: Claim, sources: Sources) -> set[str]:
@@ -234,11 +301,23 @@ def _said_years(asserted: Claim, sources: Sources) -> set[str]:
     return set(map(str, asserted.years)) & said
 
 
+def _speakers_meant(text: str, sources: Sources) -> frozenset[str] | None:
+    """The speakers a fact is about: those it names, and the user's when it says "the user"
+    or "I"; None when it is about none of them (anyone's line may support it)."""
+    folded = {t.casefold() for t in _tokens(text)}
+    stems = {stem(t) for t in folded}
+    meant = {s for s in sources.speakers if all(stem(t) in stems for t in _tokens(s))}
+    if sources.users is not None and folded & USER_WORDS:
+        meant |= sources.users
+    return frozenset(meant) if meant else None
+
+
 def check(text: str, sources: Sources, *, summary: bool = False) -> Verdict:
     """Whether `text` is grounded in the sources, and which interactions support it.
 
     A fact must find MIN_LINE_COVERAGE of its content words in one source line (it restates
-    something said), and so must each of its sentences; a summary MIN_COVERAGE of them anywhere
+    something said), one said by the speakers it is about, and so must each of its sentences,
+    in agreement with that line (forged.agreement); a summary MIN_COVERAGE of them anywhere
     in the sources (it restates many).
     """
     if len(text.strip()) < MIN_CHARS:
@@ -255,32 +334,71 @@ def check(text: str, sources: Sources, *, summary: bool = False) -> Verdict:
     cited = asserted.words | asserted.names | asserted.numbers | _said_years(asserted, sources)
     if summary:
         share = len(asserted.words & sources.stems) / max(len(asserted.words), 1)
-        lines, _ = _best_lines(cited, sources.lines, MAX_SOURCE_LINES * 4)
-        needed = MIN_COVERAGE
-    else:
-        _, found = _best_lines(asserted.words, sources.lines, 1)
-        share = found / max(len(asserted.words), 1)
-        lines, _ = _best_lines(cited, sources.lines, MAX_SOURCE_LINES, NEAR_TURNS)
-        needed = MIN_LINE_COVERAGE
-    if asserted.words and share < needed:
-        return Verdict([], f"{share:.0%} of its content words in the sources")
-    if not summary and (weak := _unsupported_sentence(text, sources)):
+        lines, _ = _best_lines(cited, sources, MAX_SOURCE_LINES * 4)
+        if asserted.words and share < MIN_COVERAGE:
+            return Verdict([], f"{share:.0%} of its content words in the sources")
+        return Verdict(sorted({line.seq for line in lines}))
+    allowed = _speakers_meant(text, sources)
+    _, found = _best_lines(asserted.words, sources, 1, allowed=allowed)
+    share = found / max(len(asserted.words), 1)
+    if asserted.words and share < MIN_LINE_COVERAGE:
+        whose = f" of {', '.join(sorted(allowed))}" if allowed else ""
+        return Verdict([], f"{share:.0%} of its content words in one line{whose}")
+    if weak := _unsupported_sentence(text, sources, allowed):
         return Verdict([], weak)
+    lines, _ = _best_lines(cited, sources, MAX_SOURCE_LINES, NEAR_TURNS)
     return Verdict(sorted({line.seq for line in lines}))
 
 
-def _unsupported_sentence(text: str, sources: Sources) -> str | None:
-    """Why one sentence of a fact of several says what no source line does (a small model
-    writes a true sentence, then invents the next), or None."""
+def _unsupported_sentence(
+    text: str, sources: Sources, allowed: frozenset[str] | None
+) -> str | None:
+    """Why one sentence of a fact says what no source line does (a small model writes a true
+    sentence, then invents the next), or the opposite of its line, or puts a name or number
+    beside another's partner; or None."""
     sentences = _SENTENCE_END.split(text.strip())
-    for sentence in sentences if len(sentences) > 1 else ():
-        words = claim(sentence).words
-        if len(words) < MIN_SENTENCE_WORDS:
-            continue
-        _, found = _best_lines(words, sources.lines, 1)
-        if found / len(words) < MIN_LINE_COVERAGE:
-            return f"a sentence with {found / len(words):.0%} of its content words in one line"
+    for sentence in sentences:
+        asserted = claim(sentence)
+        words = asserted.words
+        if len(sentences) > 1 and len(words) >= MIN_SENTENCE_WORDS:
+            _, found = _best_lines(words, sources, 1, allowed=allowed)
+            if found / len(words) < MIN_LINE_COVERAGE:
+                return f"a sentence with {found / len(words):.0%} of its content words in one line"
+        if words and not _same_polarity(sentence, words, sources, allowed):
+            return "says the opposite of its source (a negation on one side only)"
+        items = asserted.names | asserted.numbers
+        if len(items) >= MIN_PARTNERED:
+            order = list(_order(_tokens(sentence)))
+            if lost := partnered(order, items, sources.orders_holding):
+                return f"puts {lost} beside words its source does not"
     return None
+
+
+def _same_polarity(
+    sentence: str, words: set[str], sources: Sources, allowed: frozenset[str] | None
+) -> bool:
+    """Whether a line that holds enough of the sentence's words says it with the same
+    polarity, in its clause holding the most of them (any line will do: none holding enough
+    leaves the coverage checks to judge)."""
+    held = Counter(i for w in words for i in sources.index.get(w, ()))
+    enough = len(words) * MIN_LINE_COVERAGE
+    lines = [sources.lines[i] for i, n in held.most_common(CANDIDATE_LINES) if n >= enough]
+    lines = [line for line in lines if allowed is None or line.speaker in allowed]
+    if not lines:
+        return True
+    wanted = negated(_tokens(sentence))
+    for line in lines:
+        best = max((len(words & terms) for terms, _ in line.clauses), default=0)
+        if any(no == wanted for terms, no in line.clauses if len(words & terms) == best):
+            return True
+    return False
+
+
+def subject_share(a: str, b: str) -> float:
+    """The share of the shorter text's content words (generic ones apart) the other holds:
+    how much two facts are about the same thing."""
+    wa, wb = claim(a).words - GENERIC, claim(b).words - GENERIC
+    return len(wa & wb) / max(1, min(len(wa), len(wb)))
 
 
 def content_share(text: str, sources: Iterable[str]) -> float:

@@ -78,7 +78,16 @@ def resolved(text: str, on: date) -> str:
 
     if not any(hint in text.casefold() for hint in _HINTS):
         return text  # most lines: no need to run the pattern
-    return _RELATIVE.sub(lambda m: f"{m[0]} ({_meaning(m, on)})", text)
+    return _RELATIVE.sub(lambda m: _with_meaning(m, on), text)
+
+
+def _with_meaning(match: re.Match[str], on: date) -> str:
+    """A relative time and what it means; alone when that lies outside years 1 to 9999
+    ("tomorrow" said on 9999-12-31 names no day a date can hold)."""
+    try:
+        return f"{match[0]} ({_meaning(match, on)})"
+    except (OverflowError, ValueError):
+        return match[0]
 
 
 def with_times_resolved(item: MemoryItem) -> MemoryItem:
