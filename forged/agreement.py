@@ -1,16 +1,16 @@
 """Agreement: whether a sentence says what its source line says, not its opposite or a
-recombination of it: the same polarity (a negation on both sides or on neither), and each name
-and number beside the same word (swapped people, numbers or choices do not agree).
+recombination of it: the same polarity (a negation on both sides or on neither), and names and
+numbers in their own places (swapped people, numbers or choices do not agree).
 
 Both checks compare word stems (forged.grounding's) in the order they are written: a line is
-cut into clauses at punctuation, and a term's partner is the next word the sentence and the
-line share (or, for the last one, the one before).
+cut into clauses at punctuation; two names or numbers are swapped when exchanging them puts
+the words a sentence shares with a line in that line's order more nearly.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 # Words that turn a clause around; "no longer" and "stopped" hold "no" and a stop.
 NEGATIONS = frozenset(
@@ -21,56 +21,68 @@ NEGATIONS = frozenset(
 )
 _NOT_SUFFIXES = ("n't", "n\u2019t")  # don't, isn't, can't, won't
 _CLAUSE_END = re.compile(r"[,;.!?()\u2013\u2014]+|\s+but\s+|\s+-\s+")  # where a clause ends
+# Negations that say something positive: "can't wait", "no doubt", "not only", "never forget".
+_IDIOMS = frozenset(
+    {"wait", "doubt", "only", "matter", "forget", "worry", "stop", "miss", "so", "long", "too"}
+    | {"bad", "hesitate", "mind", "help", "believe", "just", "everyone", "every"}
+)
 
 
 def negated(tokens: Sequence[str]) -> bool:
-    """Whether words (as written) hold a negation."""
-    return any(t.casefold() in NEGATIONS or t.casefold().endswith(_NOT_SUFFIXES) for t in tokens)
+    """Whether words (as written) hold a negation, idioms such as "can't wait" apart."""
+    folded = [t.casefold() for t in tokens]
+    return any(
+        (t in NEGATIONS or t.endswith(_NOT_SUFFIXES)) and not (folded[i + 1 : i + 2] and
+                                                                folded[i + 1] in _IDIOMS)
+        for i, t in enumerate(folded)
+    )  # fmt: skip
+
+
+def clause_ends(text: str) -> Iterator[re.Match[str]]:
+    """Where the clauses of a text end."""
+    return _CLAUSE_END.finditer(text)
 
 
 def clauses(text: str) -> list[str]:
-    """A line's clauses: cut at punctuation and at "but"."""
+    """A text's clauses: cut at punctuation and at "but"."""
     return [c for c in _CLAUSE_END.split(text) if c.strip()]
 
 
-def _partner(terms: list[str], at: int, shared: set[str]) -> tuple[str, int] | None:
-    """The next term of `terms` after `at` that is in `shared` (direction +1), or else the one
-    before it (direction -1); None when neither exists."""
-    for i in range(at + 1, len(terms)):
-        if terms[i] in shared:
-            return terms[i], 1
-    for i in range(at - 1, -1, -1):
-        if terms[i] in shared:
-            return terms[i], -1
+def _discordance(order: list[str], at: dict[str, int]) -> int:
+    """How many pairs of `order` a line (its terms' positions `at`) has the other way round."""
+    placed = [at[t] for t in order]
+    return sum(a > b for i, a in enumerate(placed) for b in placed[i + 1 :])
+
+
+def _swapped(sentence: list[str], items: set[str], line: list[str]) -> str | None:
+    """An item the sentence puts where the line has another: exchanging two of the items the
+    line holds puts the sentence's shared terms in the line's order more nearly. None if no
+    exchange does."""
+    at: dict[str, int] = {}
+    for i, term in enumerate(line):
+        at.setdefault(term, i)
+    order = list(dict.fromkeys(t for t in sentence if t in at))
+    held = [t for t in order if t in items]
+    base = _discordance(order, at)
+    for i, a in enumerate(held):
+        for b in held[i + 1 :]:
+            swap = {a: b, b: a}
+            if _discordance([swap.get(t, t) for t in order], at) < base:
+                return a
     return None
-
-
-def _partners_of(terms: list[str], term: str, shared: set[str], direction: int) -> set[str]:
-    """The partners `term` has in a line: its next (or previous) shared term, per occurrence."""
-    out = set()
-    for at, t in enumerate(terms):
-        if t != term:
-            continue
-        steps = range(at + 1, len(terms)) if direction > 0 else range(at - 1, -1, -1)
-        out.add(next((terms[i] for i in steps if terms[i] in shared and terms[i] != term), ""))
-    return out
 
 
 def partnered(
     sentence: list[str], items: set[str], lines: Callable[[str], list[list[str]]]
 ) -> str | None:
-    """The first of `items` (names, numbers) of a sentence's terms whose partner no source line
-    gives it, or None. `lines(term)` are the term lists of the lines holding `term`."""
-    for at, term in enumerate(sentence):
-        if term not in items:
-            continue
-        found = False
-        for line in lines(term):
-            shared = set(line) & set(sentence)
-            partner = _partner(sentence, at, shared - {term})
-            if partner is None or partner[0] in _partners_of(line, term, shared, partner[1]):
-                found = True
-                break
-        if not found:
-            return term
-    return None
+    """A name or number (of `items`) the sentence gives another's place, or None: every line
+    holding two of them says them the other way round (`lines(term)` are the term lists of
+    the lines holding `term`). A paraphrase may reorder words; only an exchange is refused."""
+    present = [t for t in dict.fromkeys(sentence) if t in items]
+    if len(present) < 2:
+        return None
+    both = [line for line in lines(present[0]) if len(items.intersection(line)) >= 2]
+    both += [line for t in present[1:] for line in lines(t) if present[0] not in line
+             and len(items.intersection(line)) >= 2]  # fmt: skip
+    swaps = [_swapped(sentence, items, line) for line in both]
+    return swaps[0] if swaps and all(swaps) else None

@@ -9,13 +9,15 @@ invention does not. Calibrated on LoCoMo with `python -m bench.grounding`.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from forged.agreement import clauses, negated, partnered
+from forged.agreement import clause_ends, clauses, negated, partnered
 
 MIN_CHARS = 12  # shorter texts ("ok", "34", "yes it is") are not memory
 MIN_LINE_COVERAGE = 0.34  # share of a fact's content words one source line must hold: a third
@@ -25,12 +27,14 @@ MAX_SOURCE_LINES = 3  # a fact cites the interactions of at most this many lines
 NEAR_TURNS = 2  # and of lines at most this many interactions from its best line
 YEAR_SLACK = 1  # a date may lie this many years from the sources' dates ("last year")
 STEM_CHARS = 6  # stems are cut to this many letters: counseling, counselor -> counse
+STEM_CACHE = 1 << 16  # words whose stems are kept: a batch repeats most of its words
 CANDIDATE_LINES = 8  # lines a sentence's polarity is compared with: those holding most of it
 PARTNER_LINES = 32  # lines holding a name or number searched for its partner
 MIN_PARTNERED = 2  # a sentence with this many names and numbers keeps each beside its partner
 SUBJECT_MIN_OVERLAP = 0.5  # a replaced fact shares this share of the shorter one's content words
 GENERIC = frozenset({"user"})  # words every fact of a scope may hold: they name no subject
-USER_WORDS = frozenset({"user", "i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself"})
+FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself"})
+USER_WORDS = FIRST_PERSON | {"user"}  # a fact with one is about the user
 # Words too common to tell one text from another; not content words.
 STOPWORDS = frozenset(
     (  # noqa: SIM905 - a paragraph of words reads better than a column of quotes
@@ -79,9 +83,11 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # A speaker's label before what a line says ("Caroline: "); one inside what was said is quoted
 # transcript structure (Bob typing "Caroline: I moved"), not a speaker.
 _LABEL = re.compile(r"^\s*([^:\s][^:]{0,39}):\s+")
+_QUOTED_LABEL = re.compile(r"^\s*[^\W\d_][\w'-]{0,39}:\s+")  # one word: "Caroline: ", "SYSTEM: "
 _SUFFIXES = ("'s", "\u2019s", "ies", "ied", "ing", "ed", "es", "s", "ly")
 
 
+@functools.lru_cache(maxsize=STEM_CACHE)
 def stem(word: str) -> str:
     """A crude stem: lower case, no possessive, plural, tense or adverb ending, cut short."""
     w = word.casefold()
@@ -127,6 +133,15 @@ def _order(tokens: list[str]) -> tuple[str, ...]:
     return tuple(_term(t) for t in tokens if t.casefold() not in STOPWORDS)
 
 
+def _clauses(text: str, positioned: list[tuple[int, str]]) -> tuple[tuple[frozenset[str], bool], ...]:
+    """The clauses of a line (forged.agreement) as their terms and whether each is negated."""
+    ends = [m.start() for m in clause_ends(text)]
+    groups: dict[int, list[str]] = {}
+    for at, token in positioned:
+        groups.setdefault(bisect.bisect(ends, at), []).append(token)
+    return tuple((frozenset(map(_term, words)), negated(words)) for words in groups.values())
+
+
 @dataclass(frozen=True)
 class Line:
     """One line of a source interaction as evidence: its word stems and numbers, who said it,
@@ -139,6 +154,9 @@ class Line:
     speaker: str | None = None
     order: tuple[str, ...] = ()
     clauses: tuple[tuple[frozenset[str], bool], ...] = ()
+    first_person: bool = False  # says "I" or "my": about its speaker, whoever it names
+    names: frozenset[str] = frozenset()  # stems of its capitalised words inside sentences
+    quoted: frozenset[str] = frozenset()  # speaker labels inside what was said, taken out
     terms: frozenset[str] = field(default=frozenset(), compare=False)
 
     def __post_init__(self) -> None:
@@ -146,20 +164,24 @@ class Line:
 
     @classmethod
     def of(cls, seq: int, text: str) -> Line:
-        speaker = None
+        speaker, said, quoted = None, text, set()
         if m := _LABEL.match(text):
             speaker, said = m.group(1).strip(), text[m.end() :]
-            while n := _LABEL.match(said):  # quoted labels are no evidence of who spoke
+            while n := _QUOTED_LABEL.match(said):  # quoted labels are no evidence of who spoke
+                quoted.add(stem(n.group(0).strip().rstrip(":")))
                 said = said[n.end() :]
             text = f"{speaker}: {said}"
-        tokens = _tokens(text)
-        parts = tuple(
-            (frozenset(map(_term, words)), negated(words))
-            for words in map(_tokens, clauses(text))
-            if words
-        )
+        positioned = _positioned(text)
+        tokens = [token for _, token in positioned]
         numbers = frozenset(filter(None, map(_number, tokens)))
-        return cls(seq, frozenset(map(stem, tokens)), numbers, False, speaker, _order(tokens), parts)
+        first = speaker is not None and bool({t.casefold() for t in tokens} & FIRST_PERSON)
+        said_from = len(text) - len(said)  # what was said starts there (after the label)
+        starts = {m.end() - 1 for m in _SENTENCE_START.finditer(said)}
+        names = frozenset(stem(t) for at, t in positioned
+                          if at >= said_from and t[0].isupper() and at - said_from not in starts)  # fmt: skip
+        order = _order([t for at, t in positioned if at >= said_from])  # who spoke has no place
+        return cls(seq, frozenset(map(stem, tokens)), numbers, False, speaker, order,
+                   _clauses(text, positioned), first, names, frozenset(quoted))  # fmt: skip
 
 
 def _date_line(seq: int, when: str) -> Line | None:
@@ -189,6 +211,8 @@ class Sources:
         self.years = {int(n) for n in self.numbers if len(n) == 4 and n.isdigit()}
         self.users = None if users is None else frozenset(users)
         self.speakers = {line.speaker for line in self.lines if line.speaker}
+        self.names = frozenset().union(*(line.names for line in self.lines))
+        self.quoted = frozenset().union(*(line.quoted for line in self.lines))
 
     @classmethod
     def of(
@@ -228,6 +252,7 @@ class Claim:
     numbers: set[str]
     years: set[int]
     words: set[str]
+    leading: set[str] = field(default_factory=set)  # capitalised words that start a sentence
 
 
 def _is_day(tokens: list[str], i: int, n: str) -> bool:
@@ -255,6 +280,8 @@ def claim(text: str) -> Claim:
         elif token[0].isupper():  # a name, or a word that starts a sentence
             if positioned[i][0] not in starts:
                 out.names.add(stem(token))
+            else:
+                out.leading.add(stem(token))
         elif len(low) >= 3:
             out.words.add(stem(token))
     return out
@@ -289,9 +316,15 @@ def _best_lines(
 def _may_cite(
     line: Line, allowed: frozenset[str] | None, near: int | None, chosen: list[Line]
 ) -> bool:
-    if allowed is not None and line.speaker not in allowed:
+    if not _about(line, allowed):
         return False
     return near is None or not chosen or abs(line.seq - chosen[0].seq) <= near
+
+
+def _about(line: Line, allowed: frozenset[str] | None) -> bool:
+    """Whether a line may support a fact about the `allowed` speakers: it is theirs, or it says
+    nothing in the first person (what one says of oneself is no evidence about another)."""
+    return allowed is None or line.speaker in allowed or not line.first_person
 
 
 def _said_years(asserted: Claim, sources: Sources) -> set[str]:
@@ -325,7 +358,9 @@ def check(text: str, sources: Sources, *, summary: bool = False) -> Verdict:
     asserted = claim(text)
     if not asserted.words and not asserted.names:
         return Verdict([], "no words, only numbers or stopwords")
-    if missing := sorted(asserted.names - sources.stems):
+    # A fact's first word may be the name a quoted label gave ("Caroline: I moved", typed by Bob).
+    leading = asserted.leading & sources.quoted
+    if missing := sorted((asserted.names | leading) - sources.stems):
         return Verdict([], f"names not in the sources: {', '.join(missing)}")
     if missing := sorted(asserted.numbers - sources.numbers):
         return Verdict([], f"numbers not in the sources: {', '.join(missing)}")
@@ -342,8 +377,8 @@ def check(text: str, sources: Sources, *, summary: bool = False) -> Verdict:
     _, found = _best_lines(asserted.words, sources, 1, allowed=allowed)
     share = found / max(len(asserted.words), 1)
     if asserted.words and share < MIN_LINE_COVERAGE:
-        whose = f" of {', '.join(sorted(allowed))}" if allowed else ""
-        return Verdict([], f"{share:.0%} of its content words in one line{whose}")
+        where = f"what {', '.join(sorted(allowed))} said" if allowed else "the sources"
+        return Verdict([], f"{share:.0%} of its content words in {where}")
     if weak := _unsupported_sentence(text, sources, allowed):
         return Verdict([], weak)
     lines, _ = _best_lines(cited, sources, MAX_SOURCE_LINES, NEAR_TURNS)
@@ -364,9 +399,9 @@ def _unsupported_sentence(
             _, found = _best_lines(words, sources, 1, allowed=allowed)
             if found / len(words) < MIN_LINE_COVERAGE:
                 return f"a sentence with {found / len(words):.0%} of its content words in one line"
-        if words and not _same_polarity(sentence, words, sources, allowed):
+        if words and _opposite(sentence, sources, allowed):
             return "says the opposite of its source (a negation on one side only)"
-        items = asserted.names | asserted.numbers
+        items = asserted.names | asserted.numbers | (asserted.leading & sources.names)
         if len(items) >= MIN_PARTNERED:
             order = list(_order(_tokens(sentence)))
             if lost := partnered(order, items, sources.orders_holding):
@@ -374,24 +409,33 @@ def _unsupported_sentence(
     return None
 
 
+def _opposite(sentence: str, sources: Sources, allowed: frozenset[str] | None) -> bool:
+    """Whether a clause of the sentence says the opposite of its sources."""
+    for part in clauses(sentence):
+        words = claim(part).words
+        if words and not _same_polarity(part, words, sources, allowed):
+            return True
+    return False
+
+
 def _same_polarity(
     sentence: str, words: set[str], sources: Sources, allowed: frozenset[str] | None
 ) -> bool:
-    """Whether a line that holds enough of the sentence's words says it with the same
-    polarity, in its clause holding the most of them (any line will do: none holding enough
-    leaves the coverage checks to judge)."""
+    """Whether the sentence is not the opposite of what the lines holding most of its words
+    say: no clause of the other polarity holds more of its words (and enough of them) than
+    every clause of its own polarity does."""
     held = Counter(i for w in words for i in sources.index.get(w, ()))
     enough = len(words) * MIN_LINE_COVERAGE
     lines = [sources.lines[i] for i, n in held.most_common(CANDIDATE_LINES) if n >= enough]
-    lines = [line for line in lines if allowed is None or line.speaker in allowed]
-    if not lines:
-        return True
     wanted = negated(_tokens(sentence))
+    same = opposite = 0
     for line in lines:
-        best = max((len(words & terms) for terms, _ in line.clauses), default=0)
-        if any(no == wanted for terms, no in line.clauses if len(words & terms) == best):
-            return True
-    return False
+        for terms, no in line.clauses if _about(line, allowed) else ():
+            if no == wanted:
+                same = max(same, len(words & terms))
+            else:
+                opposite = max(opposite, len(words & terms))
+    return not (opposite > same and opposite >= enough)
 
 
 def subject_share(a: str, b: str) -> float:

@@ -281,10 +281,13 @@ class OpenAIDistiller:
         answer is as unavailable as one that sends nothing.
         """
         started = time.perf_counter()
+        answering: list[int] = []  # the status, once the server has begun to answer
         with trio.move_on_after(self.config.timeout) as deadline:
-            status, data = await self._send(body)
-        if deadline.cancelled_caught:
-            raise LLMUnavailable(f"no whole answer within {self.config.timeout:g} s (timeout)")
+            status, data = await self._send(body, answering)
+        if deadline.cancelled_caught and answering:  # it answers, too slowly: like a bad answer
+            raise InvalidAnswer(f"the answer did not end within {self.config.timeout:g} s (timeout)")
+        if deadline.cancelled_caught:  # busy or down: waited for, like any unreachable server
+            raise LLMUnavailable(f"no answer within {self.config.timeout:g} s (timeout)")
         ms = int((time.perf_counter() - started) * 1000)
         self._raise_for_status(status, data.decode("utf-8", "replace"), mode)
         completion = decoded(data, _Completion, "a chat completion")
@@ -300,13 +303,14 @@ class OpenAIDistiller:
         self._check_truncation(body, usage)
         return content or "", choice.finish_reason, usage
 
-    async def _send(self, body: dict[str, Any]) -> tuple[int, bytes]:
-        """The status and body of one request; a body past `answer_limit` is refused as it
-        streams in, never held whole."""
+    async def _send(self, body: dict[str, Any], answering: list[int]) -> tuple[int, bytes]:
+        """The status and body of one request (the status also put in `answering` once it
+        arrives); a body past `answer_limit` is refused as it streams in, never held whole."""
         limit = answer_limit(self.config.max_tokens)
         data = bytearray()
         try:
             async with self._client.stream("POST", "chat/completions", json=body) as response:
+                answering.append(response.status_code)
                 async for chunk in response.aiter_bytes():
                     data += chunk
                     if len(data) > limit:
