@@ -167,18 +167,25 @@ def _refusal(
     return None
 
 
+def max_changes(facts: list[CurrentFact]) -> int:
+    """The changes of one answer forged reads: each fact retires at most once, so twice the
+    facts listed leaves room for refusals; never fewer than a grammar-bound answer holds."""
+    return max(GUIDED_MAX_CHANGES, 2 * len(facts))
+
+
 def checked(
     proposed: list[ProposedChange], facts: list[CurrentFact], retired: set[int], reason_chars: int
 ) -> list[ConsolidationChange]:
     """The proposed changes forged can stand behind; the facts they retire join `retired`.
 
-    An answer is read up to one change per listed fact (each retires at most one); refusals
-    are logged once, counted by why.
+    An answer is read up to `max_changes(facts)` changes; refusals are logged once, counted
+    by why.
     """
     by_id = {f.id: f for f in facts}
     kept = []
     refused: Counter[str] = Counter()
-    for change in proposed[: len(facts)]:
+    cap = max_changes(facts)
+    for change in proposed[:cap]:
         if (refusal := _refusal(change, by_id, retired)) is not None:
             refused[refusal] += 1
             continue
@@ -187,8 +194,8 @@ def checked(
             reason = "duplicate" if change.action == "merge" else "no longer true"
         retired.add(change.fact)
         kept.append(ConsolidationChange(change.action, change.fact, change.into, reason))  # type: ignore[arg-type]
-    if len(proposed) > len(facts):
-        refused["more changes than facts listed"] = len(proposed) - len(facts)
+    if len(proposed) > cap:
+        refused[f"past the {cap} changes an answer may hold"] = len(proposed) - cap
     if refused:
         log.info("consolidation_changes_refused", refused=sum(refused.values()),
                  proposed=len(proposed), why=dict(refused))  # fmt: skip

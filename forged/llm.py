@@ -95,7 +95,15 @@ class _Usage(msgspec.Struct, frozen=True):
 
 class _Completion(msgspec.Struct):
     choices: list[_Choice]
-    usage: _Usage = _Usage()
+    usage: msgspec.Raw = msgspec.Raw(b"{}")  # read apart: a bad count must not cost the answer
+
+
+def _usage(raw: msgspec.Raw) -> _Usage:
+    """What an answer says it cost; nothing when that is no object of numbers (1e999 is none)."""
+    try:
+        return decoded(bytes(raw), _Usage, "a usage")
+    except InvalidAnswer:
+        return _Usage()
 
 
 def _schema(config: DistillerConfig, transcript: str, *, bounded: bool) -> dict[str, Any]:
@@ -298,7 +306,7 @@ class OpenAIDistiller:
         content = choice.message.get("content")
         if not isinstance(content, str | None):
             raise InvalidAnswer("the answer is not a chat completion: content is no string", raw=raw)
-        u = completion.usage
+        u = _usage(completion.usage)
         usage = Usage(count(u.prompt_tokens), count(u.completion_tokens), ms, 1)
         self._check_truncation(body, usage)
         return content or "", choice.finish_reason, usage
@@ -311,16 +319,20 @@ class OpenAIDistiller:
         try:
             async with self._client.stream("POST", "chat/completions", json=body) as response:
                 answering.append(response.status_code)
-                async for chunk in response.aiter_bytes():
-                    data += chunk
-                    if len(data) > limit:
-                        raise InvalidAnswer(
-                            f"the answer is larger than {limit} bytes"
-                            f" (max_tokens {self.config.max_tokens})",
-                            raw=data[:ERROR_TEXT_CHARS].decode("utf-8", "replace"),
-                        )
+                # Past the limit, the next read is cancelled at the socket: the cancellation
+                # ends every generator of the client's chain, as no break out of the loop would.
+                with trio.CancelScope() as cut:
+                    async for chunk in response.aiter_bytes():
+                        data += chunk
+                        if len(data) > limit:
+                            cut.cancel()
         except httpx.TransportError as exc:  # connect, read, timeouts
             raise LLMUnavailable(f"{type(exc).__name__}: {exc or 'no answer'}") from exc
+        if cut.cancelled_caught:
+            raise InvalidAnswer(
+                f"the answer is larger than {limit} bytes (max_tokens {self.config.max_tokens})",
+                raw=data[:ERROR_TEXT_CHARS].decode("utf-8", "replace"),
+            )
         return response.status_code, bytes(data)
 
     def _raise_for_status(self, status: int, text: str, mode: str) -> None:

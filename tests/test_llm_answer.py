@@ -119,7 +119,7 @@ def test_a_deep_answer_to_the_judge_is_an_invalid_answer_with_its_cost() -> None
     """The consolidation judge and condensing read through the same boundary."""
     usage = Usage(prompt_tokens=7, completion_tokens=3, ms=5, calls=1)
     with pytest.raises(InvalidAnswer, match=r"^the answer is not a summary: nested too deeply$") as raised:
-        decode_answer('{"summary": %s}' % NESTED, usage, _Summary, "a summary")
+        decode_answer('{"summary": "S.", "x": %s}' % NESTED, usage, _Summary, "a summary")
     assert raised.value.usage == usage
 
 
