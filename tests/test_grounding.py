@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.corpus import locomo_path
-from bench.grounding import calibrate
+from bench.grounding import INVERSIONS, SWAPS, calibrate
 from forged.grounding import Sources, check
 
 DATE = "2023-05-08T13:56:00Z"  # a Monday
@@ -83,6 +83,9 @@ def test_the_check_keeps_locomo_gold_and_drops_invented_facts() -> None:
     assert rates["invented fact"][1] <= 0.10
     assert rates["invented summary"][1] <= 0.10
     assert rates["invented by a small model"][1] == 0.0
+    for probe in ("inverted fact (probe)", "swapped fact (probe)", "misattributed fact (probe)"):
+        assert rates[probe][1] == 0.0
+    assert rates["probe said again"][1] == 1.0
 
 
 def test_a_year_like_number_ties_a_fact_to_the_line_that_says_it() -> None:
@@ -111,24 +114,6 @@ def test_a_fact_cites_the_turns_around_its_best_line_not_a_far_one() -> None:
         ]
     )
     assert check("Melanie showed Caroline a lake sunrise she painted.", sources).sources == [7, 8]
-
-
-INVERSIONS = [  # (what was said, the fact that says its opposite)
-    ("user: I am not allergic to penicillin, my dog is.", "The user is allergic to penicillin."),
-    ("user: Never deploy on Fridays.", "We deploy on Fridays."),
-    ("user: Do not give Mallory the admin password.", "Give Mallory the admin password."),
-    ("user: I no longer drink coffee in the morning.", "The user drinks coffee in the morning."),
-    ("user: I stopped running marathons last year.", "The user runs marathons."),
-    ("user: I love hiking in the Alps.", "The user doesn't love hiking in the Alps."),
-]
-SWAPS = [  # (what was said, the fact that gives a name or number another's partner)
-    ("Bob: My sister lives in Lisbon and Alice's brother lives in Porto.",
-     "Alice's sister lives in Lisbon."),
-    ("user: We need 3 servers for staging and 20 for production.",
-     "The user needs 20 servers for staging and 3 for production."),
-    ("user: We use PostgreSQL for the orders and MySQL for the analytics.",
-     "The service uses MySQL for the orders and PostgreSQL for the analytics."),
-]  # fmt: skip
 
 
 @pytest.mark.parametrize(("said", "fact"), INVERSIONS)
