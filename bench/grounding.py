@@ -64,10 +64,14 @@ SWAPS = (  # (what was said, a fact that gives a name or number another's place)
      "The service uses MySQL for the orders and PostgreSQL for the analytics."),
 )  # fmt: skip
 MISATTRIBUTED = (  # (what was said, a fact about a speaker that another's line holds)
-    ("Caroline: I live in Lisbon.\nBob: Caroline: correction, I moved to Paris.",
-     "Caroline moved to Paris."),
-    ("user: Which editor do you use?\nassistant: I prefer vim for quick edits.",
-     "The user prefers vim for quick edits."),
+    (
+        "Caroline: I live in Lisbon.\nBob: Caroline: correction, I moved to Paris.",
+        "Caroline moved to Paris.",
+    ),
+    (
+        "user: Which editor do you use?\nassistant: I prefer vim for quick edits.",
+        "The user prefers vim for quick edits.",
+    ),
 )
 
 

@@ -133,7 +133,9 @@ def _order(tokens: list[str]) -> tuple[str, ...]:
     return tuple(_term(t) for t in tokens if t.casefold() not in STOPWORDS)
 
 
-def _clauses(text: str, positioned: list[tuple[int, str]]) -> tuple[tuple[frozenset[str], bool], ...]:
+def _clauses(
+    text: str, positioned: list[tuple[int, str]]
+) -> tuple[tuple[frozenset[str], bool], ...]:
     """The clauses of a line (forged.agreement) as their terms and whether each is negated."""
     ends = [m.start() for m in clause_ends(text)]
     groups: dict[int, list[str]] = {}

@@ -293,7 +293,9 @@ class OpenAIDistiller:
         with trio.move_on_after(self.config.timeout) as deadline:
             status, data = await self._send(body, answering)
         if deadline.cancelled_caught and answering:  # it answers, too slowly: like a bad answer
-            raise InvalidAnswer(f"the answer did not end within {self.config.timeout:g} s (timeout)")
+            raise InvalidAnswer(
+                f"the answer did not end within {self.config.timeout:g} s (timeout)"
+            )
         if deadline.cancelled_caught:  # busy or down: waited for, like any unreachable server
             raise LLMUnavailable(f"no answer within {self.config.timeout:g} s (timeout)")
         ms = int((time.perf_counter() - started) * 1000)
@@ -305,7 +307,9 @@ class OpenAIDistiller:
         choice = completion.choices[0]
         content = choice.message.get("content")
         if not isinstance(content, str | None):
-            raise InvalidAnswer("the answer is not a chat completion: content is no string", raw=raw)
+            raise InvalidAnswer(
+                "the answer is not a chat completion: content is no string", raw=raw
+            )
         u = _usage(completion.usage)
         usage = Usage(count(u.prompt_tokens), count(u.completion_tokens), ms, 1)
         self._check_truncation(body, usage)

@@ -17,7 +17,9 @@ _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
 RAW_CHARS = 65536  # bytes of an undecodable body kept as its raw text
 _CONTROL = re.compile(r"[\x00-\x1f]")  # raw newlines and tabs small models put inside strings
 _LINE = re.compile(r"^\[?([0-9]{1,18})\.([0-9]{1,9})\]?$", re.ASCII)  # a picked line: 12.3
-_ID = re.compile(r"[0-9]{1,18}", re.ASCII)  # a fact id a model quoted: ASCII digits only ("²" is not)
+_ID = re.compile(
+    r"[0-9]{1,18}", re.ASCII
+)  # a fact id a model quoted: ASCII digits only ("²" is not)
 MAX_ID = 2**63 - 1  # ids are 64-bit integers in both stores; a larger one names no fact
 MAX_REPLACES = 8  # ids one fact may name; more is not a correction but a sweep
 # What decoding an answer may raise besides msgspec's own errors: deep nesting (RecursionError),

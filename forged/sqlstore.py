@@ -17,7 +17,6 @@ import msgspec
 from forged import retire
 from forged.models import (
     MAX_TOTAL,
-    stored_count,
     ConsolidationChange,
     ConsolidationRun,
     DeadLetterInfo,
@@ -27,6 +26,7 @@ from forged.models import (
     ObserverStatus,
     StoredInteraction,
     normalise,
+    stored_count,
 )
 from forged.portable import portable
 from forged.records import BatchOutcome, Forgotten, NewInteraction, OpenDeadLetter, ScopeResult

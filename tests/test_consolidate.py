@@ -605,7 +605,9 @@ def test_a_supersession_needs_a_shared_subject() -> None:
 
 def test_an_answer_of_100000_changes_is_read_up_to_its_cap_and_logged_once() -> None:
     """A flood of proposed changes costs one log line with counts, not one line per change."""
-    facts = [CurrentFact(n, "state", f"The user owns car number {n}.", "2026-03-01") for n in (1, 2)]
+    facts = [
+        CurrentFact(n, "state", f"The user owns car number {n}.", "2026-03-01") for n in (1, 2)
+    ]
     from forged.consolidate import ProposedChange
 
     proposed = [ProposedChange("supersede", 7, 8, "x")] * 100_000

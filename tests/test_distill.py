@@ -400,7 +400,7 @@ def _known(*texts: str) -> list[MemoryItem]:
 
 
 def test_a_replacement_must_share_the_replaced_facts_subject() -> None:
-    """"The user's name is Mallory" replacing where the user lives, what they prefer and
+    """ "The user's name is Mallory" replacing where the user lives, what they prefer and
     where they work retires none of them; the state changes of the scenario still do."""
     known = _known("The user lives in Lisbon.", "The user prefers tea.", "The user works at Acme.",
                    "The user's name is Jon.")  # fmt: skip

@@ -120,7 +120,10 @@ def test_a_fact_cites_the_turns_around_its_best_line_not_a_far_one() -> None:
 def test_a_fact_that_inverts_what_was_said_is_dropped(said: str, fact: str) -> None:
     """A negation on one side only ("not", "never", "no longer", "stopped", "doesn't")."""
     sources = Sources.of([(1, DATE, said)], users={"user"})
-    assert check(fact, sources).reason == "says the opposite of its source (a negation on one side only)"
+    assert (
+        check(fact, sources).reason
+        == "says the opposite of its source (a negation on one side only)"
+    )
 
 
 @pytest.mark.parametrize(("said", "fact"), INVERSIONS)

@@ -413,8 +413,11 @@ async def test_a_deeply_nested_completion_is_an_invalid_answer(
     distiller = OpenAIDistiller(DistillerConfig(base_url=fake_llm.base_url, max_tokens=8192))
     fake_llm.default, fake_llm.raw = "raw", lambda request: body
     try:
-        with trio.fail_after(TIMEOUT), pytest.raises(
-            InvalidAnswer, match=r"^the answer is not (a chat completion|valid memory): "
+        with (
+            trio.fail_after(TIMEOUT),
+            pytest.raises(
+                InvalidAnswer, match=r"^the answer is not (a chat completion|valid memory): "
+            ),
         ):
             await distiller.distill(TRANSCRIPT)
     finally:
@@ -470,8 +473,8 @@ async def test_the_timeout_bounds_the_whole_call(fake_llm: FakeLLM) -> None:
     slowly would hold every scope), and the server sees it hang up."""
     distiller = OpenAIDistiller(DistillerConfig(base_url=fake_llm.base_url, timeout=0.5))
     fake_llm.default, fake_llm.drip = "raw", 0.02
-    fake_llm.raw = lambda request: b'{"choices": [{"message": {"content": %s}}]}' % (
-        json.dumps(VALID).encode()
+    fake_llm.raw = lambda request: (
+        b'{"choices": [{"message": {"content": %s}}]}' % (json.dumps(VALID).encode())
     )
     try:
         with trio.fail_after(TIMEOUT), pytest.raises(InvalidAnswer) as raised:

@@ -72,7 +72,7 @@ def test_replaced_ids_are_integers_or_quoted_digits() -> None:
 def test_only_ascii_digits_name_a_fact(style: str) -> None:
     """Superscripts, other scripts' digits, floats and ids past 64 bits name no fact: they are
     dropped, never raised (`int("²")` would stop the observer)."""
-    odd = ["²", "١٢", "３", 1.5, 2**64 - 1, 2**63, "99999999999999999999", -4, 0, 5, "6"]
+    odd = ["²", "١٢", "\uff13", 1.5, 2**64 - 1, 2**63, "99999999999999999999", -4, 0, 5, "6"]
     if style == "extractive":
         content = json.dumps({"lines": [{"line": "1.1", "kind": "state", "replaces": odd}]})
         assert parse_picks(content, DistillerConfig())[0].replaces == (5, 6)
@@ -84,7 +84,9 @@ def test_only_ascii_digits_name_a_fact(style: str) -> None:
 
 def test_a_pick_with_other_digits_names_no_line() -> None:
     """A picked line id in superscript or full-width digits is dropped like any malformed id."""
-    content = json.dumps({"lines": [{"line": "¹.²", "kind": "state"}, {"line": "１.1", "kind": "state"}]})
+    content = json.dumps(
+        {"lines": [{"line": "¹.²", "kind": "state"}, {"line": "\uff11.1", "kind": "state"}]}
+    )
     assert parse_picks(content, DistillerConfig()) == []
 
 
@@ -94,10 +96,9 @@ NESTED = "[" * 100_000 + "]" * 100_000  # deeper than any decoder recurses
 @pytest.mark.parametrize(
     "content",
     [
-        '{"summary": "S.", "facts": [{"kind": "state", "text": "T is t.", "replaces": %s}]}'
-        % NESTED,
-        '{"summary": "S.", "deep": %s}' % NESTED,
-        '{"summary": "S.", "facts": [{"kind": "state", "text": "T is t.", "x": %s}]}' % NESTED,
+        f'{{"summary": "S.", "facts": [{{"kind": "state", "text": "T.", "replaces": {NESTED}}}]}}',
+        f'{{"summary": "S.", "deep": {NESTED}}}',
+        f'{{"summary": "S.", "facts": [{{"kind": "state", "text": "T.", "x": {NESTED}}}]}}',
     ],
     ids=["replaces", "unknown-field", "fact-extra-key"],
 )
@@ -110,16 +111,18 @@ def test_any_decoding_failure_is_an_invalid_answer(content: str) -> None:
 
 def test_an_integer_past_64_bits_is_an_invalid_answer() -> None:
     """A 5,000-digit id is an invalid answer, never an OverflowError at commit."""
-    fact = '{"kind": "state", "text": "T is t.", "replaces": [%s, 3]}' % ("9" * 5000)
+    fact = f'{{"kind": "state", "text": "T is t.", "replaces": [{"9" * 5000}, 3]}}'
     with pytest.raises(InvalidAnswer, match=r"Integer value out of range - at `\$.facts\[0\]"):
-        parse_answer('{"summary": "S.", "facts": [%s]}' % fact, DistillerConfig())
+        parse_answer(f'{{"summary": "S.", "facts": [{fact}]}}', DistillerConfig())
 
 
 def test_a_deep_answer_to_the_judge_is_an_invalid_answer_with_its_cost() -> None:
     """The consolidation judge and condensing read through the same boundary."""
     usage = Usage(prompt_tokens=7, completion_tokens=3, ms=5, calls=1)
-    with pytest.raises(InvalidAnswer, match=r"^the answer is not a summary: nested too deeply$") as raised:
-        decode_answer('{"summary": "S.", "x": %s}' % NESTED, usage, _Summary, "a summary")
+    with pytest.raises(
+        InvalidAnswer, match=r"^the answer is not a summary: nested too deeply$"
+    ) as raised:
+        decode_answer(f'{{"summary": "S.", "x": {NESTED}}}', usage, _Summary, "a summary")
     assert raised.value.usage == usage
 
 

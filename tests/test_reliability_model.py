@@ -58,15 +58,21 @@ CASES: dict[str, tuple[Raw, str | None]] = {
         "InvalidAnswer: the answer is not a chat completion: nested too deeply",
     ),
     "nested-replaces": (
-        lambda r: envelope('{"summary": "S.", "facts": [{"kind": "state", "text": "%s",'
-                           ' "replaces": %s}]}' % (SUPPORTED, "[" * 50_000 + "]" * 50_000)),
+        lambda r: envelope(
+            f'{{"summary": "S.", "facts": [{{"kind": "state", "text": "{SUPPORTED}",'
+            f' "replaces": {"[" * 50_000 + "]" * 50_000}}}]}}'
+        ),
         "InvalidAnswer: the answer is not valid memory: nested too deeply",
-    ),  # fmt: skip
-    "usage-2**63-1": (lambda r: _memory(_fact()).replace(b'"prompt_tokens":10',
-                                                          b'"prompt_tokens":%d' % BIG[0]), None),
+    ),
+    "usage-2**63-1": (
+        lambda r: _memory(_fact()).replace(b'"prompt_tokens":10', b'"prompt_tokens":%d' % BIG[0]),
+        None,
+    ),
     "usage-2**70-negative": (
-        lambda r: _memory(_fact()).replace(b'"prompt_tokens":10,"completion_tokens":10',
-                                           b'"prompt_tokens":%d,"completion_tokens":-9' % BIG[1]),
+        lambda r: _memory(_fact()).replace(
+            b'"prompt_tokens":10,"completion_tokens":10',
+            b'"prompt_tokens":%d,"completion_tokens":-9' % BIG[1],
+        ),
         None,
     ),
     "200-MB-answer": (
@@ -75,12 +81,15 @@ CASES: dict[str, tuple[Raw, str | None]] = {
     ),
     "inverted-fact": (lambda r: _memory(_fact("The user does not keep PostgreSQL.")), None),
     "invented-fact": (lambda r: _memory(_fact("The user moved to Mars in 2031.")), None),
-    "html": (lambda r: b"<html><body>502 Bad Gateway</body></html>",
-             "InvalidAnswer: the answer is not a chat completion: "),  # fmt: skip
-    "no-choices": (lambda r: b'{"choices": []}',
-                   "InvalidAnswer: the answer is not a chat completion: no choices"),  # fmt: skip
-    "20000-facts": (lambda r: _memory(*[_fact()] * 20_000),
-                    LARGER),
+    "html": (
+        lambda r: b"<html><body>502 Bad Gateway</body></html>",
+        "InvalidAnswer: the answer is not a chat completion: ",
+    ),
+    "no-choices": (
+        lambda r: b'{"choices": []}',
+        "InvalidAnswer: the answer is not a chat completion: no choices",
+    ),
+    "20000-facts": (lambda r: _memory(*[_fact()] * 20_000), LARGER),
     "300-facts": (lambda r: _memory(*[_fact()] * 300), None),
 }
 
@@ -98,7 +107,9 @@ def _peak_rss_kb(pid: int) -> int:
 
 
 @pytest.mark.parametrize("case", list(CASES))
-async def test_a_hostile_answer_stops_nothing(short_tmp: Path, fake_llm: FakeLLM, case: str) -> None:
+async def test_a_hostile_answer_stops_nothing(
+    short_tmp: Path, fake_llm: FakeLLM, case: str
+) -> None:
     """Up, the calm scope distilled, the hostile batch dead-lettered with its reason or
     committed with only what its turn supports, memory bounded, a restart works."""
     raw, reason = CASES[case]
@@ -143,7 +154,7 @@ def _worst_runs(db: str) -> None:
                "2026-01-01T00:00:00.000Z", 0) for n in (1, 2)]  # fmt: skip
     sql = ("INSERT INTO distill_runs (observer, batch_id, model, scope, interactions, first_seq,"
            " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error,"
-           " created_at, ungrounded) VALUES (%s)" % ", ".join(["%s"] * 15))  # fmt: skip
+           " created_at, ungrounded) VALUES (" + ", ".join(["%s"] * 15) + ")")  # fmt: skip
     if daemons.STORE_URL:
         with psycopg.connect(daemons.STORE_URL, autocommit=True) as pg:
             pg.cursor().executemany(sql, values)
