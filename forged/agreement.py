@@ -9,9 +9,12 @@ the words a sentence shares with a line in that line's order more nearly.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
 
+MAX_PLACES = 3  # occurrences of a term in a line tried as its place
+MAX_PLACINGS = 256  # placements of a sentence's terms tried in one line
 # Words that turn a clause around; "no longer" and "stopped" hold "no" and a stop.
 NEGATIONS = frozenset(
     (  # noqa: SIM905 - a paragraph of words reads better than a column of quotes
@@ -48,19 +51,24 @@ def clauses(text: str) -> list[str]:
     return [c for c in _CLAUSE_END.split(text) if c.strip()]
 
 
-def _discordance(order: list[str], at: dict[str, int]) -> int:
-    """How many pairs of `order` a line (its terms' positions `at`) has the other way round."""
-    placed = [at[t] for t in order]
-    return sum(a > b for i, a in enumerate(placed) for b in placed[i + 1 :])
+def _discordance(order: list[str], at: dict[str, list[int]]) -> int:
+    """How many pairs of `order` a line has the other way round, its terms placed where that
+    is fewest (`at`: where each term occurs in the line, the first MAX_PLACES times)."""
+    choices = itertools.islice(itertools.product(*(at[t] for t in order)), MAX_PLACINGS)
+    return min(
+        sum(a > b for i, a in enumerate(placed) for b in placed[i + 1 :]) for placed in choices
+    )
 
 
 def _swapped(sentence: list[str], items: set[str], line: list[str]) -> str | None:
     """An item the sentence puts where the line has another: exchanging two of the items the
     line holds puts the sentence's shared terms in the line's order more nearly. None if no
     exchange does."""
-    at: dict[str, int] = {}
-    for i, term in enumerate(line):
-        at.setdefault(term, i)
+    at: dict[str, list[int]] = {}
+    for i, term in enumerate(line):  # an item may be at any of its places; a word at its first
+        places = at.setdefault(term, [])
+        if len(places) < (MAX_PLACES if term in items else 1):
+            places.append(i)
     order = list(dict.fromkeys(t for t in sentence if t in at))
     held = [t for t in order if t in items]
     base = _discordance(order, at)

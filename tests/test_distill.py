@@ -376,15 +376,16 @@ async def test_grounding_and_rendering_run_in_a_thread_of_their_own() -> None:
         done.set()
 
     await limiter.acquire_on_behalf_of(holder)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(distil)
-        for _ in range(2):  # rendering, then grounding
-            await trio.testing.wait_all_tasks_blocked()
-            assert limiter.statistics().tasks_waiting == 1 and not done.is_set()
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(distil)
+            for _ in range(2):  # rendering, then grounding
+                while limiter.statistics().tasks_waiting != 1:
+                    await trio.testing.wait_all_tasks_blocked(cushion=0.01)
+                assert not done.is_set()  # the batch waits for the thread limiter
+                limiter.release_on_behalf_of(holder)
+                await limiter.acquire_on_behalf_of(holder)  # after the batch's thread is done
             limiter.release_on_behalf_of(holder)
-            await trio.testing.wait_all_tasks_blocked()
-            await limiter.acquire_on_behalf_of(holder)
-        limiter.release_on_behalf_of(holder)
     assert done.is_set()
 
 
