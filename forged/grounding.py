@@ -28,6 +28,8 @@ NEAR_TURNS = 2  # and of lines at most this many interactions from its best line
 YEAR_SLACK = 1  # a date may lie this many years from the sources' dates ("last year")
 STEM_CHARS = 6  # stems are cut to this many letters: counseling, counselor -> counse
 STEM_CACHE = 1 << 16  # words whose stems are kept: a batch repeats most of its words
+MAX_POSTINGS = 512  # lines a check counts per term (a term of more lines tells few apart)
+HELD_MEMO = 4096  # sets of terms whose line counts a batch's Sources remembers
 CANDIDATE_LINES = 8  # lines a sentence's polarity is compared with: those holding most of it
 PARTNER_LINES = 32  # lines holding a name or number searched for its partner
 MIN_PARTNERED = 2  # a sentence with this many names and numbers keeps each beside its partner
@@ -215,6 +217,10 @@ class Sources:
         self.speakers = {line.speaker for line in self.lines if line.speaker}
         self.names = frozenset().union(*(line.names for line in self.lines))
         self.quoted = frozenset().union(*(line.quoted for line in self.lines))
+        self._held: dict[frozenset[str], Counter[int]] = {}
+        self.said_numbers = frozenset(
+            n for line in self.lines if not line.dated for n in line.numbers
+        )
 
     @classmethod
     def of(
@@ -228,6 +234,17 @@ class Sources:
             if when and (date := _date_line(seq, when)):
                 lines.append(date)
         return cls(lines, users)
+
+    def holding(self, terms: Iterable[str]) -> Counter[int]:
+        """How many of the terms each line holds (by its index in `lines`), counting at most
+        MAX_POSTINGS lines a term: a word of every line tells none apart, and costs a check
+        no more than that. Remembered per set of terms (a fact's sentences repeat)."""
+        key = frozenset(terms)
+        if (held := self._held.get(key)) is None:
+            held = Counter(i for t in key for i in self.index.get(t, ())[:MAX_POSTINGS])
+            if len(self._held) < HELD_MEMO:
+                self._held[key] = held
+        return held
 
     def orders_holding(self, term: str) -> list[list[str]]:
         """The terms in order of the lines holding a term, at most PARTNER_LINES of them."""
@@ -304,7 +321,7 @@ def _best_lines(
     chosen: list[Line] = []
     wanted = set(words)
     while wanted and len(chosen) < most:
-        held = Counter(i for w in wanted for i in sources.index.get(w, ()))
+        held = sources.holding(wanted)
         lines = [(n, -i) for i, n in held.items() if _may_cite(sources.lines[i], allowed, near,
                                                                  chosen)]  # fmt: skip
         if not lines:
@@ -332,8 +349,7 @@ def _about(line: Line, allowed: frozenset[str] | None) -> bool:
 def _said_years(asserted: Claim, sources: Sources) -> set[str]:
     """The text's years that a line says (not just its date): they tie the text to that line
     like any other number ("push-1901" and "push-1902" differ only there)."""
-    said = {n for line in sources.lines if not line.dated for n in line.numbers}
-    return set(map(str, asserted.years)) & said
+    return set(map(str, asserted.years)) & sources.said_numbers
 
 
 def _speakers_meant(text: str, sources: Sources) -> frozenset[str] | None:
@@ -426,7 +442,7 @@ def _same_polarity(
     """Whether the sentence is not the opposite of what the lines holding most of its words
     say: no clause of the other polarity holds more of its words (and enough of them) than
     every clause of its own polarity does."""
-    held = Counter(i for w in words for i in sources.index.get(w, ()))
+    held = sources.holding(words)
     enough = len(words) * MIN_LINE_COVERAGE
     lines = [sources.lines[i] for i, n in held.most_common(CANDIDATE_LINES) if n >= enough]
     wanted = negated(_tokens(sentence))
