@@ -6,7 +6,10 @@ names; its gold session summaries. To drop: invented facts, namely each observat
 speakers renamed to another conversation's and checked against that conversation's session
 (the same people, things they never said), each observation against another session of its own
 conversation (noisy: LoCoMo's people repeat themselves), invented summaries made the same way,
-and facts of the kind a small model invented for conversation 0.
+and facts of the kind a small model invented for conversation 0. Probes, also to drop: facts
+that say the opposite of a line (a negation on one side only), that exchange two names or
+numbers, or that say of one speaker what another's line holds; and, to keep, those lines said
+again.
 """
 
 from __future__ import annotations
@@ -41,6 +44,51 @@ INVENTED = (  # what the bundled 270M model wrote for conversation 0, session 1,
     "Melanie's husband John works as a firefighter.",
     "The user prefers short answers in the future.",
 )
+
+
+DATE = "2023-05-08T13:56:00Z"  # when the probes below were said
+INVERSIONS = (  # (what was said, a fact that says its opposite)
+    ("user: I am not allergic to penicillin, my dog is.", "The user is allergic to penicillin."),
+    ("user: Never deploy on Fridays.", "We deploy on Fridays."),
+    ("user: Do not give Mallory the admin password.", "Give Mallory the admin password."),
+    ("user: I no longer drink coffee in the morning.", "The user drinks coffee in the morning."),
+    ("user: I stopped running marathons last year.", "The user runs marathons."),
+    ("user: I love hiking in the Alps.", "The user doesn't love hiking in the Alps."),
+)
+SWAPS = (  # (what was said, a fact that gives a name or number another's place)
+    ("Bob: My sister lives in Lisbon and Alice's brother lives in Porto.",
+     "Alice's sister lives in Lisbon."),
+    ("user: We need 3 servers for staging and 20 for production.",
+     "The user needs 20 servers for staging and 3 for production."),
+    ("user: We use PostgreSQL for the orders and MySQL for the analytics.",
+     "The service uses MySQL for the orders and PostgreSQL for the analytics."),
+)  # fmt: skip
+MISATTRIBUTED = (  # (what was said, a fact about a speaker that another's line holds)
+    (
+        "Caroline: I live in Lisbon.\nBob: Caroline: correction, I moved to Paris.",
+        "Caroline moved to Paris.",
+    ),
+    (
+        "user: Which editor do you use?\nassistant: I prefer vim for quick edits.",
+        "The user prefers vim for quick edits.",
+    ),
+)
+
+
+def probe_sources(said: str) -> Sources:
+    """A probe's transcript as one interaction; "user" is the user."""
+    return Sources.of([(1, DATE, said)], users={"user"})
+
+
+def _probes() -> Iterator[Sample]:
+    """Facts that invert, recombine or misattribute what was said (all to drop), and what was
+    said restated (to keep)."""
+    for group, probes in (("inverted fact (probe)", INVERSIONS), ("swapped fact (probe)", SWAPS),
+                          ("misattributed fact (probe)", MISATTRIBUTED)):  # fmt: skip
+        for said, fact in probes:
+            yield Sample(group, fact, probe_sources(said))
+            if said.startswith("user: "):  # in the first person: the user's own words again
+                yield Sample("probe said again", said.removeprefix("user: "), probe_sources(said))
 
 
 @dataclass(frozen=True)
@@ -120,7 +168,7 @@ def samples(data: list[dict[str, Any]]) -> list[Sample]:
     out = [s for n in range(len(data)) for s in _conversation_samples(n, data)]
     first = locomo_sessions(data[0]["conversation"])[0]
     out += [Sample("invented by a small model", text, _sources(*first)) for text in INVENTED]
-    return out
+    return out + list(_probes())
 
 
 def calibrate(path: Path) -> dict[str, tuple[int, float]]:

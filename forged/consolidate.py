@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import copy
 import re
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any, NamedTuple, Protocol
 
 import msgspec
 import structlog
 
+from forged.grounding import SUBJECT_MIN_OVERLAP, subject_share
 from forged.llm import Task
 from forged.llm_answer import decode_answer
 from forged.models import ConsolidationChange, Usage
@@ -158,25 +160,43 @@ def _refusal(
         return "supersedes a fact with an older one"
     if change.action == "merge" and _overlap(old.text, new.text) < MERGE_MIN_OVERLAP:
         return "merges facts that share too few words"
+    if change.action == "supersede" and subject_share(old.text, new.text) < SUBJECT_MIN_OVERLAP:
+        return "supersedes a fact about another subject"
     if change.action not in ("merge", "supersede"):
         return f"has an unknown action {change.action!r}"
     return None
 
 
+def max_changes(facts: list[CurrentFact]) -> int:
+    """The changes of one answer forged reads: each fact retires at most once, so twice the
+    facts listed leaves room for refusals; never fewer than a grammar-bound answer holds."""
+    return max(GUIDED_MAX_CHANGES, 2 * len(facts))
+
+
 def checked(
     proposed: list[ProposedChange], facts: list[CurrentFact], retired: set[int], reason_chars: int
 ) -> list[ConsolidationChange]:
-    """The proposed changes forged can stand behind; the facts they retire join `retired`."""
+    """The proposed changes forged can stand behind; the facts they retire join `retired`.
+
+    An answer is read up to `max_changes(facts)` changes; refusals are logged once, counted
+    by why.
+    """
     by_id = {f.id: f for f in facts}
     kept = []
-    for change in proposed:
+    refused: Counter[str] = Counter()
+    cap = max_changes(facts)
+    for change in proposed[:cap]:
         if (refusal := _refusal(change, by_id, retired)) is not None:
-            log.info("consolidation_change_refused", fact=change.fact, into=change.into,
-                     action=change.action, why=refusal)  # fmt: skip
+            refused[refusal] += 1
             continue
         reason = " ".join(change.reason.split())[:reason_chars]
         if not reason:
             reason = "duplicate" if change.action == "merge" else "no longer true"
         retired.add(change.fact)
         kept.append(ConsolidationChange(change.action, change.fact, change.into, reason))  # type: ignore[arg-type]
+    if len(proposed) > cap:
+        refused[f"past the {cap} changes an answer may hold"] = len(proposed) - cap
+    if refused:
+        log.info("consolidation_changes_refused", refused=sum(refused.values()),
+                 proposed=len(proposed), why=dict(refused))  # fmt: skip
     return kept

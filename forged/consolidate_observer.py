@@ -214,7 +214,8 @@ class ConsolidateObserver:
         text, spent = await self._ask(asked, progress, patient)
         if not text:
             return None, spent, 0
-        if not (verdict := condense.grounded(text, old)).grounded:
+        verdict = await trio.to_thread.run_sync(condense.grounded, text, old)  # off the loop
+        if not verdict.grounded:
             log.info("ungrounded", kind="condensed_summary", text=text[:200], reason=verdict.reason)
             return None, spent, 1
         return Condensed([s.id for s in old], text[: self.max_summary_chars]), spent, 0

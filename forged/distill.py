@@ -19,7 +19,7 @@ import trio
 from forged.backoff import Backoff
 from forged.config import DistillConfig
 from forged.errors import ContextOverflow, DistillError, InvalidAnswer, LLMUnavailable
-from forged.grounding import Sources, check
+from forged.grounding import SUBJECT_MIN_OVERLAP, Sources, check, subject_share
 from forged.llm import Distiller
 from forged.models import (
     DISTILL_OBSERVER,
@@ -33,10 +33,17 @@ from forged.models import (
     Usage,
     normalise,
 )
-from forged.prompt import message_lines, render_chunks, render_known, render_transcript
+from forged.prompt import (
+    message_lines,
+    render_chunks,
+    render_known,
+    render_transcript,
+    speaker,
+)
 from forged.records import BatchOutcome, DeadLetter, DistillRun, ScopeResult
 
 RAW_LIMIT = 16_384  # characters of a failed answer kept with its dead letter
+MAX_REPLACED = 3  # known facts one new fact may retire: a correction, not a sweep
 # The scope's current facts recall finds for a text: shown beside the transcript (supersession).
 Related = Callable[[str, str], Awaitable[list[MemoryItem]]]
 
@@ -89,9 +96,10 @@ def ground(memory: DistilledMemory, items: list[StoredInteraction]) -> tuple[str
     """The summary and facts the interactions support, each fact with its sources; and how many
     were dropped (see forged.grounding). Picked lines become facts here."""
     sources = Sources.of(
-        (i.seq, i.timestamp, "\n".join(f"{who}: {text}" for who, text in message_lines(i)))
-        for i in items
-    )
+        ((i.seq, i.timestamp, "\n".join(f"{who}: {text}" for who, text in message_lines(i)))
+         for i in items),
+        users={speaker(m.role, m.name) for i in items for m in i.messages if m.role == "user"},
+    )  # fmt: skip
     picked, dropped = _picked(memory.picks, items)
     facts = []
     for fact in [*memory.facts, *picked]:
@@ -123,12 +131,17 @@ def with_sessions(facts: list[Fact], items: list[StoredInteraction]) -> list[Fac
 
 def replacing(facts: list[Fact], known: list[MemoryItem]) -> list[Fact]:
     """The facts with only the replacements forged stands behind: a state, preference or
-    correction replacing facts it was shown, other than itself."""
+    correction replacing facts it was shown, other than itself, about the same subject (they
+    share SUBJECT_MIN_OVERLAP of their content words), at most MAX_REPLACED of them."""
     shown = {f.id: f.text for f in known}
     out = []
     for fact in facts:
         ids = [i for i in fact.replaces if i in shown and shown[i] != fact.text]
-        ids = ids if fact.kind in SUPERSEDING_KINDS else []
+        ids = [i for i in ids if subject_share(shown[i], fact.text) >= SUBJECT_MIN_OVERLAP]
+        ids = ids[:MAX_REPLACED] if fact.kind in SUPERSEDING_KINDS else []
+        if len(ids) < len(fact.replaces):
+            log.info("replaces_refused", kind=fact.kind, text=fact.text[:200],
+                     named=len(fact.replaces), kept=len(ids))  # fmt: skip
         out.append(msgspec.structs.replace(fact, replaces=ids))
     return out
 
@@ -214,19 +227,22 @@ class BatchDistiller:
         max_batch_tokens: int,
         max_facts: int,
         related: Related | None = None,
+        limiter: trio.CapacityLimiter | None = None,
     ) -> None:
         self.distiller = distiller
         self.retry = retry
         self.max_batch_tokens = max_batch_tokens
         self.max_facts = max_facts
         self.related = related  # known facts a new one may replace (supersession)
+        self.limiter = limiter or trio.CapacityLimiter(1)  # one thread grounds or renders
 
     def rerunning(self) -> BatchDistiller:
         """The same work for a re-run someone waits for: an unreachable LLM is raised at once."""
         retry = msgspec.structs.replace(self.retry, wait_for_llm=False)
         return BatchDistiller(
-            self.distiller, retry, self.max_batch_tokens, self.max_facts, self.related
-        )
+            self.distiller, retry, self.max_batch_tokens, self.max_facts, self.related,
+            self.limiter,
+        )  # fmt: skip
 
     async def distill_batch(
         self, batch: list[StoredInteraction], status: StatusSink
@@ -263,7 +279,9 @@ class BatchDistiller:
             for part in (items[:half], items[half:]):
                 await self.distill_group(batch_id, scope, part, out, status, outcomes)
             return
-        summary, facts, ungrounded = ground(memory, items)
+        summary, facts, ungrounded = await trio.to_thread.run_sync(
+            ground, memory, items, limiter=self.limiter
+        )  # CPU on untrusted text (a 1 MB turn, 64 long facts): never on the event loop
         facts = with_sessions(replacing(facts, known), items)
         if ungrounded:
             log.warning(
@@ -284,8 +302,10 @@ class BatchDistiller:
         the `known` facts go before each transcript."""
         budget = self.max_batch_tokens
         if len(items) > 1 or items[0].tokens <= budget:
-            return await self._call(known + render_transcript(items), status)
-        chunks = [known + chunk for chunk in render_chunks(items[0], budget)]
+            rendered = await trio.to_thread.run_sync(render_transcript, items, limiter=self.limiter)
+            return await self._call(known + rendered, status)
+        parts = await trio.to_thread.run_sync(render_chunks, items[0], budget, limiter=self.limiter)
+        chunks = [known + chunk for chunk in parts]
         log.info(
             "interaction_chunked", observer=DISTILL_OBSERVER, seq=items[0].seq, chunks=len(chunks)
         )

@@ -13,6 +13,7 @@ from forged.backend import Backend
 from forged.backoff import Backoff
 from forged.errors import ObserverError, StorageFull, leaves
 from forged.models import (
+    MAX_TOTAL,
     BatchInFlight,
     Deleted,
     Erased,
@@ -228,9 +229,9 @@ class Progress:
         s.batches += len({run.batch_id for run in stored.runs})  # as the store counts them
         for run in stored.runs:
             s.llm_calls += run.usage.calls
-            s.prompt_tokens += run.usage.prompt_tokens
-            s.completion_tokens += run.usage.completion_tokens
-            s.llm_ms += run.usage.ms
+            s.prompt_tokens = min(s.prompt_tokens + run.usage.prompt_tokens, MAX_TOTAL)
+            s.completion_tokens = min(s.completion_tokens + run.usage.completion_tokens, MAX_TOTAL)
+            s.llm_ms = min(s.llm_ms + run.usage.ms, MAX_TOTAL)
             s.ungrounded += run.ungrounded
         s.dead_letters += len(stored.dead_letters) - len(stored.resolved_dead_letters)
         s.last_batch_at = now()

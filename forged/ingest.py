@@ -17,7 +17,7 @@ from forged.errors import InvalidRequest, StoreError, located
 from forged.models import Accepted, Interaction, Message
 from forged.records import NewInteraction
 from forged.scrub import redacted, scrub_all, secret_key_kind
-from forged.timestamps import now, utc_timestamp
+from forged.timestamps import latest_timestamp, now, utc_timestamp
 from forged.tokens import estimate_tokens
 
 JSON_TYPES = {"", "application/json", "application/x-www-form-urlencoded", "text/json"}
@@ -216,12 +216,21 @@ def _unchanged_identifiers(item: Interaction, scrubbed: list[str], at: str) -> N
 
 
 def _timestamp(value: str | None, received_at: str) -> str:
+    """The interaction's time in forged's format; one more than a day past its receipt is
+    refused: a turn dated in the future would win every recency test until that day came."""
     if value is None:
         return received_at
     try:
-        return utc_timestamp(value)
+        stamp = utc_timestamp(value)
     except ValueError as exc:
         raise InvalidRequest(400, "invalid_body", f"timestamp: {value!r} {exc}") from None
+    if stamp > latest_timestamp(received_at):
+        raise InvalidRequest(
+            400,
+            "invalid_body",
+            f"timestamp: {value!r} is more than a day after the time of receipt ({received_at})",
+        )
+    return stamp
 
 
 def _strings_of(item: Interaction) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, Protocol, cast
 import httpx
 import msgspec
 import structlog
+import trio
 
 from forged.config import DistillerConfig
 from forged.errors import (
@@ -23,7 +24,7 @@ from forged.errors import (
     LLMUnavailable,
     UnsupportedMode,
 )
-from forged.llm_answer import parse_answer, parse_picks
+from forged.llm_answer import count, decoded, parse_answer, parse_picks
 from forged.models import DistilledMemory, Usage
 from forged.plugins import load_object, require_async
 from forged.prompt import (
@@ -44,6 +45,11 @@ CONNECT_TIMEOUT = 10.0  # seconds; a local server that does not accept by then i
 RETRY_WARMER = 0.3  # temperature added per attempt after the first, up to 1.0
 TRUNCATION_MIN_TOKENS = 1024  # contexts are at least this large: smaller prompts are not cut
 TRUNCATION_RATIO = 0.5  # reported prompt tokens below this share of our estimate: truncated
+# An answer's body is read up to this many bytes per token it may hold (a token escaped in JSON,
+# \uXXXX for each of its characters) and the envelope's; a larger body is refused, not held.
+ANSWER_BYTES_PER_TOKEN = 64
+ANSWER_ENVELOPE_BYTES = 65536
+ERROR_TEXT_CHARS = 500  # of an error answer's body, quoted in the error
 _OVERFLOW = re.compile(r"exceed_context_size|context (?:size|length|window)|too long|n_ctx", re.I)
 
 log = structlog.get_logger("forged.llm")
@@ -83,13 +89,21 @@ class _Choice(msgspec.Struct):
 
 
 class _Usage(msgspec.Struct, frozen=True):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    prompt_tokens: Any = 0  # any JSON value: clamped by `count`, never trusted as an int
+    completion_tokens: Any = 0
 
 
 class _Completion(msgspec.Struct):
     choices: list[_Choice]
-    usage: _Usage = _Usage()
+    usage: msgspec.Raw = msgspec.Raw(b"{}")  # read apart: a bad count must not cost the answer
+
+
+def _usage(raw: msgspec.Raw) -> _Usage:
+    """What an answer says it cost; nothing when that is no object of numbers (1e999 is none)."""
+    try:
+        return decoded(bytes(raw), _Usage, "a usage")
+    except InvalidAnswer:
+        return _Usage()
 
 
 def _schema(config: DistillerConfig, transcript: str, *, bounded: bool) -> dict[str, Any]:
@@ -120,8 +134,13 @@ def _response_format(mode: str, task: Task) -> dict[str, Any] | None:
     return None
 
 
-def _error_text(response: httpx.Response) -> str:
-    return f"HTTP {response.status_code}: {response.text[:500]}"
+def _error_text(status: int, text: str) -> str:
+    return f"HTTP {status}: {text[:ERROR_TEXT_CHARS]}"
+
+
+def answer_limit(max_tokens: int) -> int:
+    """The most bytes an answer of at most `max_tokens` tokens can take, envelope included."""
+    return max_tokens * ANSWER_BYTES_PER_TOKEN + ANSWER_ENVELOPE_BYTES
 
 
 @functools.cache
@@ -264,37 +283,74 @@ class OpenAIDistiller:
         return DistilledMemory(summary=summary, facts=facts, usage=usage)
 
     async def _post(self, body: dict[str, Any], mode: str) -> tuple[str, str | None, Usage]:
-        """Send one request: the answer's content, its finish reason and what it cost."""
+        """Send one request: the answer's content, its finish reason and what it cost.
+
+        The whole call, connect to last byte, has `timeout` seconds: a server that drips its
+        answer is as unavailable as one that sends nothing.
+        """
         started = time.perf_counter()
+        answering: list[int] = []  # the status, once the server has begun to answer
+        with trio.move_on_after(self.config.timeout) as deadline:
+            status, data = await self._send(body, answering)
+        if deadline.cancelled_caught and answering:  # it answers, too slowly: like a bad answer
+            raise InvalidAnswer(
+                f"the answer did not end within {self.config.timeout:g} s (timeout)"
+            )
+        if deadline.cancelled_caught:  # busy or down: waited for, like any unreachable server
+            raise LLMUnavailable(f"no answer within {self.config.timeout:g} s (timeout)")
+        ms = int((time.perf_counter() - started) * 1000)
+        self._raise_for_status(status, data.decode("utf-8", "replace"), mode)
+        completion = decoded(data, _Completion, "a chat completion")
+        raw = data.decode("utf-8", "replace")
+        if not completion.choices:
+            raise InvalidAnswer("the answer is not a chat completion: no choices", raw=raw)
+        choice = completion.choices[0]
+        content = choice.message.get("content")
+        if not isinstance(content, str | None):
+            raise InvalidAnswer(
+                "the answer is not a chat completion: content is no string", raw=raw
+            )
+        u = _usage(completion.usage)
+        usage = Usage(count(u.prompt_tokens), count(u.completion_tokens), ms, 1)
+        self._check_truncation(body, usage)
+        return content or "", choice.finish_reason, usage
+
+    async def _send(self, body: dict[str, Any], answering: list[int]) -> tuple[int, bytes]:
+        """The status and body of one request (the status also put in `answering` once it
+        arrives); a body past `answer_limit` is refused as it streams in, never held whole."""
+        limit = answer_limit(self.config.max_tokens)
+        data = bytearray()
         try:
-            response = await self._client.post("chat/completions", json=body)
+            async with self._client.stream("POST", "chat/completions", json=body) as response:
+                answering.append(response.status_code)
+                # Past the limit, the next read is cancelled at the socket: the cancellation
+                # ends every generator of the client's chain, as no break out of the loop would.
+                with trio.CancelScope() as cut:
+                    async for chunk in response.aiter_bytes():
+                        data += chunk
+                        if len(data) > limit:
+                            cut.cancel()
         except httpx.TransportError as exc:  # connect, read, timeouts
             raise LLMUnavailable(f"{type(exc).__name__}: {exc or 'no answer'}") from exc
-        ms = int((time.perf_counter() - started) * 1000)
-        self._raise_for_status(response, mode)
-        try:
-            completion = msgspec.json.decode(response.content, type=_Completion)
-            choice = completion.choices[0]
-            content = str(choice.message.get("content") or "")
-        except (msgspec.DecodeError, msgspec.ValidationError, IndexError) as exc:
-            raise InvalidAnswer(f"not a chat completion: {exc}", raw=response.text) from exc
-        usage = Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens, ms, 1)
-        self._check_truncation(body, usage)
-        return content, choice.finish_reason, usage
+        if cut.cancelled_caught:
+            raise InvalidAnswer(
+                f"the answer is larger than {limit} bytes (max_tokens {self.config.max_tokens})",
+                raw=data[:ERROR_TEXT_CHARS].decode("utf-8", "replace"),
+            )
+        return response.status_code, bytes(data)
 
-    def _raise_for_status(self, response: httpx.Response, mode: str) -> None:
-        status, text = response.status_code, response.text
+    def _raise_for_status(self, status: int, text: str, mode: str) -> None:
         if status == 200:
             return
         if status in (400, 413, 500) and _OVERFLOW.search(text):
-            raise ContextOverflow(_error_text(response), raw=text)
+            raise ContextOverflow(_error_text(status, text), raw=text)
         if status in (400, 422, 500) and mode != "none" and "response_format" in text:
-            raise UnsupportedMode(_error_text(response), raw=text)
+            raise UnsupportedMode(_error_text(status, text), raw=text)
         if status == 400:
             raise InvalidAnswer(
-                f"the server refused the request: {_error_text(response)}", raw=text
+                f"the server refused the request: {_error_text(status, text)}", raw=text
             )
-        raise LLMUnavailable(_error_text(response))  # 401/404 too: an operator can fix those
+        raise LLMUnavailable(_error_text(status, text))  # 401/404 too: an operator can fix those
 
     def _check_truncation(self, body: dict[str, Any], usage: Usage) -> None:
         estimate = sum(estimate_tokens(m["content"]) for m in body["messages"])

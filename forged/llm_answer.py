@@ -11,11 +11,23 @@ import msgspec
 
 from forged.config import DistillerConfig
 from forged.errors import InvalidAnswer
-from forged.models import FACT_KINDS, Fact, LinePick, Usage
+from forged.models import FACT_KINDS, Fact, LinePick, Usage, stored_count
 
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
+RAW_CHARS = 65536  # bytes of an undecodable body kept as its raw text
 _CONTROL = re.compile(r"[\x00-\x1f]")  # raw newlines and tabs small models put inside strings
-_LINE = re.compile(r"^\[?(\d{1,18})\.(\d{1,9})\]?$")  # a picked line's id: 12.3 (or [12.3])
+_LINE = re.compile(r"^\[?([0-9]{1,18})\.([0-9]{1,9})\]?$", re.ASCII)  # a picked line: 12.3
+_ID = re.compile(
+    r"[0-9]{1,18}", re.ASCII
+)  # a fact id a model quoted: ASCII digits only ("²" is not)
+MAX_ID = 2**63 - 1  # ids are 64-bit integers in both stores; a larger one names no fact
+MAX_REPLACES = 8  # ids one fact may name; more is not a correction but a sweep
+# What decoding an answer may raise besides msgspec's own errors: deep nesting (RecursionError),
+# integers past 64 bits (OverflowError, ValueError) and values of the wrong type (TypeError).
+_DECODE_FAILURES = (
+    msgspec.ValidationError, msgspec.DecodeError, RecursionError, ValueError, OverflowError,
+    TypeError,
+)  # fmt: skip
 T = TypeVar("T")
 
 
@@ -53,13 +65,33 @@ def extract_json(content: str) -> str:
     return text[start : end + 1]
 
 
+def decoded(data: str | bytes, shape: type[T], what: str, raw: str | None = None) -> T:
+    """The one place a model's JSON becomes a value: `data` as `shape`, or InvalidAnswer saying
+    it is not `what`, whatever the decoder raised (so retries, splits and dead letters follow)."""
+    try:
+        return msgspec.json.decode(data, type=shape)
+    except _DECODE_FAILURES as exc:
+        problem = str(exc) if not isinstance(exc, RecursionError) else "nested too deeply"
+        text = raw if raw is not None else _text(data)
+        raise InvalidAnswer(f"the answer is not {what}: {problem}", raw=text) from None
+
+
+def _text(data: str | bytes) -> str:
+    return data if isinstance(data, str) else data[:RAW_CHARS].decode("utf-8", "replace")
+
+
+def count(value: Any) -> int:
+    """A token count an answer reports (any JSON value), as forged stores it: an int in
+    0..MAX_COUNT; what is no number counts 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return 0
+    return stored_count(int(max(-1.0, min(value, 2.0**31))))
+
+
 def decode_answer(content: str, usage: Usage, shape: type[T], what: str) -> T:
     """An answer as `shape`, or InvalidAnswer that says it is not `what` and carries its cost."""
     try:
-        return msgspec.json.decode(extract_json(content), type=shape)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise InvalidAnswer(f"the answer is not {what}: {exc}", raw=content,
-                            usage=usage) from exc  # fmt: skip
+        return decoded(extract_json(content), shape, what, raw=content)
     except InvalidAnswer as exc:
         exc.usage = usage
         raise
@@ -73,24 +105,23 @@ def _clip(text: str, limit: int) -> str:
 def _decode(content: str, shape: type[T]) -> T:
     # A control character is never valid JSON; as a space it is harmless inside and outside strings.
     text = _CONTROL.sub(" ", extract_json(content))
-    try:
-        return msgspec.json.decode(text, type=shape)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise InvalidAnswer(f"the answer is not valid memory: {exc}", raw=content) from exc
+    return decoded(text, shape, "valid memory", raw=content)
 
 
 def _ids(values: list[Any]) -> list[int]:
-    """The fact ids in a `replaces` list: integers, or digits a model quoted."""
-    ids = (v if isinstance(v, int) else int(v) for v in values if _is_id(v))
-    return list(dict.fromkeys(ids))
+    """The fact ids in a `replaces` list: integers, or ASCII digits a model quoted; at most
+    MAX_REPLACES of them."""
+    ids = [i for i in map(_id, values) if i is not None]
+    return list(dict.fromkeys(ids))[:MAX_REPLACES]
 
 
-def _is_id(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, int) or (
-        isinstance(value, str) and value.isdigit() and len(value) < 19
-    )
+def _id(value: Any) -> int | None:
+    """The fact id a value names, or None: a bool, a superscript, a float or 2**70 names none."""
+    if isinstance(value, str) and _ID.fullmatch(value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 < value <= MAX_ID else None
 
 
 def parse_picks(content: str, config: DistillerConfig) -> list[LinePick]:

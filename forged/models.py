@@ -85,6 +85,15 @@ def normalise(text: str) -> str:
     return _NOT_WORD.sub(" ", text.casefold()).strip()
 
 
+MAX_COUNT = 2**31 - 1  # a stored count (tokens, ms) is at most this: an `integer` column
+MAX_TOTAL = 2**63 - 1  # a total shown is at most this (a database written before the clamp)
+
+
+def stored_count(value: int) -> int:
+    """A count as the stores keep it, clamped to 0..MAX_COUNT (a model reports what it likes)."""
+    return max(0, min(value, MAX_COUNT))
+
+
 class Usage(msgspec.Struct, frozen=True):
     """What one LLM call cost."""
 

@@ -29,7 +29,14 @@ _DAYS = {"the day before yesterday": -2, "yesterday": -1, "last night": -1, "tom
 def _month(on: date, months: int) -> str:
     """The month `months` after (or before) the one holding `on`: "May 2023"."""
     index = on.year * 12 + on.month - 1 + months
-    return f"{MONTHS[index % 12].capitalize()} {index // 12}"
+    return f"{MONTHS[index % 12].capitalize()} {_year(index // 12)}"
+
+
+def _year(year: int) -> int:
+    """A year a date can hold; ValueError past the calendar (1 to 9999)."""
+    if not 1 <= year <= 9999:
+        raise ValueError(f"year {year} is out of range")
+    return year
 
 
 def _weekday(on: date, name: str, way: str) -> date:
@@ -46,7 +53,7 @@ def _along(on: date, way: str, unit: str) -> str:
     if unit == "month":
         return _month(on, step)
     if unit == "year":
-        return str(on.year + step)
+        return str(_year(on.year + step))
     return f"the {unit} {'before' if step < 0 else 'after'} {on.isoformat()}"
 
 
@@ -58,7 +65,7 @@ def _ago(on: date, count: int, unit: str) -> str:
         return f"the week of {(on - timedelta(weeks=count)).isoformat()}"
     if unit == "month":
         return _month(on, -count)
-    return str(on.year - count)
+    return str(_year(on.year - count))
 
 
 def _meaning(match: re.Match[str], on: date) -> str:
@@ -78,7 +85,16 @@ def resolved(text: str, on: date) -> str:
 
     if not any(hint in text.casefold() for hint in _HINTS):
         return text  # most lines: no need to run the pattern
-    return _RELATIVE.sub(lambda m: f"{m[0]} ({_meaning(m, on)})", text)
+    return _RELATIVE.sub(lambda m: _with_meaning(m, on), text)
+
+
+def _with_meaning(match: re.Match[str], on: date) -> str:
+    """A relative time and what it means; alone when that lies outside years 1 to 9999
+    ("tomorrow" said on 9999-12-31 names no day a date can hold)."""
+    try:
+        return f"{match[0]} ({_meaning(match, on)})"
+    except (OverflowError, ValueError):
+        return match[0]
 
 
 def with_times_resolved(item: MemoryItem) -> MemoryItem:

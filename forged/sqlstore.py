@@ -17,6 +17,7 @@ import msgspec
 from forged import edits, retire
 from forged.errors import InvalidRequest
 from forged.models import (
+    MAX_TOTAL,
     ConsolidationChange,
     ConsolidationRun,
     Correction,
@@ -29,6 +30,7 @@ from forged.models import (
     ObserverStatus,
     StoredInteraction,
     normalise,
+    stored_count,
 )
 from forged.portable import portable
 from forged.records import BatchOutcome, Forgotten, NewInteraction, OpenDeadLetter, ScopeResult
@@ -77,8 +79,10 @@ _SET_WATERMARK = """
     ON CONFLICT (observer) DO UPDATE SET seq = greatest(watermarks.seq, excluded.seq)
 """
 _TOTALS = """
-    SELECT count(DISTINCT batch_id), coalesce(sum(llm_calls), 0), coalesce(sum(prompt_tokens), 0),
-           coalesce(sum(completion_tokens), 0), coalesce(sum(ms), 0), max(created_at),
+    SELECT count(DISTINCT batch_id), coalesce(sum(llm_calls), 0),
+           coalesce(sum(CAST(prompt_tokens AS DOUBLE PRECISION)), 0),
+           coalesce(sum(CAST(completion_tokens AS DOUBLE PRECISION)), 0),
+           coalesce(sum(CAST(ms AS DOUBLE PRECISION)), 0), max(created_at),
            coalesce(sum(ungrounded), 0),
            (SELECT count(*) FROM dead_letters WHERE observer = :o AND resolved_at IS NULL),
            (SELECT coalesce(max(seq), 0) FROM watermarks WHERE observer = :o)
@@ -87,7 +91,7 @@ _TOTALS = """
           UNION ALL
           SELECT run_id, llm_calls, prompt_tokens, completion_tokens, ms, created_at, ungrounded
           FROM consolidation_runs WHERE observer = :o) AS runs
-"""  # a consolidation run counts as a batch
+"""  # a consolidation run counts as a batch; token sums in floating point never overflow
 _OPEN_DEAD_LETTERS = """
     SELECT d.id, d.seq, d.reason, d.raw, d.created_at,
            i.seq, i.scope, i.session, i.timestamp, i.tokens, i.messages
@@ -228,7 +232,8 @@ def _write_results(sql: Any, observer: str, outcome: BatchOutcome, created: str)
                                           for d in outcome.dead_letters])  # fmt: skip
     sql.executemany(_INSERT_RUN, [
         (observer, r.batch_id, r.model, r.scope, r.interactions, r.first_seq, r.last_seq,
-         r.usage.calls, r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.ms,
+         r.usage.calls, stored_count(r.usage.prompt_tokens),
+         stored_count(r.usage.completion_tokens), stored_count(r.usage.ms),
          r.outcome, r.error, created, r.ungrounded)
         for r in outcome.runs
     ])  # fmt: skip
@@ -237,6 +242,7 @@ def _write_results(sql: Any, observer: str, outcome: BatchOutcome, created: str)
 def _observer_totals(conn: Any, observer: str) -> ObserverStatus:
     row = portable(conn).execute(_TOTALS, {"o": observer}).fetchone()
     batches, calls, prompt, completion, ms, last, ungrounded, dead, watermark = row
+    prompt, completion, ms = (int(max(0, min(v, MAX_TOTAL))) for v in (prompt, completion, ms))
     return ObserverStatus(name=observer, watermark=watermark, batches=batches, llm_calls=calls,
                           prompt_tokens=prompt, completion_tokens=completion, llm_ms=ms,
                           dead_letters=dead, ungrounded=ungrounded,
@@ -326,7 +332,8 @@ class SqlStore:
                 " llm_calls, prompt_tokens, completion_tokens, ms, ungrounded, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (observer, run.run_id, run.model, run.scope, run.facts, len(applied), u.calls,
-                 u.prompt_tokens, u.completion_tokens, u.ms, run.ungrounded, created),
+                 stored_count(u.prompt_tokens), stored_count(u.completion_tokens),
+                 stored_count(u.ms), run.ungrounded, created),
             )  # fmt: skip
             sql.execute(
                 "INSERT INTO consolidation_progress VALUES (?, ?, ?, ?) ON CONFLICT (observer, scope)"

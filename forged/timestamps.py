@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+FUTURE_SLACK = timedelta(days=1)  # how far past its receipt an interaction may be dated (clocks)
 
 
 def utc_text(moment: datetime) -> str:
@@ -30,3 +32,13 @@ def utc_timestamp(value: str) -> str:
         return utc_text(parsed)
     except OverflowError:  # 9999-12-31T23:59:59-14:00 is past year 9999 in UTC
         raise ValueError("is out of range (years 1 to 9999 in UTC)") from None
+
+
+def latest_timestamp(received_at: str) -> str:
+    """The latest time an interaction received at `received_at` may carry, in forged's format
+    (so the two compare as text)."""
+    received = datetime.fromisoformat(received_at.replace("Z", "+00:00"))
+    try:
+        return utc_text(received + FUTURE_SLACK)
+    except OverflowError:  # received on 9999-12-31: no later time exists
+        return received_at

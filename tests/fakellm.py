@@ -8,7 +8,7 @@ import html
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import h11
@@ -36,7 +36,9 @@ CONTENT_BEHAVIOURS = frozenset(
     {"ok", "prose", "fence", "whitespace", "truncated", "truncated_stop", "length"}
     | {"schema_echo", "wrong_shape", "unknown_kind", "garbage", "empty", "gold"}
 )
-BEHAVIOURS = CONTENT_BEHAVIOURS | {"overflow400", "overflow500", "hang"}  # plus "status:<code>"
+# "raw" sends what `FakeLLM.raw` makes of the request: any bytes a hostile server would send.
+BEHAVIOURS = CONTENT_BEHAVIOURS | {"overflow400", "overflow500", "hang", "raw"}  # "status:<code>"
+RAW_CHUNK = 1 << 20  # bytes per send of a raw body given as chunks
 # Error type and message per status, shaped like llama-server's error bodies.
 STATUS_ERRORS: dict[int, tuple[str, str]] = {
     429: ("rate_limit_error", "Too many requests"),
@@ -112,6 +114,15 @@ def gold_answer(body: dict[str, Any], gold: dict[str, list[dict[str, str]]]) -> 
         words = " " + gold_key(" ".join(lines))
         facts += [f for key, found in gold.items() if words.endswith(" " + key) for f in found]
     return {"summary": " ".join(f["text"] for f in facts), "facts": facts}
+
+
+def envelope(content: str, prompt_tokens: Any = 10, completion_tokens: Any = 10) -> bytes:
+    """A chat completion holding `content`, with the usage given (any JSON value): the body a
+    "raw" behaviour starts from."""
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+    choice = {"index": 0, "message": {"role": "assistant", "content": content},
+              "finish_reason": "stop"}  # fmt: skip
+    return _encoder.encode({"object": "chat.completion", "choices": [choice], "usage": usage})
 
 
 def _quote(line: str) -> str:
@@ -328,6 +339,12 @@ class FakeLLM:
         self.prompt_tokens_factor = 1.0  # below 1 simulates a server truncating silently
         self.gold: dict[str, list[dict[str, str]]] = {}  # "gold": facts by gold_key(turn text)
         self.requests: list[dict[str, Any]] = []  # every decoded completion request body
+        # "raw": the whole response body for a request, as bytes or an iterable of chunks
+        # (sent chunked, so a body of gigabytes is never held); `drip` seconds between bytes.
+        self.raw: Callable[[dict[str, Any]], bytes | Iterable[bytes]] = lambda body: b"{}"
+        self.drip = 0.0
+        self.raw_sent = 0  # bytes of raw bodies sent whole (a client that hung up stops it)
+        self.raw_cut = 0  # raw bodies the client stopped reading before their end
         self.calls = 0
         self._port = port
         self._changed = trio.Event()  # set and replaced whenever calls or in-flight work change
@@ -478,6 +495,9 @@ class FakeLLM:
         if behaviour == "hang":
             await _until_closed(stream)
             return None
+        if behaviour == "raw":
+            await self._send_raw(stream, self.raw(body))
+            return None
         if self.gate is not None:
             await self.gate.wait()
         await trio.sleep(self.latency)
@@ -485,6 +505,26 @@ class FakeLLM:
             return _error(behaviour, prompt_tokens)
         content, finish = _content(behaviour, body, self.gold)
         return 200, self._completion(body, content, finish, prompt_tokens)
+
+    async def _send_raw(self, stream: trio.SocketStream, body: bytes | Iterable[bytes]) -> None:
+        """A 200 with `body`, chunked, dripped byte by byte when `drip` is set; the connection
+        closes after it. A client that stops reading is counted in `raw_cut`."""
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        head += b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+        chunks = [body] if isinstance(body, bytes) else body
+        try:
+            await stream.send_all(head)
+            for chunk in chunks:
+                pieces = [chunk[i : i + 1] for i in range(len(chunk))] if self.drip else [chunk]
+                for piece in pieces:
+                    await stream.send_all(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    if self.drip:
+                        await trio.sleep(self.drip)  # the behaviour itself: a dripping server
+            await stream.send_all(b"0\r\n\r\n")
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.raw_cut += 1
+            return
+        self.raw_sent += 1
 
     def _pick(self, text: str) -> str:
         """This call's behaviour; the poison marker wins without consuming the script."""

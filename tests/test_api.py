@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -283,6 +285,29 @@ async def test_a_timestamp_out_of_range_is_a_400(client: httpx.AsyncClient, time
     assert await _error(response, 400, "invalid_body") == (
         f"timestamp: {timestamp!r} is out of range (years 1 to 9999 in UTC)"
     )
+
+
+@pytest.mark.parametrize("ahead", [timedelta(days=1, minutes=5), timedelta(days=3000000)])
+async def test_a_timestamp_more_than_a_day_ahead_is_a_400(
+    client: httpx.AsyncClient, ahead: timedelta
+) -> None:
+    """A turn dated past tomorrow would win every recency test (and a supersession) until
+    that day came: refused, naming the field and the time of receipt; nothing stored."""
+    far = ahead > timedelta(days=365)
+    when = datetime(9999, 12, 31, tzinfo=UTC) if far else datetime.now(UTC) + ahead
+    stamp = when.isoformat().replace("+00:00", "Z")
+    response = await client.post("/v1/interactions", json={**ONE, "timestamp": stamp})
+    message = await _error(response, 400, "invalid_body")
+    pattern = rf"^timestamp: {re.escape(repr(stamp))} is more than a day after the time of "
+    assert re.match(pattern + r"receipt \(\d{4}-\d\d-\d\dT[\d:.]+Z\)$", message), message
+    assert (await client.get("/v1/status")).json()["log"]["count"] == 0
+
+
+async def test_a_timestamp_less_than_a_day_ahead_is_kept(client: httpx.AsyncClient) -> None:
+    """A client's clock a few hours fast is no attack: its time is stored as sent."""
+    stamp = (datetime.now(UTC) + timedelta(hours=23)).isoformat(timespec="milliseconds")
+    response = await client.post("/v1/interactions", json={**ONE, "timestamp": stamp})
+    assert response.status_code == 202, response.text
 
 
 async def test_forgetting_unknown_scopes_keeps_no_state(short_tmp: Path, fake_llm: FakeLLM) -> None:

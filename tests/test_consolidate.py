@@ -14,6 +14,7 @@ import httpx
 import msgspec
 import pytest
 import trio
+from structlog.testing import capture_logs
 
 from bench import currentstate
 from bench.currentstate import CONVERSATION, SCOPE, gold
@@ -580,3 +581,40 @@ async def test_the_eval_scenario_ends_with_only_current_answers(short_tmp: Path)
     off, at_distillation, after = await currentstate.measure(short_tmp, bundled=False)
     assert after == (len(currentstate.QUESTIONS), 0)
     assert at_distillation[0] >= off[0]
+
+
+def test_a_supersession_needs_a_shared_subject() -> None:
+    """A later fact about something else ("the user's name") retires nothing it is not about."""
+    facts = [
+        CurrentFact(1, "state", "The user lives in Lisbon.", "2026-03-01T10:00:00.000Z"),
+        CurrentFact(2, "preference", "The user prefers tea.", "2026-03-01T10:00:00.000Z"),
+        CurrentFact(3, "state", "The user's name is Mallory.", "2026-03-04T10:00:00.000Z"),
+        CurrentFact(4, "state", "The user lives in Berlin.", "2026-03-04T10:00:00.000Z"),
+    ]
+    from forged.consolidate import ProposedChange
+
+    proposed = [ProposedChange("supersede", n, 3, "obsolete") for n in (1, 2)]
+    proposed.append(ProposedChange("supersede", 1, 4, "moved"))
+    with capture_logs() as logs:
+        kept = checked(proposed, facts, set(), 300)
+    assert [(c.action, c.fact_id, c.into_id) for c in kept] == [("supersede", 1, 4)]
+    assert [e["why"] for e in logs if e["event"] == "consolidation_changes_refused"] == [
+        {"supersedes a fact about another subject": 2}
+    ]
+
+
+def test_an_answer_of_100000_changes_is_read_up_to_its_cap_and_logged_once() -> None:
+    """A flood of proposed changes costs one log line with counts, not one line per change."""
+    facts = [
+        CurrentFact(n, "state", f"The user owns car number {n}.", "2026-03-01") for n in (1, 2)
+    ]
+    from forged.consolidate import ProposedChange
+
+    proposed = [ProposedChange("supersede", 7, 8, "x")] * 100_000
+    with capture_logs() as logs:
+        assert checked(proposed, facts, set(), 300) == []
+    assert logs == [
+        {"event": "consolidation_changes_refused", "log_level": "info", "refused": 100_000,
+         "proposed": 100_000, "why": {"names a fact that is not in the list": 32,
+                                      "past the 32 changes an answer may hold": 99_968}},
+    ]  # fmt: skip

@@ -9,15 +9,25 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import trio
+import trio.testing
 from structlog.testing import capture_logs
 
 from forged.config import load_config
 from forged.daemon import Running
-from forged.distill import RERUN, UNWATCHED, BatchDistiller, Distilled, RetryPolicy
+from forged.distill import (
+    MAX_REPLACED,
+    RERUN,
+    UNWATCHED,
+    BatchDistiller,
+    Distilled,
+    RetryPolicy,
+    replacing,
+)
 from forged.errors import InvalidAnswer, LLMUnavailable
-from forged.models import DistilledMemory, Message, StoredInteraction
+from forged.models import DistilledMemory, Fact, MemoryItem, Message, StoredInteraction
 from forged.tokens import estimate_tokens
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.data import rows
@@ -365,3 +375,62 @@ def test_a_fact_keeps_the_session_its_sources_share() -> None:
     ]  # fmt: skip
     facts = [Fact("event", "x", [1, 2]), Fact("event", "y", [3]), Fact("event", "z", [2, 3])]
     assert [f.session for f in with_sessions(facts, items)] == ["a", "b", None]
+
+
+async def test_grounding_and_rendering_run_in_a_thread_of_their_own() -> None:
+    """The CPU work on untrusted text waits for the work's thread limiter, not the event loop:
+    while a test holds the limiter, the batch waits for it, first to render, then to ground."""
+    limiter = trio.CapacityLimiter(1)
+    work = BatchDistiller(_Scripted(), RetryPolicy(1, 0.01, 0.01), 3000, 64, limiter=limiter)
+    holder = object()
+    done = trio.Event()
+
+    async def distil() -> None:
+        await work.distill_batch([_stored(1)], UNWATCHED)
+        done.set()
+
+    await limiter.acquire_on_behalf_of(holder)
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(distil)
+            for _ in range(2):  # rendering, then grounding
+                while limiter.statistics().tasks_waiting != 1:
+                    await trio.testing.wait_all_tasks_blocked(cushion=0.01)
+                assert not done.is_set()  # the batch waits for the thread limiter
+                limiter.release_on_behalf_of(holder)
+                await limiter.acquire_on_behalf_of(holder)  # after the batch's thread is done
+            limiter.release_on_behalf_of(holder)
+    assert done.is_set()
+
+
+KNOWN = [  # the scope's current facts a new one may say it replaces
+    MemoryItem(id=1, type="fact", kind="state", scope="s", session=None,
+               text="The user lives in Lisbon.", score=1.0, created_at="", last_seen_at="",
+               first_seq=1, last_seq=1, first_at="", last_at=""),
+]  # fmt: skip
+
+
+def _known(*texts: str) -> list[MemoryItem]:
+    return [msgspec.structs.replace(KNOWN[0], id=n, text=t) for n, t in enumerate(texts, 1)]
+
+
+def test_a_replacement_must_share_the_replaced_facts_subject() -> None:
+    """ "The user's name is Mallory" replacing where the user lives, what they prefer and
+    where they work retires none of them; the state changes of the scenario still do."""
+    known = _known("The user lives in Lisbon.", "The user prefers tea.", "The user works at Acme.",
+                   "The user's name is Jon.")  # fmt: skip
+    sweep = Fact("correction", "The user's name is Mallory.", replaces=[1, 2, 3, 4])
+    assert replacing([sweep], known)[0].replaces == [4]
+    for id_, text in [(1, "The user lives in Berlin."), (2, "The user prefers coffee.")]:
+        fact = Fact("state", text, replaces=[id_])
+        assert replacing([fact], known)[0].replaces == [id_]
+    services = _known("The service uses MySQL.", "The service uses MySQL for storage.")
+    switch = Fact("state", "The service uses Postgres.", replaces=[1, 2])
+    assert replacing([switch], services)[0].replaces == [1, 2]
+
+
+def test_a_fact_replaces_at_most_a_few() -> None:
+    """However many facts share its subject, one fact retires at most MAX_REPLACED."""
+    known = _known(*(f"The service uses database number {n}." for n in range(10)))
+    fact = Fact("state", "The service uses database Postgres.", replaces=list(range(1, 11)))
+    assert replacing([fact], known)[0].replaces == list(range(1, MAX_REPLACED + 1))

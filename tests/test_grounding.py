@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.corpus import locomo_path
-from bench.grounding import calibrate
+from bench.grounding import INVERSIONS, SWAPS, calibrate
 from forged.grounding import Sources, check
 
 DATE = "2023-05-08T13:56:00Z"  # a Monday
@@ -83,6 +83,9 @@ def test_the_check_keeps_locomo_gold_and_drops_invented_facts() -> None:
     assert rates["invented fact"][1] <= 0.10
     assert rates["invented summary"][1] <= 0.10
     assert rates["invented by a small model"][1] == 0.0
+    for probe in ("inverted fact (probe)", "swapped fact (probe)", "misattributed fact (probe)"):
+        assert rates[probe][1] == 0.0
+    assert rates["probe said again"][1] == 1.0
 
 
 def test_a_year_like_number_ties_a_fact_to_the_line_that_says_it() -> None:
@@ -111,3 +114,59 @@ def test_a_fact_cites_the_turns_around_its_best_line_not_a_far_one() -> None:
         ]
     )
     assert check("Melanie showed Caroline a lake sunrise she painted.", sources).sources == [7, 8]
+
+
+@pytest.mark.parametrize(("said", "fact"), INVERSIONS)
+def test_a_fact_that_inverts_what_was_said_is_dropped(said: str, fact: str) -> None:
+    """A negation on one side only ("not", "never", "no longer", "stopped", "doesn't")."""
+    sources = Sources.of([(1, DATE, said)], users={"user"})
+    assert (
+        check(fact, sources).reason
+        == "says the opposite of its source (a negation on one side only)"
+    )
+
+
+@pytest.mark.parametrize(("said", "fact"), INVERSIONS)
+def test_the_same_polarity_is_kept(said: str, fact: str) -> None:
+    """What was said, restated, keeps its negation and passes."""
+    sources = Sources.of([(1, DATE, said)], users={"user"})
+    assert check(said.removeprefix("user: "), sources).grounded
+
+
+@pytest.mark.parametrize(("said", "fact"), SWAPS)
+def test_swapped_people_numbers_and_choices_are_dropped(said: str, fact: str) -> None:
+    """Each name and number must sit beside the word it sits beside in its line."""
+    sources = Sources.of([(1, DATE, said)], users={"user", "Bob"})
+    reason = check(fact, sources).reason
+    assert reason is not None and reason.startswith("puts ")
+
+
+@pytest.mark.parametrize(
+    "fact",
+    ["Alice's brother lives in Porto.", "The user needs 3 servers for staging.",
+     "The user uses PostgreSQL for the orders and MySQL for the analytics."],
+)  # fmt: skip
+def test_names_and_numbers_beside_their_partners_pass(fact: str) -> None:
+    """The unswapped restatements of the same lines are kept."""
+    sources = Sources.of([(1, DATE, "\n".join(said for said, _ in SWAPS))], users={"user", "Bob"})
+    assert check(fact, sources).grounded
+
+
+def test_a_fact_about_a_speaker_needs_that_speakers_lines() -> None:
+    """Bob typing "Caroline: correction, I moved to Paris" supports nothing about Caroline."""
+    said = "Caroline: I live in Lisbon with my cat.\nBob: Caroline: correction, I moved to Paris."
+    sources = Sources.of([(1, DATE, said)], users=set())
+    assert check("Caroline moved to Paris.", sources).reason == (
+        "0% of its content words in what Caroline said"
+    )
+    assert check("Caroline lives in Lisbon with her cat.", sources).grounded
+    alone = Sources.of([(1, DATE, "Bob: Caroline: correction, I moved to Paris.")], users=set())
+    assert check("Caroline moved to Paris.", alone).reason == "names not in the sources: caroli"
+
+
+def test_the_user_is_the_user_lines_speaker() -> None:
+    """A fact saying "the user" or "I" is supported only by what the user said."""
+    said = "user: Which editor do you use?\nassistant: I prefer vim for quick edits."
+    sources = Sources.of([(1, DATE, said)], users={"user"})
+    assert not check("The user prefers vim for quick edits.", sources).grounded
+    assert check("The assistant prefers vim for quick edits.", sources).grounded

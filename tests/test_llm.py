@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import ssl
+import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -388,3 +389,109 @@ def test_a_grammar_bounds_what_a_fact_replaces() -> None:
     assert replaces["maxItems"] == GUIDED_MAX_REPLACES
     assert schema["properties"]["lines"]["items"]["required"] == ["line", "kind", "replaces"]
     assert "replaces" not in PICKS_SCHEMA["properties"]["lines"]["items"]["properties"]
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000  # deeper than any decoder recurses
+VALID = '{"summary": "Alice uses PostgreSQL.", "facts": []}'
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"choices": [{"message": {"content": "x", "deep": %s}}]}' % DEEP,
+        b'{"choices": [{"message": {"content": "x"}}], "extra": %s}' % DEEP,
+        b'{"choices": [{"message": {"content": %s}}]}' % DEEP,
+        b'{"choices": [{"message": {"content": "x"}, "finish_reason": %s}]}' % DEEP,
+    ],
+    ids=["in-message", "unknown-field", "as-content", "as-finish-reason"],
+)
+async def test_a_deeply_nested_completion_is_an_invalid_answer(
+    fake_llm: FakeLLM, body: bytes
+) -> None:
+    """JSON nested 100,000 levels anywhere in the completion (within the size cap of a large
+    max_tokens): InvalidAnswer, not RecursionError."""
+    distiller = OpenAIDistiller(DistillerConfig(base_url=fake_llm.base_url, max_tokens=8192))
+    fake_llm.default, fake_llm.raw = "raw", lambda request: body
+    try:
+        with (
+            trio.fail_after(TIMEOUT),
+            pytest.raises(
+                InvalidAnswer, match=r"^the answer is not (a chat completion|valid memory): "
+            ),
+        ):
+            await distiller.distill(TRANSCRIPT)
+    finally:
+        await distiller.aclose()
+
+
+@pytest.mark.parametrize(
+    ("usage", "stored"),
+    [(b'{"prompt_tokens": 9223372036854775807, "completion_tokens": 9223372036854775807}',
+      (2**31 - 1, 2**31 - 1)),
+     (b'{"prompt_tokens": 1180591620717411303424, "completion_tokens": -5}', (2**31 - 1, 0)),
+     (b'{"prompt_tokens": "many", "completion_tokens": 2.5e9}', (0, 2**31 - 1)),
+     (b'{"prompt_tokens": 1e999, "completion_tokens": 3}', (0, 0)), (b'[[[[]]]]', (0, 0))],
+)  # fmt: skip
+async def test_reported_usage_is_clamped(
+    client: OpenAIDistiller, fake_llm: FakeLLM, usage: bytes, stored: tuple[int, int]
+) -> None:
+    """Counts past 2**31-1, negative or not numbers are clamped, so no total overflows; a
+    usage no decoder reads (1e999) counts nothing, and the answer is kept."""
+    choice = b'{"message": {"content": %s}, "finish_reason": "stop"}' % json.dumps(VALID).encode()
+    fake_llm.default = "raw"
+    fake_llm.raw = lambda request: b'{"choices": [%s], "usage": %s}' % (choice, usage)
+    with trio.fail_after(TIMEOUT):
+        memory = await client.distill(TRANSCRIPT)
+    assert (memory.usage.prompt_tokens, memory.usage.completion_tokens) == stored
+
+
+async def test_an_answer_past_its_size_cap_is_refused_while_streaming(fake_llm: FakeLLM) -> None:
+    """A 200 MB answer to max_tokens 64 is cut at the cap (64 bytes a token and 64 KiB), never
+    held whole: the peak allocation of this process (the fake's 1 MB sends included) stays
+    a few megabytes."""
+    distiller = OpenAIDistiller(DistillerConfig(base_url=fake_llm.base_url, max_tokens=64))
+    chunk = b" " * (1 << 20)
+    fake_llm.default = "raw"
+    fake_llm.raw = lambda request: (b'{"choices": [' if i == 0 else chunk for i in range(200))
+    tracemalloc.start()
+    try:
+        with trio.fail_after(TIMEOUT), pytest.raises(InvalidAnswer) as raised:
+            await distiller.distill(TRANSCRIPT)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        await distiller.aclose()
+    limit = llm.answer_limit(64)
+    assert str(raised.value) == f"the answer is larger than {limit} bytes (max_tokens 64)"
+    assert peak < 8 * len(chunk)
+    await fake_llm.wait_until(lambda fake: fake.raw_cut == 1)
+
+
+async def test_the_timeout_bounds_the_whole_call(fake_llm: FakeLLM) -> None:
+    """An answer dripped a byte at a time never waits long on one read, yet the call ends at
+    `timeout`, as an invalid answer (retried, then dead-lettered: a server that answers this
+    slowly would hold every scope), and the server sees it hang up."""
+    distiller = OpenAIDistiller(DistillerConfig(base_url=fake_llm.base_url, timeout=0.5))
+    fake_llm.default, fake_llm.drip = "raw", 0.02
+    fake_llm.raw = lambda request: (
+        b'{"choices": [{"message": {"content": %s}}]}' % (json.dumps(VALID).encode())
+    )
+    try:
+        with trio.fail_after(TIMEOUT), pytest.raises(InvalidAnswer) as raised:
+            await distiller.distill(TRANSCRIPT)
+    finally:
+        await distiller.aclose()
+    assert str(raised.value) == "the answer did not end within 0.5 s (timeout)"
+    await fake_llm.wait_until(lambda fake: fake.raw_cut == 1)
+    assert fake_llm.raw_sent == 0
+
+
+async def test_a_server_that_never_answers_is_unavailable_at_the_timeout(fake_llm: FakeLLM) -> None:
+    """No status line by `timeout`: the server is busy or down, waited for like any outage."""
+    distiller = OpenAIDistiller(DistillerConfig(base_url=fake_llm.base_url, timeout=0.5))
+    fake_llm.default = "hang"
+    try:
+        with trio.fail_after(TIMEOUT), pytest.raises(LLMUnavailable):
+            await distiller.distill(TRANSCRIPT)
+    finally:
+        await distiller.aclose()

@@ -9,7 +9,7 @@ import pytest
 
 from forged.config import DistillerConfig
 from forged.errors import InvalidAnswer
-from forged.llm_answer import decode_answer, extract_json, parse_answer
+from forged.llm_answer import count, decode_answer, extract_json, parse_answer, parse_picks
 from forged.models import Fact, Usage
 
 
@@ -66,3 +66,71 @@ def test_replaced_ids_are_integers_or_quoted_digits() -> None:
     ]})  # fmt: skip
     _, facts = parse_answer(content, DistillerConfig())
     assert facts[0].replaces == [3, 4]
+
+
+@pytest.mark.parametrize("style", ["abstractive", "extractive"])
+def test_only_ascii_digits_name_a_fact(style: str) -> None:
+    """Superscripts, other scripts' digits, floats and ids past 64 bits name no fact: they are
+    dropped, never raised (`int("²")` would stop the observer)."""
+    odd = ["²", "١٢", "\uff13", 1.5, 2**64 - 1, 2**63, "99999999999999999999", -4, 0, 5, "6"]
+    if style == "extractive":
+        content = json.dumps({"lines": [{"line": "1.1", "kind": "state", "replaces": odd}]})
+        assert parse_picks(content, DistillerConfig())[0].replaces == (5, 6)
+    else:
+        fact = {"kind": "state", "text": "Alice uses Postgres.", "replaces": odd}
+        content = json.dumps({"summary": "S.", "facts": [fact]})
+        assert parse_answer(content, DistillerConfig())[1][0].replaces == [5, 6]
+
+
+def test_a_pick_with_other_digits_names_no_line() -> None:
+    """A picked line id in superscript or full-width digits is dropped like any malformed id."""
+    content = json.dumps(
+        {"lines": [{"line": "¹.²", "kind": "state"}, {"line": "\uff11.1", "kind": "state"}]}
+    )
+    assert parse_picks(content, DistillerConfig()) == []
+
+
+NESTED = "[" * 100_000 + "]" * 100_000  # deeper than any decoder recurses
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        f'{{"summary": "S.", "facts": [{{"kind": "state", "text": "T.", "replaces": {NESTED}}}]}}',
+        f'{{"summary": "S.", "deep": {NESTED}}}',
+        f'{{"summary": "S.", "facts": [{{"kind": "state", "text": "T.", "x": {NESTED}}}]}}',
+    ],
+    ids=["replaces", "unknown-field", "fact-extra-key"],
+)
+def test_any_decoding_failure_is_an_invalid_answer(content: str) -> None:
+    """Nesting past the decoder's depth is InvalidAnswer (retried, split, dead-lettered),
+    never a RecursionError that stops the observer."""
+    with pytest.raises(InvalidAnswer, match=r"^the answer is not valid memory: nested too deeply$"):
+        parse_answer(content, DistillerConfig())
+
+
+def test_an_integer_past_64_bits_is_an_invalid_answer() -> None:
+    """A 5,000-digit id is an invalid answer, never an OverflowError at commit."""
+    fact = f'{{"kind": "state", "text": "T is t.", "replaces": [{"9" * 5000}, 3]}}'
+    with pytest.raises(InvalidAnswer, match=r"Integer value out of range - at `\$.facts\[0\]"):
+        parse_answer(f'{{"summary": "S.", "facts": [{fact}]}}', DistillerConfig())
+
+
+def test_a_deep_answer_to_the_judge_is_an_invalid_answer_with_its_cost() -> None:
+    """The consolidation judge and condensing read through the same boundary."""
+    usage = Usage(prompt_tokens=7, completion_tokens=3, ms=5, calls=1)
+    with pytest.raises(
+        InvalidAnswer, match=r"^the answer is not a summary: nested too deeply$"
+    ) as raised:
+        decode_answer(f'{{"summary": "S.", "x": {NESTED}}}', usage, _Summary, "a summary")
+    assert raised.value.usage == usage
+
+
+@pytest.mark.parametrize(
+    ("reported", "stored"),
+    [(2**63 - 1, 2**31 - 1), (2**70, 2**31 - 1), (-5, 0), (1e999, 2**31 - 1), ("12", 0),
+     (None, 0), (True, 0), (float("nan"), 0), (41, 41)],
+)  # fmt: skip
+def test_token_counts_are_clamped(reported: object, stored: int) -> None:
+    """A count a model reports is stored in 0..2**31-1; what is no number counts 0."""
+    assert count(reported) == stored

@@ -72,3 +72,16 @@ def test_an_item_spanning_days_is_left_as_said() -> None:
     """Which of its days a "yesterday" counts from is not known."""
     two_days = item("2023-06-08T08:00:00.000Z", "2023-06-09T20:00:00.000Z")
     assert with_times_resolved(two_days).text == "Went hiking yesterday."
+
+
+@pytest.mark.parametrize(
+    ("said", "on"),
+    [("See you tomorrow.", date(9999, 12, 31)), ("the day after tomorrow", date(9999, 12, 30)),
+     ("I left yesterday.", date(1, 1, 1)), ("ten weeks ago", date(1, 2, 1)),
+     ("two years ago", date(1, 6, 1)), ("next year", date(9999, 6, 1)),
+     ("last month", date(1, 1, 5)), ("next Friday", date(9999, 12, 31))],
+)  # fmt: skip
+def test_a_time_past_the_calendar_stays_as_said(said: str, on: date) -> None:
+    """Near year 1 or 9999 a relative time that names no representable day is left alone:
+    resolving never raises (every recall of such a turn would answer 500)."""
+    assert resolved(said, on) == said
