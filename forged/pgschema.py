@@ -172,6 +172,14 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         """,
     ),
+    (
+        "a client id is unique within its scope, not across scopes",
+        """
+        ALTER TABLE interactions DROP CONSTRAINT interactions_client_id_key;
+        ALTER TABLE interactions ADD CONSTRAINT interactions_scope_client_id_key
+            UNIQUE (scope, client_id);
+        """,
+    ),
 )
 
 
