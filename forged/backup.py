@@ -30,7 +30,7 @@ FILE_MODE = 0o600  # a backup is memory: readable by its owner alone
 INTEGRITY_ERRORS = 5  # problems integrity_check reports at most
 SCHEMA_DIFFERENCES = 3  # schema differences a refusal names at most
 SYSTEMD_STOP = "systemctl stop forged forged.socket"  # how the packaged daemon is stopped
-DEV_STOP = "stop the `forged serve` using it: Ctrl-C where `make run` runs"
+DEV_STOP = "Ctrl-C the `forged serve` or `make run` serving it"  # a daemon started by hand
 _SCHEMA = """SELECT type, name, sql FROM sqlite_master
     WHERE name NOT LIKE 'sqlite_%' AND name != 'schema_migrations'"""  # what migrations make
 _COUNTS = """
@@ -269,8 +269,9 @@ def _exclusive(database: str) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise BackupError(f"forged is running on {database} (or on a database beside it);"
-                          f" stop it first ({_how_to_stop(database)})") from None  # fmt: skip
+        raise BackupError(f"forged is running on {database} (or on another database in its"
+                          f" directory); stop it first ({_how_to_stop(database)})"
+                          ) from None  # fmt: skip
     return fd
 
 

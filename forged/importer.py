@@ -16,7 +16,7 @@ import io
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, NamedTuple, TextIO
@@ -337,19 +337,20 @@ class _Progress:
     """`importing: 1,200 turns, 12.0 of 50.0 MB (24%)`: rewritten in place on a terminal, a
     line every few seconds on a pipe or file (a log shows an import is alive, and how far)."""
 
-    def __init__(self, size: int, out: TextIO) -> None:
+    def __init__(self, size: int, out: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
         self.size = size
         self.out = out
         self.terminal = out.isatty()
         self._interval = PROGRESS_INTERVAL if self.terminal else LOG_INTERVAL
-        self._last = time.monotonic()
+        self._clock = clock
+        self._last = clock()
 
     def update(self, turns: int, read: int, *, final: bool = False) -> None:
-        if not final and time.monotonic() - self._last < self._interval:
+        if not final and self._clock() - self._last < self._interval:
             return
         if final and not self.terminal:
             return
-        self._last = time.monotonic()
+        self._last = self._clock()
         percent = 100 * read // max(self.size, 1)
         line = (f"importing: {turns:,} turns, {read / 1e6:.1f} of {self.size / 1e6:.1f} MB"
                 f" ({percent}%)")  # fmt: skip

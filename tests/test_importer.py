@@ -91,17 +91,30 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_progress_only_on_a_terminal() -> None:
-    """Progress is rewritten in place on a terminal and never written to a pipe or file."""
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_in_place_on_a_terminal_and_every_few_seconds_elsewhere() -> None:
+    """On a terminal progress is rewritten in place; on a pipe or file a line every few seconds,
+    so a log shows how far an import got."""
     terminal, pipe = _Terminal(), io.StringIO()
     for out in (terminal, pipe):
-        progress = _Progress(400, out)
-        progress.update(200)
-        progress.update(400)
-        progress.done()
-    assert terminal.getvalue().endswith("\rimporting: 400 of 400 turns (100%)\n")
-    assert terminal.getvalue().startswith("\rimporting: 200 of 400 turns (50%)")
-    assert pipe.getvalue() == ""
+        clock = _Clock()
+        progress = _Progress(4_000_000, out, clock)
+        for now, turns, read in ((0.1, 100, 100_000), (1.0, 200, 2_000_000), (6.0, 300, 3_000_000)):
+            clock.now = now
+            progress.update(turns, read)
+        progress.done(400)
+    assert terminal.getvalue() == (
+        "\rimporting: 200 turns, 2.0 of 4.0 MB (50%)\rimporting: 300 turns, 3.0 of 4.0 MB (75%)"
+        "\rimporting: 400 turns, 4.0 of 4.0 MB (100%)\n"
+    )
+    assert pipe.getvalue() == "importing: 300 turns, 3.0 of 4.0 MB (75%)\n"
 
 
 async def _import(config: Config, *args: str) -> subprocess.CompletedProcess[bytes]:
