@@ -22,7 +22,7 @@ from forged.backup import (
     restore_backup,
     take_backup,
 )
-from forged.config import StoreConfig, load_config
+from forged.config import DEFAULT_CONFIG_PATH, StoreConfig, load_config
 from forged.errors import BackupError
 from forged.records import NewInteraction
 from forged.schema import MIGRATIONS
@@ -367,3 +367,28 @@ def test_a_changed_table_is_not_the_schema(short_tmp: Path) -> None:
         db.execute("DROP TRIGGER facts_fts_insert")
     with pytest.raises(BackupError, match=r"makes: no trigger facts_fts_insert$"):
         inspect_backup(Path(store.path))
+
+
+@pytest.mark.skipif(DEFAULT_CONFIG_PATH.exists(), reason="a system configuration is in force")
+def test_commands_in_a_checkout_use_the_database_make_run_serves(short_tmp: Path) -> None:
+    """Without --config, in a source checkout, backup, restore and check-config use the dev
+    configuration's database, as the other commands use its socket; no system path is touched."""
+    (short_tmp / "config").mkdir()
+    (short_tmp / "config" / "forged.dev.toml").write_text(
+        '[server]\nsocket = "./var/run/forged.sock"\n[store]\npath = "./var/forged.db"\n'
+    )
+    database = short_tmp / "var" / "forged.db"
+    _database(short_tmp / "var", interactions=4)
+    env = {k: v for k, v in os.environ.items() if k not in ("FORGED_CONFIG", "FORGED_SOCKET")}
+
+    def forged(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "forged", *args], cwd=short_tmp, env=env,
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+    done = forged("backup", "b.db")
+    assert done.stdout.startswith("backed up to b.db: 4 interactions"), done.stderr
+    done = forged("restore", "--yes", "b.db")
+    assert done.stdout.startswith(f"restored b.db into {database}: 4 interactions"), done.stderr
+    done = forged("check-config")
+    assert f"# store: sqlite at {database}, schema version" in done.stdout, done.stderr
+    assert "config/forged.dev.toml (what `make run` serves with)" in done.stdout

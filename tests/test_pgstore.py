@@ -18,6 +18,7 @@ from forged.config import StoreConfig, load_config
 from forged.consolidate_observer import NAME
 from forged.errors import StoreError
 from forged.models import ConsolidationChange, ConsolidationRun, Fact, Usage
+from forged.pgschema import MIGRATIONS as PG_MIGRATIONS
 from forged.pgstore import _INSERT_INTERACTION, LOG_LOCK, PostgresStore
 from forged.records import BatchOutcome, ScopeResult
 from tests import daemons
@@ -317,3 +318,25 @@ async def test_two_daemons_retiring_one_scopes_facts_take_turns(shared: Path) ->
     assert sorted(len(changes) for changes in applied) == [0, 1]
     assert rows("", "SELECT count(*) FROM facts WHERE superseded_by IS NULL") == [(1,)]
     assert rows("", "SELECT count(*) FROM consolidation_changes") == [(1,)]
+
+
+async def test_client_ids_become_unique_per_scope_on_a_database_of_version_2(
+    shared: Path,
+) -> None:
+    """The (scope, id) migration keeps the rows and lets another scope store a stored id."""
+    assert daemons.STORE_URL is not None
+    with psycopg.connect(daemons.STORE_URL, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY,"
+                     " name text NOT NULL, applied_at text NOT NULL)")  # fmt: skip
+        for version, (name, sql) in enumerate(PG_MIGRATIONS[:2], start=1):
+            conn.execute(sql)
+            conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, 'x')", (version, name))
+    store = PostgresStore(StoreConfig(url=daemons.STORE_URL))
+    try:
+        assert await store.append([[new("t", "a", scope="one")]]) == [1]
+        assert await store.append([[new("t", "a", scope="two"), new("t", "a", scope="one")]]) == [1]
+    finally:
+        store.close()
+    assert sorted(rows("", "SELECT scope, client_id FROM interactions")) == [
+        ("one", "a"), ("two", "a")
+    ]  # fmt: skip
