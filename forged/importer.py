@@ -33,6 +33,10 @@ MAX_RETRIES = 30  # pushes retried while the daemon says it is busy (503 with Re
 PROGRESS_INTERVAL = 0.2  # seconds between progress updates on a terminal
 LOG_INTERVAL = 5.0  # seconds between progress lines when the output is a pipe or a file
 READ_BUFFER = 64 * 1024  # bytes the JSON parser reads at a time
+MAX_DEPTH = 64  # levels of nesting a conversation may hold (an export's hold about ten)
+_OPEN, _CLOSE = ("start_map", "start_array"), ("end_map", "end_array")
+_END = object()  # the array's end, told apart from a `null` in it
+TOO_DEEP = object()  # an item nested deeper than MAX_DEPTH, passed over
 CHATGPT_TEXT = ("text", "multimodal_text")  # content types whose `parts` hold what was said
 CLAUDE_ROLES = {"human": "user", "assistant": "assistant"}
 _KINDS = {dict: "an object", list: "a list", str: "a string", int: "an integer",
@@ -249,17 +253,52 @@ def _claude(conversation: dict[str, Any], where: str, scope: str) -> Iterator[Re
                              conversation.get("name"))  # fmt: skip
 
 
+def _built(events: Iterator[tuple[str, Any]]) -> Iterator[Any]:
+    """Each item of the top array, built from the parser's events; one nested deeper than
+    MAX_DEPTH is passed over to its end and stands as TOO_DEEP. (ijson's own `items` keeps the
+    path to every value as a string: 100,000 levels of nesting would take gigabytes.)"""
+    stack: list[Any] = []  # the containers being built, innermost last
+    keys: list[Any] = []  # the key each open object is at
+    skip = 0  # levels still open of an item too deep
+    for event, value in events:
+        if skip:
+            skip += event in _OPEN
+            if event in _CLOSE and not (skip := skip - 1):
+                yield TOO_DEEP
+            continue
+        if event == "map_key":
+            keys[-1] = value
+            continue
+        if event in _OPEN:
+            if len(stack) == MAX_DEPTH:
+                skip, stack, keys = len(stack) + 1, [], []
+                continue
+            stack.append({} if event == "start_map" else [])
+            keys.append(None)
+            continue
+        if event in _CLOSE:
+            if not stack:
+                return  # the end of the top array
+            value = stack.pop()
+            keys.pop()
+        if not stack:
+            yield value
+        elif type(stack[-1]) is list:
+            stack[-1].append(value)
+        else:
+            stack[-1][keys[-1]] = value
+
+
 def _array_items(stream: IO[bytes]) -> Iterator[Any]:
     """The items of the JSON array the stream holds, one at a time."""
-    head = stream.read(READ_BUFFER).lstrip()
-    stream.seek(0)
-    if head[:1] not in (b"[", b"") and head[:1] in b'{"-0123456789tfn':  # JSON, not an array
+    events = ijson.basic_parse(stream, buf_size=READ_BUFFER, use_float=True)
+    try:
+        first = next(events, ("", None))
+    except ijson.JSONError as exc:
+        raise ClientError(f"the file is not JSON: {exc}") from None
+    if first[0] != "start_array":
         raise ClientError("the file is not an export's conversations.json (a JSON array)")
-    items: Iterator[Any] = ijson.items(stream, "item", buf_size=READ_BUFFER, use_float=True)
-    return items
-
-
-_END = object()  # the array's end, told apart from a `null` in it
+    return _built(events)
 
 
 def _exports(fmt: str, stream: IO[bytes], scope: str) -> Iterator[Record]:
@@ -271,13 +310,13 @@ def _exports(fmt: str, stream: IO[bytes], scope: str) -> Iterator[Record]:
         try:
             conversation = next(items, _END)
         except ijson.JSONError as exc:
-            if index == 0:
-                raise ClientError(f"the file is not JSON: {exc}") from None
             yield Record(where, None, f"the file is not valid JSON from here on: {exc}")
             return
         if conversation is _END:
             return
         try:
+            if conversation is TOO_DEEP:
+                raise _Bad(where, f"nested deeper than {MAX_DEPTH} levels")
             if not isinstance(conversation, dict):
                 raise _Bad(where, f"expected an object, got {_kind(conversation)}")
             yield from list(reader(conversation, where, scope))  # whole: bad means none of it
