@@ -255,7 +255,7 @@ async def test_head_where_get_is_not_served_is_405(client: httpx.AsyncClient) ->
         (
             "GET",
             "/v1/dead-letters?first=1",
-            "unknown parameter `first`; /v1/dead-letters accepts from, to",
+            "unknown parameter `first`; /v1/dead-letters accepts scope, all_scopes, from, to",
         ),
         (
             "GET",
