@@ -340,3 +340,30 @@ async def test_client_ids_become_unique_per_scope_on_a_database_of_version_2(
     assert sorted(rows("", "SELECT scope, client_id FROM interactions")) == [
         ("one", "a"), ("two", "a")
     ]  # fmt: skip
+
+
+async def test_status_totals_come_from_the_shared_store(shared: Path, fake_llm: FakeLLM) -> None:
+    """Two daemons, pushes to each in turn: both statuses count the whole log, its last seq,
+    and the backlog behind the watermark the store holds, not what one daemon appended."""
+    pair = []
+    for name in ("a", "b"):
+        (shared / name).mkdir()
+        pair.append(DaemonProcess(write_config(shared / name, fake_llm.base_url), shared / name))
+    with trio.fail_after(120):
+        async with pair[0], pair[1]:
+            for daemon in pair:
+                await daemon.start()
+            for n in range(40):
+                async with socket_client(pair[n % 2].socket) as client:
+                    answer = await client.post("/v1/interactions", json=interaction(f"i-{n}"))
+                    assert answer.status_code == 202
+            last = max(stored_ids().values())
+            async with socket_client(pair[0].socket) as client:
+                await _until_distilled(client, last)
+            for daemon in pair:
+                async with socket_client(daemon.socket) as client:
+                    status = (await client.get("/v1/status")).json()
+                assert status["log"] == {"last_seq": last, "count": 40}, daemon.directory.name
+                distill = next(o for o in status["observers"] if o["name"] == "distill")
+                assert (distill["watermark"], distill["backlog"]) == (last, 0)
+                assert await daemon.stop() == 0
