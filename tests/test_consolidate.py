@@ -121,12 +121,14 @@ async def test_consolidation_keeps_the_current_state_and_the_history(
             assert fact["superseded_by"] == history[into]["id"], text
             assert (fact["invalid_at"] or "")[:10] == (invalid_day or ""), text
             assert fact["valid_from"] == fact["first_at"]
-            audit = (await client.get(f"/v1/facts/{fact['id']}")).json()
+            audit = (await client.get(f"/v1/facts/{fact['id']}", params={"scope": SCOPE})).json()
             change = audit["replaced_by"]
             assert (change["action"], change["fact"]["text"]) == (action, into)
             assert change["reason"] and change["run_id"] == run["run_id"]
         berlin = (
-            await client.get(f"/v1/facts/{history['The user lives in Berlin.']['id']}")
+            await client.get(
+                f"/v1/facts/{history['The user lives in Berlin.']['id']}", params={"scope": SCOPE}
+            )
         ).json()
         assert [c["fact"]["text"] for c in berlin["replaced"]] == ["The user lives in Lisbon."]
         assert berlin["replaced_by"] is None
@@ -179,7 +181,9 @@ async def test_a_new_state_replaces_what_it_contradicts_as_it_is_distilled(
         assert known  # the distiller was shown the scope's facts beside the transcript
         history = await _facts(client, history=True)
         for old, new in AT_DISTILLATION.items():
-            audit = (await client.get(f"/v1/facts/{history[old]['id']}")).json()
+            audit = (
+                await client.get(f"/v1/facts/{history[old]['id']}", params={"scope": SCOPE})
+            ).json()
             change = audit["replaced_by"]
             assert (change["action"], change["fact"]["text"]) == ("supersede", new)
             assert change["reason"].startswith("replaced by a newer ")
@@ -489,7 +493,9 @@ async def test_a_plugin_named_in_config_consolidates_in_place_of_the_llm(
         history = await _facts(client, history=True)
         for text, (_, into, _) in RETIRED.items():
             into = "The service uses Postgres." if "MySQL" in text else into  # no merge here
-            change = (await client.get(f"/v1/facts/{history[text]['id']}")).json()["replaced_by"]
+            change = (
+                await client.get(f"/v1/facts/{history[text]['id']}", params={"scope": SCOPE})
+            ).json()["replaced_by"]
             assert (change["action"], change["fact"]["text"]) == ("supersede", into), text
             assert (change["reason"], change["run_id"]) == (
                 "same first 3 words, said later", run["run_id"]
