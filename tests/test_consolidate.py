@@ -381,7 +381,7 @@ async def test_the_command_line_consolidates_and_shows_history(
         (lisbon,) = [line for line in history.splitlines() if "Lisbon" in line]
         assert lisbon.endswith(f"The user lives in Lisbon.  [superseded 2026-03-03 by #{berlin}:"
                                f" replaced on 2026-03-03 by fact {berlin}]")  # fmt: skip
-        audit = json.loads((await cli.forged("fact", str(berlin))).stdout)
+        audit = json.loads((await cli.forged("fact", str(berlin), "--scope", SCOPE)).stdout)
         assert audit["replaced"][0]["fact"]["text"] == "The user lives in Lisbon."
         missing = await cli.forged("fact", "999")
         assert missing.returncode != 0
