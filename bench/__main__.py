@@ -16,6 +16,7 @@ from bench import (
     batching,
     consolidation,
     corpus,
+    importing,
     ingest,
     memory,
     postgres,
@@ -33,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "benchmarks.md"  # the tracked report: default-size runs only
 SCRATCH_OUT = REPO / "var" / "bench"  # where other sizes write theirs (not tracked)
 STEPS = ("scrub", "ingest", "batching", "recall", "memory", "start", "quality", "consolidate",
-         "postgres")  # fmt: skip
+         "postgres", "import")  # fmt: skip
 DEFAULT_CACHE = (
     Path(tempfile.gettempdir()) / "forged-bench-cache"
 )  # large stores, kept between runs
@@ -93,6 +94,13 @@ NOTES = """\
   Recall: {pg_facts:,} facts (and a summary per ten) written with COPY into forged's schema,
   the same queries as above through the socket; the baseline runs forged's PostgreSQL recall
   query on a bare connection.
+- **import**: a ChatGPT export of {import_mb:,} MB generated (conversations of ten messages,
+  about 200 bytes of text each, with the fields a real export has) and imported with `forged
+  import` into a daemon with distillation off; the peak RSS is the import process's own
+  (`wait4`'s `ru_maxrss`), whose goal is under 200 MiB whatever the file's size (the ratio is
+  beside the file's size). The time's baseline is the importer reading the same file's records
+  alone, without a daemon: what streaming JSON (ijson's yajl parser, objects built in Python with
+  a depth limit) costs, and what pushing adds.
 """
 
 
@@ -109,6 +117,7 @@ async def _run(ctx: Context, turns: list[corpus.Turn], only: set[str]) -> list[R
         "quality": lambda: quality.rows(REPO, ctx.size.quality_conversations, ctx.work),
         "consolidate": lambda: consolidation.measure(ctx),
         "postgres": lambda: postgres.measure(ctx, turns),
+        "import": lambda: importing.measure(ctx),
     }
     rows: list[Row] = []
     for name, step in steps.items():
@@ -138,6 +147,7 @@ def _notes(size: Size, source: str) -> str:
         quality=size.quality_conversations,
         consolidate=size.consolidate_facts,
         pg_facts=min(postgres.RECALL_FACTS, max(size.recall_facts)),
+        import_mb=size.import_bytes // 1_000_000,
     )
 
 

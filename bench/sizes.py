@@ -23,6 +23,7 @@ class Size:
     scrub: int  # interactions scrubbed per pass in the scrub measurement
     quality_conversations: int  # LoCoMo conversations the quality step distils and questions
     consolidate_facts: int = 1_000  # facts in the scope the consolidation step consolidates
+    import_bytes: int = 500_000_000  # size of the ChatGPT export the import step generates
 
 
 RECALL_MILLION = 1_000_000  # the store `--recall-million` adds: minutes to build the first time
@@ -30,7 +31,7 @@ SIZES = {
     "quick": Size(
         "quick", ingest=100, ingest_bulk=50, burst=20, llm_latency=0.02,
         recall_facts=(100, 300), recall_queries=10, backlog=500, backlog_bytes=1 << 20,
-        starts=1, scrub=100, quality_conversations=1,
+        starts=1, scrub=100, quality_conversations=1, import_bytes=5_000_000,
     ),
     "default": Size(
         "default", ingest=10_000, ingest_bulk=1_000, burst=1_000, llm_latency=0.2,

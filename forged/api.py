@@ -31,7 +31,7 @@ from forged.models import (
     Status,
     StoreStatus,
 )
-from forged.params import MAX_KEY_CHARS, Params
+from forged.params import MAX_KEY_CHARS, SCOPED, Params
 from forged.query import SearchQuery, kind_type
 from forged.recall import Recall
 
@@ -107,12 +107,14 @@ class Api:
             "/v1/search": {"GET": Route(self.search, (*_SEARCH, "limit", "sources"))},
             "/v1/context": {"GET": Route(self.context, (*_SEARCH, "budget_tokens"))},
             "/v1/facts": {
-                "GET": Route(self.facts, ("scope", "kind", "history", *_PAGE)),
+                "GET": Route(self.facts, (*SCOPED, "kind", "history", *_PAGE)),
                 "POST": Route(partial(edit_api.add_fact, store)),
             },
-            "/v1/summaries": {"GET": Route(self.summaries, ("scope", "history", *_PAGE))},
+            "/v1/summaries": {"GET": Route(self.summaries, (*SCOPED, "history", *_PAGE))},
             "/v1/dead-letters": {
-                "GET": Route(partial(deadletters.list_dead_letters, store), deadletters.PARAMS)
+                "GET": Route(
+                    partial(deadletters.list_dead_letters, store), (*SCOPED, *deadletters.PARAMS)
+                )
             },
             "/v1/dead-letters/redistill": {
                 "POST": Route(partial(deadletters.redistill, redistiller), deadletters.PARAMS)
@@ -127,7 +129,7 @@ class Api:
             SCOPES_PREFIX: {"": {"DELETE": Route(self.forget)}},  # a scope may hold any suffix
             FACTS_PREFIX: {
                 "": {
-                    "GET": Route(self.fact),
+                    "GET": Route(self.fact, SCOPED),
                     "DELETE": Route(partial(delete, FACTS_PREFIX, "fact"), edit_api.WITHIN),
                 },
                 "/correct": {
@@ -192,6 +194,7 @@ class Api:
         return json_response(await self.ingest.push(items), 202)
 
     async def status(self, _request: Request, _params: Params) -> Response:
+        await self.hub.refresh()  # totals and backlogs as the store has them
         return json_response(
             Status(
                 version=__version__,
@@ -246,7 +249,7 @@ class Api:
     def _page(self, params: Params, kinds: tuple[str, ...] = ()) -> Page:
         since, until = params.period()
         return Page(
-            scope=params.key("scope"),
+            scope=params.scope(),
             kind=params.choice("kind", kinds) if kinds else None,
             after=params.cursor("after"),
             limit=params.integer("limit", PAGE_DEFAULT, 1, PAGE_MAX),
@@ -261,11 +264,12 @@ class Api:
     async def summaries(self, _request: Request, params: Params) -> Response:
         return json_response(await self.recall.summaries(self._page(params)))
 
-    async def fact(self, request: Request, _params: Params) -> Response:
+    async def fact(self, request: Request, params: Params) -> Response:
         raw = request.path.removeprefix(FACTS_PREFIX)
         fact_id = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= MAX_ID_DIGITS else 0
+        scope = params.scope()
         audit = await self.recall.fact(fact_id) if fact_id else None
-        if audit is None:
+        if audit is None or scope not in (None, audit.fact.scope):  # no hint of other scopes
             raise InvalidRequest(404, "not_found", f"no fact with id {raw!r}")
         return json_response(audit)
 

@@ -5,7 +5,10 @@ transaction: in WAL mode the daemon keeps accepting while it runs, and everythin
 before it began is in the copy. The copy is checked (integrity, schema version, the same counts
 as the snapshot) before it replaces the target. `restore_backup` checks the file the same way and
 puts it in place only while no daemon holds the database: an open `Store` holds a shared lock on
-`DATABASE.lock`, and restore takes it exclusively.
+the database's directory, and restore takes it exclusively. The lock is on the directory, not on
+a file beside the database, so no file written or replaced there can fool it; and no backup is
+ever written onto the database or a file of its (`-wal`, `-shm`, `-journal`, any `DB*` beside it).
+A restored file must hold the very schema the migrations make, not only their numbers.
 """
 
 from __future__ import annotations
@@ -18,13 +21,18 @@ from pathlib import Path
 
 import msgspec
 
-from forged.config import StoreConfig
+from forged.config import DEFAULT_DATABASE, StoreConfig
 from forged.errors import BackupError, StoreError
 from forged.schema import MIGRATIONS
+from forged.timestamps import now
 
 FILE_MODE = 0o600  # a backup is memory: readable by its owner alone
-LOCK_MODE = 0o644  # the lock file holds nothing; one made by a root restore stays usable
 INTEGRITY_ERRORS = 5  # problems integrity_check reports at most
+SCHEMA_DIFFERENCES = 3  # schema differences a refusal names at most
+SYSTEMD_STOP = "systemctl stop forged forged.socket"  # how the packaged daemon is stopped
+DEV_STOP = "Ctrl-C the `forged serve` or `make run` serving it"  # a daemon started by hand
+_SCHEMA = """SELECT type, name, sql FROM sqlite_master
+    WHERE name NOT LIKE 'sqlite_%' AND name != 'schema_migrations'"""  # what migrations make
 _COUNTS = """
     SELECT (SELECT count(*) FROM interactions), (SELECT coalesce(max(seq), 0) FROM interactions),
            (SELECT count(*) FROM summaries), (SELECT count(*) FROM facts),
@@ -53,17 +61,21 @@ class BackupInfo(msgspec.Struct, frozen=True):
         )
 
 
-def _lock_file(database: str) -> int:
-    path = f"{database}.lock"
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, LOCK_MODE)
+def _directory(database: str) -> int:
+    """The database's directory, opened to lock: a directory no file can be put in place of."""
+    directory = Path(database).absolute().parent
+    try:
+        return os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise BackupError(f"{directory} does not exist: is {database} the database forged"
+                          " serves? Name its configuration with --config") from None  # fmt: skip
 
 
 class DatabaseLock:
     """An open store's claim on its database: shared, so only a restore (exclusive) conflicts."""
 
     def __init__(self, database: str) -> None:
-        self._fd = _lock_file(database)
+        self._fd = _directory(database)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -104,6 +116,33 @@ def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
     return len(versions)
 
 
+def _normal(sql: str | None) -> str:
+    return " ".join((sql or "").split())
+
+
+def _expected_schema(version: int) -> list[tuple[str, str, str]]:
+    """What the first `version` migrations make in an empty database."""
+    with closing(sqlite3.connect(":memory:", isolation_level=None)) as conn:
+        for _name, sql in MIGRATIONS[:version]:
+            conn.executescript(sql)
+        return [(t, n, _normal(q)) for t, n, q in conn.execute(_SCHEMA)]
+
+
+def _check_schema(conn: sqlite3.Connection, path: Path, version: int) -> None:
+    """Refuse a file whose tables, indexes, views and triggers are not what `version` makes."""
+    wanted = {(t, n): q for t, n, q in _expected_schema(version)}
+    have = {(t, n): _normal(q) for t, n, q in conn.execute(_SCHEMA)}
+    problems = [f"no {t} {n}" for t, n in sorted(wanted.keys() - have.keys())]
+    problems += [f"{t} {n} differs" for t, n in sorted(wanted.keys() & have.keys())
+                 if wanted[t, n] != have[t, n]]  # fmt: skip
+    problems += [f"an unknown {t} {n}" for t, n in sorted(have.keys() - wanted.keys())]
+    if problems:
+        shown = "; ".join(problems[:SCHEMA_DIFFERENCES])
+        more = len(problems) - SCHEMA_DIFFERENCES
+        shown += f" and {more} more" if more > 0 else ""
+        raise BackupError(f"{path}: not the schema version {version} makes: {shown}")
+
+
 def inspect_backup(path: Path) -> BackupInfo:
     """Check a database file (integrity, schema version) and count what it holds."""
     if not path.is_file():
@@ -114,6 +153,7 @@ def inspect_backup(path: Path) -> BackupInfo:
             if problems != ["ok"]:
                 raise BackupError(f"{path}: damaged: {'; '.join(problems)}")
             version = _schema_version(conn, path)
+            _check_schema(conn, path, version)
             interactions, last_seq, summaries, facts, dead_letters = _counts(conn)
     except sqlite3.DatabaseError as exc:
         raise BackupError(f"{path}: not a usable SQLite database: {exc}") from exc
@@ -153,7 +193,8 @@ def _copy_snapshot(store: StoreConfig, partial: Path) -> tuple[int, ...]:
         source = sqlite3.connect(uri, uri=True, isolation_level=None,
                                  timeout=store.busy_timeout_ms / 1000)  # fmt: skip
     except sqlite3.OperationalError as exc:
-        raise BackupError(f"cannot open the database {store.path}: {exc}") from exc
+        raise BackupError(f"cannot open the database {store.path}: {exc}; is it the database"
+                          " forged serves? Name its configuration with --config") from exc  # fmt: skip
     with closing(source):
         source.execute("BEGIN")  # the counts and the copy read the same snapshot
         counts = _counts(source)
@@ -162,10 +203,41 @@ def _copy_snapshot(store: StoreConfig, partial: Path) -> tuple[int, ...]:
     return counts
 
 
-def take_backup(store: StoreConfig, target: Path) -> BackupInfo:
+def _companions(database: str) -> list[Path]:
+    """The database and every file beside it whose name starts with the database's."""
+    path = Path(database).absolute()
+    if not path.parent.is_dir():
+        return []
+    return [p for p in path.parent.iterdir() if p.name.startswith(path.name)]
+
+
+def _refuse_companion(path: Path, database: str, role: str) -> None:
+    """Refuse `path` when it is the database or one of its files (`-wal`, `-shm`, `.lock`...),
+    by name or as the same file under another name (a link)."""
+    db = Path(database).absolute()
+    resolved = Path(os.path.realpath(path))
+    same_dir = resolved.parent == Path(os.path.realpath(db.parent))
+    if same_dir and resolved.name.startswith(db.name):
+        what = "the database itself" if resolved.name == db.name else f"a file of {db.name}"
+        raise BackupError(f"{path} is {what}; {role} another file")
+    if path.exists() and any(path.samefile(c) for c in _companions(database) if c.exists()):
+        raise BackupError(f"{path} is a file of the database {database}; {role} another file")
+
+
+def backup_target(target: str | Path) -> Path:
+    """The file a backup to `target` writes: `target`, or a new dated file in a directory."""
+    if (path := Path(target)).is_dir():
+        stamp = now().replace(":", "").replace("-", "").split(".")[0]  # 20261202T051000
+        return path / f"forged-{stamp}Z.db"
+    if str(target).endswith(os.sep):  # `dir/` means a directory, which a file must not replace
+        raise BackupError(f"{target} is not a directory; create it first or name a file")
+    return path
+
+
+def take_backup(store: StoreConfig, target: str | Path) -> BackupInfo:
     """Copy the live database to `target` (mode 0600) without stopping ingest, checked."""
-    if target.exists() and Path(store.path).exists() and target.samefile(store.path):
-        raise BackupError(f"{target} is the database itself; back up to another file")
+    target = backup_target(target)
+    _refuse_companion(target, store.path, "back up to")
     partial = target.with_name(f".{target.name}.partial")
     try:
         _create_private(partial)
@@ -185,20 +257,27 @@ def _counts_of(info: BackupInfo) -> tuple[int, ...]:
     return (info.interactions, info.last_seq, info.summaries, info.facts, info.open_dead_letters)
 
 
+def _how_to_stop(database: str) -> str:
+    """The packaged daemon runs under systemd; any other was started by hand or `make run`."""
+    return SYSTEMD_STOP if os.path.realpath(database) == DEFAULT_DATABASE else DEV_STOP
+
+
 def _exclusive(database: str) -> int:
     """The lock no daemon may hold meanwhile; refuse while one runs."""
-    fd = _lock_file(database)
+    fd = _directory(database)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise BackupError(f"forged is running on {database}; stop it first"
-                          " (systemctl stop forged forged.socket)") from None  # fmt: skip
+        raise BackupError(f"forged is running on {database} (or on another database in its"
+                          f" directory); stop it first ({_how_to_stop(database)})"
+                          ) from None  # fmt: skip
     return fd
 
 
 def restore_backup(backup: Path, database: str, *, replace: bool) -> BackupInfo:
     """Put a checked backup in place of the database while no daemon runs."""
+    _refuse_companion(backup, database, "restore from")
     info = inspect_backup(backup)
     target = Path(database)
     fd = _exclusive(database)

@@ -126,21 +126,30 @@ def context(q: str, **params: Any) -> Call[ContextAnswer]:
     return Call("GET", "/v1/context", ContextAnswer, {"q": q, **params})
 
 
-def facts(*, history: bool = False, **params: Any) -> Call[FactsPage]:
+def _scoped(scope: str | None, all_scopes: bool) -> dict[str, Any]:
+    """The scope rule of listings: a scope named, "default" without one, or every scope asked
+    for by name (`all_scopes=true`)."""
+    return {"scope": scope, "all_scopes": "true" if all_scopes else None}
+
+
+def facts(*, history: bool = False, scope: str | None = None, all_scopes: bool = False,
+          **params: Any) -> Call[FactsPage]:  # fmt: skip
     """`history`: superseded facts too."""
-    return Call("GET", "/v1/facts", FactsPage, {**params, "history": "true" if history else None})
+    return Call("GET", "/v1/facts", FactsPage, {**params, **_scoped(scope, all_scopes),
+                                                "history": "true" if history else None})  # fmt: skip
 
 
-def fact(fact_id: int) -> Call[FactAudit]:
-    return Call("GET", f"/v1/facts/{fact_id}", FactAudit)
+def fact(fact_id: int, *, scope: str | None = None, all_scopes: bool = False) -> Call[FactAudit]:
+    return Call("GET", f"/v1/facts/{fact_id}", FactAudit, _scoped(scope, all_scopes))
 
 
 def consolidate(scope: str | None) -> Call[ConsolidateAnswer]:
     return Call("POST", "/v1/consolidate", ConsolidateAnswer, {"scope": scope}, slow=True)
 
 
-def summaries(**params: Any) -> Call[SummariesPage]:
-    return Call("GET", "/v1/summaries", SummariesPage, params)
+def summaries(*, scope: str | None = None, all_scopes: bool = False,
+              **params: Any) -> Call[SummariesPage]:  # fmt: skip
+    return Call("GET", "/v1/summaries", SummariesPage, {**params, **_scoped(scope, all_scopes)})
 
 
 def interactions(scope: str | None = None, **params: Any) -> Call[InteractionsPage]:
@@ -189,8 +198,10 @@ STATUS = Call("GET", "/v1/status", Status)
 HEALTH = Call("GET", "/v1/health", Health)
 
 
-def dead_letters(first: int | None, last: int | None) -> Call[DeadLettersAnswer]:
-    return Call("GET", "/v1/dead-letters", DeadLettersAnswer, _seq_range(first, last))
+def dead_letters(first: int | None, last: int | None, *, scope: str | None = None,
+                 all_scopes: bool = False) -> Call[DeadLettersAnswer]:  # fmt: skip
+    params = {**_seq_range(first, last), **_scoped(scope, all_scopes)}
+    return Call("GET", "/v1/dead-letters", DeadLettersAnswer, params)
 
 
 def redistill(first: int | None, last: int | None) -> Call[RedistillReport]:

@@ -12,9 +12,9 @@ from typing import Any, TextIO, TypeVar
 import msgspec
 
 from forged import __version__, display
-from forged.backup import restore_backup, take_backup
+from forged.backup import backup_target, restore_backup, take_backup
 from forged.cli_edits import add_edit_commands
-from forged.client import JSON, NDJSON, Client, find_socket
+from forged.client import JSON, NDJSON, Client, find_config, find_socket
 from forged.config import Config, StoreConfig, config_file, load_config, moved_keys, render_toml
 from forged.errors import (
     AlreadyRunning,
@@ -78,13 +78,11 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     from forged.backend import check_store
     from forged.plugins import check_observers  # imports the daemon's modules: only here
 
-    config = _config(args)
+    config, where = find_config(args.config)  # the same daemon the other commands talk to
     check_observers(config)
     store = check_store(config.store)  # reachable, and a schema this forged knows
     path = config_file(args.config, os.environ)
-    print(
-        f"# effective configuration (from {path or 'embedded defaults'}, with FORGED_* overrides)"
-    )
+    print(f"# effective configuration (from {where}, with FORGED_* overrides)")
     print(f"# {store}")
     for old, new in moved_keys(path):
         print(f"# {old} is read as {new}: write it there (the old place is deprecated)")
@@ -93,15 +91,16 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def _sqlite_store(args: argparse.Namespace) -> StoreConfig:
-    store = _config(args).store
+    store = find_config(args.config)[0].store  # the database of the daemon `status` talks to
     if store.backend == "postgresql":
         raise BackupError("backup and restore copy the SQLite file; use pg_dump for PostgreSQL")
     return store
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
-    info = take_backup(_sqlite_store(args), Path(args.file))
-    print(f"backed up to {args.file}: {info.describe()}")
+    target = backup_target(args.file)  # a directory gets a dated file in it
+    info = take_backup(_sqlite_store(args), target)
+    print(f"backed up to {target}: {info.describe()}")
     return 0
 
 
@@ -165,7 +164,8 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 def cmd_facts(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        for fact in client.iter_facts(scope=args.scope, kind=args.kind, history=args.history):
+        for fact in client.iter_facts(scope=args.scope, kind=args.kind, history=args.history,
+                                      all_scopes=args.all_scopes):  # fmt: skip
             if args.json:
                 print(msgspec.json.encode(fact).decode())
                 continue
@@ -174,7 +174,8 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
 
 def cmd_fact(args: argparse.Namespace) -> int:
-    _answer(args, lambda c: c.fact(args.id), _print_json)
+    _answer(args, lambda c: c.fact(args.id, scope=args.scope, all_scopes=args.all_scopes),
+            _print_json)  # fmt: skip
     return 0
 
 
@@ -204,13 +205,14 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
-def _export(client: Client, scope: str | None, out: TextIO) -> tuple[int, int]:
+def _export(client: Client, args: argparse.Namespace, out: TextIO) -> tuple[int, int]:
     summaries = facts = 0
-    for summary in client.iter_summaries(scope=scope):
+    scope, every = args.scope, args.all_scopes
+    for summary in client.iter_summaries(scope=scope, all_scopes=every):
         out.write(msgspec.json.encode({"type": "summary", **msgspec.to_builtins(summary)}).decode())
         out.write("\n")
         summaries += 1
-    for fact in client.iter_facts(scope=scope, history=True):
+    for fact in client.iter_facts(scope=scope, history=True, all_scopes=every):
         out.write(msgspec.json.encode({"type": "fact", **msgspec.to_builtins(fact)}).decode())
         out.write("\n")
         facts += 1
@@ -220,11 +222,11 @@ def _export(client: Client, scope: str | None, out: TextIO) -> tuple[int, int]:
 def cmd_export(args: argparse.Namespace) -> int:
     with _client(args) as client:
         if args.output is None:
-            summaries, facts = _export(client, args.scope, sys.stdout)
+            summaries, facts = _export(client, args, sys.stdout)
         else:
             try:
                 with open(args.output, "w", encoding="utf-8") as out:
-                    summaries, facts = _export(client, args.scope, out)
+                    summaries, facts = _export(client, args, out)
             except OSError as exc:
                 raise ClientError(f"cannot write {args.output}: {exc.strerror}") from exc
     where = args.output or "standard output"
@@ -233,7 +235,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_dead_letters(args: argparse.Namespace) -> int:
-    _answer(args, lambda c: c.dead_letters(args.from_seq, args.to_seq), display.show_dead_letters)
+    _answer(args, lambda c: c.dead_letters(args.from_seq, args.to_seq, scope=args.scope,
+                                           all_scopes=args.all_scopes),
+            display.show_dead_letters)  # fmt: skip
     return 0
 
 
@@ -272,6 +276,13 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scoped(command: argparse.ArgumentParser) -> None:
+    """The scope rule of every listing: one scope (`default` unless named), or all by asking."""
+    which = command.add_mutually_exclusive_group()
+    which.add_argument("--scope", help='only this scope (default: "default")')
+    which.add_argument("--all-scopes", action="store_true", help="every scope")
+
+
 def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     def query(
         name: str, handler: Callable[[argparse.Namespace], int], help: str
@@ -293,19 +304,20 @@ def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     context = query("context", cmd_context, "print the memory block an agent would be given")
     context.add_argument("--budget", type=int, help="tokens the block may use (default: config)")
     facts = add("facts", cmd_facts, "list stored facts, oldest first")
-    facts.add_argument("--scope", help="only this scope (default: every scope)")
+    _scoped(facts)
     facts.add_argument("--kind", choices=FACT_KINDS, help="only facts of this kind")
     facts.add_argument("--history", action="store_true", help="superseded facts too, marked")
     facts.add_argument("--json", action="store_true", help="one JSON object per line")
     fact = add("fact", cmd_fact, "show a fact with what it replaced and what replaced it")
     fact.add_argument("id", type=int, help="the fact's id")
+    _scoped(fact)
     consolidate = add("consolidate", cmd_consolidate, "consolidate facts now (scopes due, or one)")
     consolidate.add_argument("--scope", help="only this scope, due or not")
     forget = add("forget", cmd_forget, "erase everything of a scope, for good")
     forget.add_argument("scope", help="the scope to erase")
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     export = add("export", cmd_export, "write summaries and facts as JSON lines")
-    export.add_argument("--scope", help="only this scope (default: every scope)")
+    _scoped(export)
     export.add_argument("--output", "-o", help="file to write (default: standard output)")
 
 
@@ -324,6 +336,8 @@ def _add_client_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
         p.add_argument("--from", dest="from_seq", type=int, metavar="SEQ", help="first seq")
         p.add_argument("--to", dest="to_seq", type=int, metavar="SEQ", help="last seq")
         p.add_argument("--json", action="store_true", help="print the raw JSON answer")
+        if name == "dead-letters":
+            _scoped(p)
     imports = add("import", cmd_import, "import a chat history: a ChatGPT or Claude.ai export, "
                   "or JSON lines of interactions")  # fmt: skip
     imports.add_argument("format", choices=IMPORT_FORMATS, help="what the file is")

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 import httpx
+import msgspec
 
 from forged import calls, models
 from forged.calls import JSON, NDJSON, Call, T
-from forged.config import DEFAULT_SOCKET, config_file, load_config
+from forged.config import DEFAULT_SOCKET, Config, config_file, load_config
 
-__all__ = ["JSON", "NDJSON", "AsyncClient", "Client", "find_socket"]
+__all__ = ["JSON", "NDJSON", "AsyncClient", "Client", "find_config", "find_socket"]
 TIMEOUT = httpx.Timeout(120.0, connect=5.0)  # seconds: a local daemon accepts at once or is down
 BASE_URL = "http://forged"  # the host part is not used on a Unix socket, but httpx needs one
 DEV_CONFIG = Path("config/forged.dev.toml")  # what `make run` serves with, in a source checkout
@@ -60,6 +61,33 @@ async def _apages(page: Callable[[str | None], Awaitable[P]]) -> AsyncIterator[P
             return
 
 
+def _rooted(config: Config, root: Path) -> Config:
+    """The dev configuration with its paths (relative to the checkout) made absolute."""
+    server = msgspec.structs.replace(
+        config.server, socket=os.path.normpath(root / config.server.socket)
+    )
+    store = config.store
+    if store.backend == "sqlite":
+        store = msgspec.structs.replace(store, path=os.path.normpath(root / store.path))
+    return msgspec.structs.replace(config, server=server, store=store)
+
+
+def find_config(
+    config: str | Path | None = None, env: Mapping[str, str] | None = None
+) -> tuple[Config, str]:
+    """The configuration of the daemon the commands talk to, and where it was read from: the
+    one it would read (`config`, `FORGED_CONFIG`, `/etc/forged/forged.toml`), then, in or from
+    a source checkout, the one `make run` serves with; the embedded defaults otherwise.
+    """
+    env = os.environ if env is None else env
+    if (path := config_file(config, env)) is not None:
+        return load_config(path, env), str(path)
+    if (root := _checkout()) is not None:
+        dev = root / DEV_CONFIG
+        return _rooted(load_config(dev, env), root), f"{dev} (what `make run` serves with)"
+    return load_config(None, env), "embedded defaults"
+
+
 def find_socket(
     socket: str | Path | None = None,
     *,
@@ -75,11 +103,9 @@ def find_socket(
         return str(socket)
     if env.get("FORGED_SOCKET"):
         return env["FORGED_SOCKET"]
-    if (path := config_file(config, env)) is not None:
-        return load_config(path, env).server.socket
-    if (root := _checkout()) is not None:
-        return os.path.normpath(root / load_config(root / DEV_CONFIG, {}).server.socket)
-    return DEFAULT_SOCKET
+    if config_file(config, env) is None and _checkout() is None:
+        return DEFAULT_SOCKET
+    return find_config(config, env)[0].server.socket
 
 
 class Client:
@@ -137,36 +163,43 @@ class Client:
         return self._send(calls.context(q, **params))
 
     def facts(self, *, scope: str | None = None, kind: str | None = None,
-              after: str | None = None, limit: int | None = None,
-              history: bool = False) -> models.FactsPage:  # fmt: skip
-        """One page of current facts in id order (`history`: superseded ones too); pass its
-        `next` as `after` for the following."""
+              after: str | None = None, limit: int | None = None, history: bool = False,
+              all_scopes: bool = False) -> models.FactsPage:  # fmt: skip
+        """One page of current facts of `scope` ("default" when None; every scope with
+        `all_scopes`) in id order (`history`: superseded ones too); pass its `next` as `after`
+        for the following."""
         return self._send(calls.facts(scope=scope, kind=kind, after=after, limit=limit,
-                                      history=history))  # fmt: skip
+                                      history=history, all_scopes=all_scopes))  # fmt: skip
 
     def iter_facts(self, *, scope: str | None = None, kind: str | None = None,
-                   history: bool = False) -> Iterator[models.StoredFact]:  # fmt: skip
+                   history: bool = False,
+                   all_scopes: bool = False) -> Iterator[models.StoredFact]:  # fmt: skip
         """Every current fact (`history`: every stored fact), page after page."""
         pages = _pages(lambda after: self.facts(scope=scope, kind=kind, after=after,
-                                                history=history))  # fmt: skip
+                                                history=history, all_scopes=all_scopes))  # fmt: skip
         return (fact for page in pages for fact in page.facts)
 
-    def fact(self, fact_id: int) -> models.FactAudit:
-        """A fact, current or not, with what it replaced and what replaced it."""
-        return self._send(calls.fact(fact_id))
+    def fact(self, fact_id: int, *, scope: str | None = None,
+             all_scopes: bool = False) -> models.FactAudit:  # fmt: skip
+        """A fact of `scope`, current or not, with what it replaced and what replaced it."""
+        return self._send(calls.fact(fact_id, scope=scope, all_scopes=all_scopes))
 
     def consolidate(self, scope: str | None = None) -> models.ConsolidateAnswer:
         """Consolidate `scope` now (or every scope with new facts); waits on the model."""
         return self._send(calls.consolidate(scope))
 
     def summaries(self, *, scope: str | None = None, after: str | None = None,
-                  limit: int | None = None) -> models.SummariesPage:  # fmt: skip
+                  limit: int | None = None,
+                  all_scopes: bool = False) -> models.SummariesPage:  # fmt: skip
         """One page of stored summaries in id order."""
-        return self._send(calls.summaries(scope=scope, after=after, limit=limit))
+        return self._send(calls.summaries(scope=scope, after=after, limit=limit,
+                                          all_scopes=all_scopes))  # fmt: skip
 
-    def iter_summaries(self, *, scope: str | None = None) -> Iterator[models.StoredSummary]:
+    def iter_summaries(self, *, scope: str | None = None,
+                       all_scopes: bool = False) -> Iterator[models.StoredSummary]:  # fmt: skip
         """Every stored summary, page after page."""
-        pages = _pages(lambda after: self.summaries(scope=scope, after=after))
+        pages = _pages(lambda after: self.summaries(scope=scope, after=after,
+                                                    all_scopes=all_scopes))  # fmt: skip
         return (summary for page in pages for summary in page.summaries)
 
     def scopes(self) -> models.ScopesAnswer:
@@ -215,10 +248,15 @@ class Client:
         return self._send(calls.HEALTH)
 
     def dead_letters(
-        self, first: int | None = None, last: int | None = None
+        self,
+        first: int | None = None,
+        last: int | None = None,
+        *,
+        scope: str | None = None,
+        all_scopes: bool = False,
     ) -> models.DeadLettersAnswer:
-        """The open dead letters with seq in the range."""
-        return self._send(calls.dead_letters(first, last))
+        """The open dead letters of `scope` with seq in the range."""
+        return self._send(calls.dead_letters(first, last, scope=scope, all_scopes=all_scopes))
 
     def redistill(
         self, first: int | None = None, last: int | None = None
@@ -282,40 +320,47 @@ class AsyncClient:
         return await self._send(calls.context(q, **params))
 
     async def facts(self, *, scope: str | None = None, kind: str | None = None,
-                    after: str | None = None, limit: int | None = None,
-                    history: bool = False) -> models.FactsPage:  # fmt: skip
-        """One page of current facts in id order (`history`: superseded ones too); pass its
-        `next` as `after` for the following."""
+                    after: str | None = None, limit: int | None = None, history: bool = False,
+                    all_scopes: bool = False) -> models.FactsPage:  # fmt: skip
+        """One page of current facts of `scope` ("default" when None; every scope with
+        `all_scopes`) in id order (`history`: superseded ones too); pass its `next` as `after`
+        for the following."""
         return await self._send(calls.facts(scope=scope, kind=kind, after=after, limit=limit,
-                                            history=history))  # fmt: skip
+                                            history=history, all_scopes=all_scopes))  # fmt: skip
 
     async def iter_facts(self, *, scope: str | None = None, kind: str | None = None,
-                         history: bool = False) -> AsyncIterator[models.StoredFact]:  # fmt: skip
+                         history: bool = False,
+                         all_scopes: bool = False) -> AsyncIterator[models.StoredFact]:  # fmt: skip
         """Every current fact (`history`: every stored fact), page after page."""
         pages = _apages(lambda after: self.facts(scope=scope, kind=kind, after=after,
-                                                 history=history))  # fmt: skip
+                                                 history=history, all_scopes=all_scopes))  # fmt: skip
         async for page in pages:
             for fact in page.facts:
                 yield fact
 
-    async def fact(self, fact_id: int) -> models.FactAudit:
-        """A fact, current or not, with what it replaced and what replaced it."""
-        return await self._send(calls.fact(fact_id))
+    async def fact(self, fact_id: int, *, scope: str | None = None,
+                   all_scopes: bool = False) -> models.FactAudit:  # fmt: skip
+        """A fact of `scope`, current or not, with what it replaced and what replaced it."""
+        return await self._send(calls.fact(fact_id, scope=scope, all_scopes=all_scopes))
 
     async def consolidate(self, scope: str | None = None) -> models.ConsolidateAnswer:
         """Consolidate `scope` now (or every scope with new facts); waits on the model."""
         return await self._send(calls.consolidate(scope))
 
     async def summaries(self, *, scope: str | None = None, after: str | None = None,
-                        limit: int | None = None) -> models.SummariesPage:  # fmt: skip
+                        limit: int | None = None,
+                        all_scopes: bool = False) -> models.SummariesPage:  # fmt: skip
         """One page of stored summaries in id order."""
-        return await self._send(calls.summaries(scope=scope, after=after, limit=limit))
+        return await self._send(calls.summaries(scope=scope, after=after, limit=limit,
+                                                all_scopes=all_scopes))  # fmt: skip
 
     async def iter_summaries(
-        self, *, scope: str | None = None
+        self, *, scope: str | None = None, all_scopes: bool = False
     ) -> AsyncIterator[models.StoredSummary]:
         """Every stored summary, page after page."""
-        async for page in _apages(lambda after: self.summaries(scope=scope, after=after)):
+        pages = _apages(lambda after: self.summaries(scope=scope, after=after,
+                                                     all_scopes=all_scopes))  # fmt: skip
+        async for page in pages:
             for summary in page.summaries:
                 yield summary
 
@@ -368,10 +413,15 @@ class AsyncClient:
         return await self._send(calls.HEALTH)
 
     async def dead_letters(
-        self, first: int | None = None, last: int | None = None
+        self,
+        first: int | None = None,
+        last: int | None = None,
+        *,
+        scope: str | None = None,
+        all_scopes: bool = False,
     ) -> models.DeadLettersAnswer:
-        """The open dead letters with seq in the range."""
-        return await self._send(calls.dead_letters(first, last))
+        """The open dead letters of `scope` with seq in the range."""
+        return await self._send(calls.dead_letters(first, last, scope=scope, all_scopes=all_scopes))
 
     async def redistill(
         self, first: int | None = None, last: int | None = None

@@ -76,9 +76,11 @@ def _range(params: Params) -> tuple[int, int]:
 
 
 async def list_dead_letters(store: Backend, _request: Request, params: Params) -> Response:
-    """`GET /v1/dead-letters?from=&to=`: the open dead letters, oldest seq first."""
+    """`GET /v1/dead-letters?scope=&from=&to=`: the open dead letters, oldest seq first."""
     first, last = _range(params)
-    letters = await store.list_dead_letters(DISTILL_OBSERVER, first, last)
+    scope = params.scope()
+    letters = [letter for letter in await store.list_dead_letters(DISTILL_OBSERVER, first, last)
+               if scope in (None, letter.scope)]  # fmt: skip
     return Response(200, _JSON.encode(DeadLettersAnswer(letters)))
 
 

@@ -291,6 +291,13 @@ class Hub:
         self._changed.set()
         self._changed = trio.Event()
 
+    async def refresh(self) -> None:
+        """Take the log's totals and the watermarks from the store: on a shared database other
+        daemons append and commit too, and a status must tell the store's truth."""
+        for name, watermark in (await self._store.refresh_totals()).items():
+            if (progress := self.progress.get(name)) is not None:
+                progress.follow(watermark)
+
     def statuses(self) -> list[ObserverStatus]:
         return [p.refreshed(self._store.last_seq) for p in self.progress.values()]
 

@@ -6,12 +6,15 @@ import re
 from collections.abc import Iterable, Mapping
 
 from forged.errors import InvalidRequest
+from forged.models import DEFAULT_SCOPE
 from forged.timestamps import utc_timestamp
 
 MAX_KEY_CHARS = 512  # longest scope or session, as for pushed interactions
 DAY_START, DAY_END = "T00:00:00.000Z", "T23:59:59.999Z"  # a bare date spans its whole UTC day
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 MAX_SEQ = 2**63 - 1  # the largest integer SQLite stores: every seq and cursor fits
+ALL_SCOPES = "all_scopes"  # `all_scopes=true`: a listing that spans every scope says so
+SCOPED = ("scope", ALL_SCOPES)  # the parameters of the scope rule every listing follows
 
 
 def _invalid(message: str) -> InvalidRequest:
@@ -108,3 +111,12 @@ class Params:
             raise _invalid(f"`since` ({self.query['since']}) is after `until`"
                            f" ({self.query['until']})")  # fmt: skip
         return since, until
+
+    def scope(self) -> str | None:
+        """The scope rule of every listing and item route: the scope named, `default` when
+        none is (as search and context), or every scope (None) only when asked for."""
+        every = self.choice(ALL_SCOPES, ("true", "false")) == "true"
+        scope = self.key("scope")
+        if every and scope is not None:
+            raise _invalid(f"give `scope` or `{ALL_SCOPES}=true`, not both")
+        return None if every else scope or DEFAULT_SCOPE

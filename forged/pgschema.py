@@ -173,6 +173,14 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         """,
     ),
     (
+        "a client id is unique within its scope, not across scopes",
+        """
+        ALTER TABLE interactions DROP CONSTRAINT interactions_client_id_key;
+        ALTER TABLE interactions ADD CONSTRAINT interactions_scope_client_id_key
+            UNIQUE (scope, client_id);
+        """,
+    ),
+    (
         "per-item edits: facts written or pinned by a user, and the audit trail of every edit",
         f"""
         ALTER TABLE facts ADD COLUMN source text NOT NULL DEFAULT 'distilled';

@@ -57,7 +57,7 @@ _INSERT_INTERACTION = """
     INSERT INTO interactions
         (client_id, scope, session, timestamp, received_at, tokens, messages, metadata)
     VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
-    ON CONFLICT (client_id) DO NOTHING RETURNING seq
+    ON CONFLICT (scope, client_id) DO NOTHING RETURNING seq
 """  # another daemon may store the same client id meanwhile: then this row is a duplicate
 _LEASE_HELD = """
     SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s
@@ -94,9 +94,12 @@ def _append(conn: psycopg.Connection[Any], requests: list[list[NewInteraction]])
     with conn.transaction(), conn.cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", LOG_LOCK)
 
-        def stored(ids: list[str]) -> Iterable[str]:
-            sql = "SELECT client_id FROM interactions WHERE client_id = ANY(%s)"
-            return (r[0] for r in cur.execute(sql, (ids,)))
+        def stored(keys: list[tuple[str, str]]) -> Iterable[tuple[str, str]]:
+            sql = """SELECT i.scope, i.client_id FROM interactions AS i
+                JOIN unnest(%s::text[], %s::text[]) AS k (scope, client_id)
+                ON i.scope = k.scope AND i.client_id = k.client_id"""
+            scopes, ids = [s for s, _ in keys], [c for _, c in keys]
+            return ((r[0], r[1]) for r in cur.execute(sql, (scopes, ids)))
 
         rows, accepted = new_rows(requests, stored)
         inserted: list[bool] = []
@@ -119,6 +122,16 @@ def _read_log(conn: psycopg.Connection[Any], after: int, limit: int) -> list[Sto
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOG_LOCK)
         rows = conn.execute(to_psycopg(READ_LOG), (after, limit)).fetchall()
     return [row_to_interaction(r) for r in rows]
+
+
+def _totals(conn: psycopg.Connection[Any]) -> tuple[int, int, dict[str, int]]:
+    """The log's last seq and count, and the watermarks, read in one snapshot."""
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        row = conn.execute("SELECT coalesce(max(seq), 0), count(*) FROM interactions").fetchone()
+        marks = conn.execute("SELECT observer, seq FROM watermarks").fetchall()
+    last_seq, count = row or (0, 0)
+    return last_seq, count, {observer: seq for observer, seq in marks}
 
 
 class PostgresStore(SqlStore):
@@ -172,6 +185,13 @@ class PostgresStore(SqlStore):
         self.last_seq = max(self.last_seq, row[0] or 0)
         self.count += sum(accepted)
         return accepted
+
+    async def refresh_totals(self) -> dict[str, int]:
+        """Read the log's totals from the shared table (other daemons append too, so what this
+        one counted is not the log); answer every observer's stored watermark."""
+        last_seq, count, watermarks = await self.read(_totals)
+        self.last_seq, self.count = max(self.last_seq, last_seq), count
+        return watermarks
 
     async def read_log(self, after: int, limit: int) -> list[StoredInteraction]:
         """Up to `limit` interactions with seq greater than `after`, in seq order."""

@@ -71,6 +71,24 @@ _SCOPED_INDEX = f"""
         END;
         INSERT INTO {{table}}_fts ({{table}}_fts) VALUES ('rebuild');"""
 
+# The interactions' text as the full-text index reads it, and the triggers keeping it in step.
+_INTERACTIONS_VIEW = f"""CREATE VIEW interactions_text (seq, text, scope) AS
+            SELECT seq, (SELECT group_concat(
+                       coalesce(json_extract(m.value, '$.name'), json_extract(m.value, '$.role'))
+                       || ': ' || json_extract(m.value, '$.text'), char(10))
+                   FROM json_each(CAST(messages AS TEXT)) AS m),
+                   {SCOPE_TOKEN.format(scope="scope")}
+            FROM interactions;"""
+_INTERACTIONS_TRIGGERS = """CREATE TRIGGER interactions_fts_insert AFTER INSERT ON interactions BEGIN
+            INSERT INTO interactions_fts (rowid, text, scope)
+                SELECT seq, text, scope FROM interactions_text WHERE seq = new.seq;
+        END;
+        CREATE TRIGGER interactions_fts_delete BEFORE DELETE ON interactions BEGIN
+            INSERT INTO interactions_fts (interactions_fts, rowid, text, scope)
+                SELECT 'delete', seq, text, scope FROM interactions_text WHERE seq = old.seq;
+        END;"""
+_INTERACTIONS_INDEXED = f"{_INTERACTIONS_VIEW}\n        {_INTERACTIONS_TRIGGERS}"
+
 # Each entry is one schema version; append, never edit a released one.
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -314,25 +332,12 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         DROP VIEW interactions_text;
         {_SCOPED_INDEX.format(table="facts")}
         {_SCOPED_INDEX.format(table="summaries")}
-        CREATE VIEW interactions_text (seq, text, scope) AS
-            SELECT seq, (SELECT group_concat(
-                       coalesce(json_extract(m.value, '$.name'), json_extract(m.value, '$.role'))
-                       || ': ' || json_extract(m.value, '$.text'), char(10))
-                   FROM json_each(CAST(messages AS TEXT)) AS m),
-                   {SCOPE_TOKEN.format(scope="scope")}
-            FROM interactions;
+        {_INTERACTIONS_VIEW}
         CREATE VIRTUAL TABLE interactions_fts USING fts5(
             text, scope, content='interactions_text', content_rowid='seq', {_INDEX_TOKENIZER}
         );
         {_RANK_BY_TEXT.format(fts="interactions_fts")};
-        CREATE TRIGGER interactions_fts_insert AFTER INSERT ON interactions BEGIN
-            INSERT INTO interactions_fts (rowid, text, scope)
-                SELECT seq, text, scope FROM interactions_text WHERE seq = new.seq;
-        END;
-        CREATE TRIGGER interactions_fts_delete BEFORE DELETE ON interactions BEGIN
-            INSERT INTO interactions_fts (interactions_fts, rowid, text, scope)
-                SELECT 'delete', seq, text, scope FROM interactions_text WHERE seq = old.seq;
-        END;
+        {_INTERACTIONS_TRIGGERS}
         INSERT INTO interactions_fts (rowid, text, scope) SELECT seq, text, scope
             FROM interactions_text;                 -- not 'rebuild': see the interactions index
         """,
@@ -344,6 +349,37 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         UPDATE dead_letters SET scope = coalesce(
             (SELECT i.scope FROM interactions AS i WHERE i.seq = dead_letters.seq), '');
         CREATE INDEX dead_letters_by_scope ON dead_letters (scope);
+        """,
+    ),
+    (
+        "a client id is unique within its scope, not across scopes",
+        f"""
+        -- SQLite cannot drop a column's UNIQUE: the log is copied into a table keyed by
+        -- (scope, client_id), seqs and the AUTOINCREMENT high mark kept, so the full-text index
+        -- (keyed by seq, over the same text) stays valid without a rebuild.
+        DROP TRIGGER interactions_fts_insert;
+        DROP TRIGGER interactions_fts_delete;
+        DROP VIEW interactions_text;
+        CREATE TABLE interactions_by_key (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- acceptance order; never reused
+            client_id TEXT,                         -- idempotency key from the client
+            scope TEXT NOT NULL,
+            session TEXT,
+            timestamp TEXT NOT NULL,
+            received_at TEXT NOT NULL,
+            tokens INTEGER NOT NULL,                -- estimate, for batch budgets
+            messages BLOB NOT NULL,                 -- JSON, scrubbed
+            metadata BLOB,                          -- JSON, scrubbed
+            UNIQUE (scope, client_id)
+        );
+        INSERT INTO interactions_by_key SELECT seq, client_id, scope, session, timestamp,
+            received_at, tokens, messages, metadata FROM interactions;
+        DELETE FROM sqlite_sequence WHERE name = 'interactions_by_key';
+        UPDATE sqlite_sequence SET name = 'interactions_by_key' WHERE name = 'interactions';
+        DROP TABLE interactions;
+        ALTER TABLE interactions_by_key RENAME TO interactions;
+        CREATE INDEX interactions_by_scope ON interactions (scope);
+        {_INTERACTIONS_INDEXED}
         """,
     ),
     (

@@ -128,26 +128,28 @@ def row_to_interaction(row: tuple[Any, ...]) -> StoredInteraction:
 
 
 def new_rows(
-    requests: list[list[NewInteraction]], stored: Callable[[list[str]], Iterable[str]]
+    requests: list[list[NewInteraction]],
+    stored: Callable[[list[tuple[str, str]]], Iterable[tuple[str, str]]],
 ) -> tuple[list[tuple[Any, ...]], list[int]]:
     """The rows to insert, in order, and how many each request adds.
 
-    An interaction whose client id is already stored (`stored` tells which of some ids are), or
-    came earlier in the group (in the same request or another), is a duplicate.
+    A client id is unique within its scope: an interaction whose (scope, id) is already stored
+    (`stored` tells which of some keys are), or came earlier in the group (in the same request
+    or another), is a duplicate. The same id in another scope is another interaction.
     """
-    ids = [i.client_id for request in requests for i in request if i.client_id is not None]
-    seen: set[str] = set()
-    if ids:
-        seen.update(stored(ids))
+    keys = [(i.scope, i.client_id) for r in requests for i in r if i.client_id is not None]
+    seen: set[tuple[str, str]] = set()
+    if keys:
+        seen.update((scope, client_id) for scope, client_id in stored(keys))
     rows: list[tuple[Any, ...]] = []
     accepted = []
     for request in requests:
         before = len(rows)
         for item in request:
             if item.client_id is not None:
-                if item.client_id in seen:
+                if (key := (item.scope, item.client_id)) in seen:
                     continue
-                seen.add(item.client_id)
+                seen.add(key)
             rows.append(msgspec.structs.astuple(item))
         accepted.append(len(rows) - before)
     return rows, accepted

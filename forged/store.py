@@ -33,8 +33,9 @@ _INSERT_INTERACTION = """
     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """  # duplicates are left out beforehand (not ON CONFLICT): a duplicate must not use up a seq
 _STORED_IDS = """
-    SELECT client_id FROM interactions WHERE client_id IN (SELECT value FROM json_each(?))
-"""  # one query for a whole group, through the client_id index
+    SELECT i.scope, i.client_id FROM json_each(?) AS k JOIN interactions AS i
+        ON i.scope = json_extract(k.value, '$[0]') AND i.client_id = json_extract(k.value, '$[1]')
+"""  # one query for a whole group, through the (scope, client_id) index
 CHECKPOINT_ATTEMPTS = 3  # TRUNCATE checkpoints tried while readers hold old snapshots
 
 
@@ -87,8 +88,8 @@ def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("COMMIT")
 
 
-def _stored_ids(conn: sqlite3.Connection, ids: list[str]) -> Iterable[str]:
-    return (row[0] for row in conn.execute(_STORED_IDS, (_IDS.encode(ids),)))
+def _stored_ids(conn: sqlite3.Connection, keys: list[tuple[str, str]]) -> Iterable[tuple[str, str]]:
+    return conn.execute(_STORED_IDS, (_IDS.encode(keys),))
 
 
 def _append(
@@ -214,6 +215,10 @@ class Store(SqlStore):
         accepted, self.last_seq = await self._write(_append, requests)
         self.count += sum(accepted)
         return accepted
+
+    async def refresh_totals(self) -> dict[str, int]:
+        """Nothing to refresh: this daemon alone has the file open, and counts every append."""
+        return {}
 
     async def read_log(self, after: int, limit: int) -> list[StoredInteraction]:
         """Up to `limit` interactions with seq greater than `after`, in seq order."""

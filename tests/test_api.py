@@ -76,6 +76,19 @@ async def test_same_id_is_stored_once(client: httpx.AsyncClient) -> None:
     assert again.json() == {"accepted": 1, "duplicates": 2, "last_seq": 2}
 
 
+async def test_an_id_is_unique_within_its_scope_only(client: httpx.AsyncClient) -> None:
+    """An id another scope pushed first neither stops this scope's push nor tells it the id
+    exists there; within one scope the id is still stored once."""
+    attacker = {**ONE, "id": "chat-43:turn-1", "scope": "attacker"}
+    victim = {**attacker, "scope": "victim"}
+    assert (await client.post("/v1/interactions", json=attacker)).json()["accepted"] == 1
+    answer = await client.post("/v1/interactions", json=[victim, victim])
+    assert answer.json() == {"accepted": 1, "duplicates": 1, "last_seq": 2}
+    found = await client.get("/v1/search", params={"q": "PostgreSQL", "scope": "victim",
+                                                   "types": "interaction"})  # fmt: skip
+    assert [r["scope"] for r in found.json()["results"]] == ["victim"]
+
+
 BAD_BODIES: list[tuple[Any, str]] = [
     ({"scope": 7, **ONE}, "$.scope: Expected `str`, got `int`"),
     ({"scope": "s"}, "Object missing required field `messages`"),
@@ -244,7 +257,7 @@ async def test_head_where_get_is_not_served_is_405(client: httpx.AsyncClient) ->
         (
             "GET",
             "/v1/dead-letters?first=1",
-            "unknown parameter `first`; /v1/dead-letters accepts from, to",
+            "unknown parameter `first`; /v1/dead-letters accepts scope, all_scopes, from, to",
         ),
         (
             "GET",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import stat
 import subprocess
@@ -16,11 +17,12 @@ import trio
 from forged.backup import (
     DatabaseLock,
     _exclusive,
+    _how_to_stop,
     inspect_backup,
     restore_backup,
     take_backup,
 )
-from forged.config import StoreConfig, load_config
+from forged.config import DEFAULT_CONFIG_PATH, StoreConfig, load_config
 from forged.errors import BackupError
 from forged.records import NewInteraction
 from forged.schema import MIGRATIONS
@@ -88,6 +90,7 @@ async def test_backup_under_load_restores_everything_acknowledged_before_it(
             await acked_at_least(len(acked) + AFTER)
             nursery.cancel_scope.cancel()
     fresh = short_tmp / "restored" / "forged.db"
+    fresh.parent.mkdir()  # restore creates no directory: a wrong path must not become one
     restored = restore_backup(backup, str(fresh), replace=False)
     assert before <= _ids(fresh)
     assert restored == info and info.interactions == len(_ids(fresh)) >= len(before)
@@ -137,8 +140,8 @@ async def test_restore_refuses_while_the_daemon_runs(short_tmp: Path, fake_llm: 
         with pytest.raises(BackupError) as info:
             restore_backup(backup, config.store.path, replace=True)
     assert str(info.value) == (
-        f"forged is running on {config.store.path}; stop it first"
-        " (systemctl stop forged forged.socket)"
+        f"forged is running on {config.store.path} (or on another database in its directory);"
+        " stop it first (Ctrl-C the `forged serve` or `make run` serving it)"
     )
     assert _ids(Path(config.store.path)) == set()
 
@@ -244,3 +247,148 @@ def test_backup_and_restore_commands(short_tmp: Path) -> None:
     done = forged("restore", str(backup), "--yes")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"restored {backup} into {store.path}: 4 interactions")
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal", "-shm", "-journal", ".lock", ".old"])
+def test_backup_refuses_every_file_of_the_database(short_tmp: Path, suffix: str) -> None:
+    """The database, its WAL, shared memory, journal, lock or any `DB*` beside it is never a
+    backup target: writing there loses what the daemon acknowledged."""
+    store = _database(short_tmp)
+    target = Path(f"{store.path}{suffix}")
+    what = "the database itself" if not suffix else "a file of forged.db"
+    with pytest.raises(BackupError, match=rf"^{target} is {what}; back up to another file$"):
+        take_backup(store, target)
+    assert _ids(Path(store.path)) == {"id-0", "id-1", "id-2"}
+
+
+def test_backup_refuses_a_link_to_a_file_of_the_database(short_tmp: Path) -> None:
+    """Another name for the database's WAL (a hard link elsewhere) is refused as well."""
+    store = _database(short_tmp)
+    wal = Path(f"{store.path}-wal")
+    wal.write_bytes(b"")
+    (short_tmp / "elsewhere").mkdir()
+    link = short_tmp / "elsewhere" / "b.db"
+    os.link(wal, link)
+    with pytest.raises(BackupError, match=r"b\.db is a file of the database .*forged\.db; back"):
+        take_backup(store, link)
+
+
+def test_restore_refuses_a_file_of_the_database_as_its_source(short_tmp: Path) -> None:
+    """`forged restore DB-wal` is refused before anything is touched."""
+    store = _database(short_tmp)
+    wal = f"{store.path}-wal"
+    Path(wal).write_bytes(b"")
+    with pytest.raises(BackupError, match=rf"^{wal} is a file of forged\.db; restore from another"):
+        restore_backup(Path(wal), store.path, replace=True)
+
+
+async def test_a_lock_file_replaced_under_the_daemon_does_not_let_restore_in(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """The daemon's claim is on the database's directory: whatever file is put in place of
+    `DB.lock` (or any other), restore still finds the daemon and changes nothing."""
+    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
+    backup = short_tmp / "b.db"
+    other = await trio.to_thread.run_sync(_database, short_tmp / "other")
+    await trio.to_thread.run_sync(take_backup, other, backup)
+    async with running_daemon(config):
+        replacement = short_tmp / "lock.new"
+        replacement.write_bytes(b"")
+        os.replace(replacement, f"{config.store.path}.lock")
+        with pytest.raises(BackupError, match=r"^forged is running on "):
+            restore_backup(backup, config.store.path, replace=True)
+    assert _ids(Path(config.store.path)) == set()
+
+
+def test_restore_creates_no_directory(short_tmp: Path) -> None:
+    """A database path in a directory that does not exist is a wrong path: refused, not made."""
+    backup = short_tmp / "b.db"
+    take_backup(_database(short_tmp / "src"), backup)
+    database = short_tmp / "var" / "lib" / "forged" / "forged.db"
+    with pytest.raises(BackupError, match=(
+        rf"^{database.parent} does not exist: is {database} the database forged serves\?"
+        r" Name its configuration with --config$"
+    )):  # fmt: skip
+        restore_backup(backup, str(database), replace=True)
+    assert not (short_tmp / "var").exists()
+
+
+def test_the_packaged_daemon_is_stopped_with_systemctl() -> None:
+    """The hint names systemctl only for the systemd unit's database."""
+    assert _how_to_stop("/var/lib/forged/forged.db") == "systemctl stop forged forged.socket"
+    assert _how_to_stop("./var/forged.db") == "Ctrl-C the `forged serve` or `make run` serving it"
+
+
+def test_backup_into_a_directory_writes_a_dated_file_in_it(short_tmp: Path) -> None:
+    """`forged backup dir` writes `dir/forged-<time>.db`; `dir/` that does not exist is refused."""
+    store = _database(short_tmp)
+    backups = short_tmp / "backups"
+    backups.mkdir()
+    take_backup(store, backups)
+    (written,) = backups.iterdir()
+    assert re.fullmatch(r"forged-\d{8}T\d{6}Z\.db", written.name), written.name
+    assert _ids(written) == {"id-0", "id-1", "id-2"}
+    with pytest.raises(BackupError, match=r"^.*missing/ is not a directory; create it first"):
+        take_backup(store, f"{short_tmp}/missing/")
+    assert not (short_tmp / "missing").exists()
+
+
+def _crafted(path: Path) -> None:
+    """A file with every migration recorded but only a few bare tables."""
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT,"
+                   " applied_at TEXT)")  # fmt: skip
+        for version in range(1, len(MIGRATIONS) + 1):
+            db.execute("INSERT INTO schema_migrations VALUES (?, 'x', 'x')", (version,))
+        for table in ("interactions (seq, client_id)", "summaries (id)", "facts (id)",
+                      "dead_letters (resolved_at)"):  # fmt: skip
+            db.execute(f"CREATE TABLE {table}")
+
+
+def test_restore_checks_the_schema_itself(short_tmp: Path) -> None:
+    """Migration numbers alone do not pass: the tables, indexes, views and triggers must be the
+    ones the migrations make, or the daemon would refuse to start on the restored file."""
+    crafted = short_tmp / "crafted.db"
+    _crafted(crafted)
+    live = _database(short_tmp)
+    with pytest.raises(BackupError, match=(
+        rf"^{crafted}: not the schema version {len(MIGRATIONS)} makes: no index "
+        r"consolidation_changes_by_fact; no index consolidation_changes_by_into; no index"
+        r" consolidation_runs_by_observer and \d+ more$"
+    )):  # fmt: skip
+        restore_backup(crafted, live.path, replace=True)
+    assert _ids(Path(live.path)) == {"id-0", "id-1", "id-2"}
+
+
+def test_a_changed_table_is_not_the_schema(short_tmp: Path) -> None:
+    """A real database with one trigger dropped is refused, naming the trigger."""
+    store = _database(short_tmp / "src")
+    with sqlite3.connect(store.path) as db:
+        db.execute("DROP TRIGGER facts_fts_insert")
+    with pytest.raises(BackupError, match=r"makes: no trigger facts_fts_insert$"):
+        inspect_backup(Path(store.path))
+
+
+@pytest.mark.skipif(DEFAULT_CONFIG_PATH.exists(), reason="a system configuration is in force")
+def test_commands_in_a_checkout_use_the_database_make_run_serves(short_tmp: Path) -> None:
+    """Without --config, in a source checkout, backup, restore and check-config use the dev
+    configuration's database, as the other commands use its socket; no system path is touched."""
+    (short_tmp / "config").mkdir()
+    (short_tmp / "config" / "forged.dev.toml").write_text(
+        '[server]\nsocket = "./var/run/forged.sock"\n[store]\npath = "./var/forged.db"\n'
+    )
+    database = short_tmp / "var" / "forged.db"
+    _database(short_tmp / "var", interactions=4)
+    env = {k: v for k, v in os.environ.items() if k not in ("FORGED_CONFIG", "FORGED_SOCKET")}
+
+    def forged(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "forged", *args], cwd=short_tmp, env=env,
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+    done = forged("backup", "b.db")
+    assert done.stdout.startswith("backed up to b.db: 4 interactions"), done.stderr
+    done = forged("restore", "--yes", "b.db")
+    assert done.stdout.startswith(f"restored b.db into {database}: 4 interactions"), done.stderr
+    done = forged("check-config")
+    assert f"# store: sqlite at {database}, schema version" in done.stdout, done.stderr
+    assert "config/forged.dev.toml (what `make run` serves with)" in done.stdout

@@ -32,8 +32,8 @@ def _expected_rows() -> list[str]:
         rows += [f"recall: {n:,} facts + {n:,} turns, "] * 5
     rows += ["memory: "] * 2 + ["start: "] * 2 + ["quality: "] * len(DISTILLERS) + ["consolidate: "]
     if binaries() is None:  # the PostgreSQL step says it could not run
-        return [*rows, "postgres: "]
-    return rows + ["postgres ingest: "] * 2 + ["postgres recall: "] * 4
+        return [*rows, "postgres: ", "import: ", "import: "]
+    return rows + ["postgres ingest: "] * 2 + ["postgres recall: "] * 4 + ["import: "] * 2
 
 
 def _table(markdown: str) -> list[list[str]]:
@@ -63,7 +63,8 @@ async def test_quick_bench_reports_every_figure_with_baseline_and_ratio(tmp_path
         assert NUMBER.match(value) and NUMBER.match(base) and NUMBER.match(ratio), measure
         assert GOAL.match(goal), measure
     with_goal = [r[0] for r in rows if r[5]]
-    assert with_goal == [rows[0][0], rows[3][0], rows[5][0]]  # scrub, 16 clients, one request
+    # scrub, 16 clients, one request, the importer's peak RSS
+    assert with_goal == [rows[0][0], rows[3][0], rows[5][0], rows[-2][0]]
     assert "Goals met: " in out.read_text()
     assert "## Machine" in out.read_text() and "SQLite" in out.read_text()
 

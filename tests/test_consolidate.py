@@ -122,12 +122,14 @@ async def test_consolidation_keeps_the_current_state_and_the_history(
             assert fact["superseded_by"] == history[into]["id"], text
             assert (fact["invalid_at"] or "")[:10] == (invalid_day or ""), text
             assert fact["valid_from"] == fact["first_at"]
-            audit = (await client.get(f"/v1/facts/{fact['id']}")).json()
+            audit = (await client.get(f"/v1/facts/{fact['id']}", params={"scope": SCOPE})).json()
             change = audit["replaced_by"]
             assert (change["action"], change["fact"]["text"]) == (action, into)
             assert change["reason"] and change["run_id"] == run["run_id"]
         berlin = (
-            await client.get(f"/v1/facts/{history['The user lives in Berlin.']['id']}")
+            await client.get(
+                f"/v1/facts/{history['The user lives in Berlin.']['id']}", params={"scope": SCOPE}
+            )
         ).json()
         assert [c["fact"]["text"] for c in berlin["replaced"]] == ["The user lives in Lisbon."]
         assert berlin["replaced_by"] is None
@@ -180,7 +182,9 @@ async def test_a_new_state_replaces_what_it_contradicts_as_it_is_distilled(
         assert known  # the distiller was shown the scope's facts beside the transcript
         history = await _facts(client, history=True)
         for old, new in AT_DISTILLATION.items():
-            audit = (await client.get(f"/v1/facts/{history[old]['id']}")).json()
+            audit = (
+                await client.get(f"/v1/facts/{history[old]['id']}", params={"scope": SCOPE})
+            ).json()
             change = audit["replaced_by"]
             assert (change["action"], change["fact"]["text"]) == ("supersede", new)
             assert change["reason"].startswith("replaced by a newer ")
@@ -378,7 +382,7 @@ async def test_the_command_line_consolidates_and_shows_history(
         (lisbon,) = [line for line in history.splitlines() if "Lisbon" in line]
         assert lisbon.endswith(f"The user lives in Lisbon.  [superseded 2026-03-03 by #{berlin}:"
                                f" replaced on 2026-03-03 by fact {berlin}]")  # fmt: skip
-        audit = json.loads((await cli.forged("fact", str(berlin))).stdout)
+        audit = json.loads((await cli.forged("fact", str(berlin), "--scope", SCOPE)).stdout)
         assert audit["replaced"][0]["fact"]["text"] == "The user lives in Lisbon."
         missing = await cli.forged("fact", "999")
         assert missing.returncode != 0
@@ -490,7 +494,9 @@ async def test_a_plugin_named_in_config_consolidates_in_place_of_the_llm(
         history = await _facts(client, history=True)
         for text, (_, into, _) in RETIRED.items():
             into = "The service uses Postgres." if "MySQL" in text else into  # no merge here
-            change = (await client.get(f"/v1/facts/{history[text]['id']}")).json()["replaced_by"]
+            change = (
+                await client.get(f"/v1/facts/{history[text]['id']}", params={"scope": SCOPE})
+            ).json()["replaced_by"]
             assert (change["action"], change["fact"]["text"]) == ("supersede", into), text
             assert (change["reason"], change["run_id"]) == (
                 "same first 3 words, said later", run["run_id"]

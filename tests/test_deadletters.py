@@ -12,7 +12,7 @@ from forged.deadletters import PARAMS, list_dead_letters, redistill
 from forged.errors import InvalidRequest
 from forged.httpconn import Request
 from forged.models import DISTILL_OBSERVER
-from forged.params import MAX_SEQ, Params
+from forged.params import MAX_SEQ, SCOPED, Params
 from forged.records import BatchOutcome, DeadLetter
 from forged.store import Store
 from tests.data import new
@@ -21,7 +21,7 @@ PATH = "/v1/dead-letters"
 
 
 def _request(**query: str) -> tuple[Request, Params]:
-    return Request("GET", PATH, query, {}, b""), Params(query, PATH, PARAMS)
+    return Request("GET", PATH, query, {}, b""), Params(query, PATH, (*SCOPED, *PARAMS))
 
 
 @pytest.fixture
@@ -40,7 +40,8 @@ async def _with_letters(store: Store, *seqs: int) -> None:
 async def test_open_dead_letters_are_listed_in_seq_order_within_the_range(store: Store) -> None:
     """Only the letters with seq in [from, to] are listed, each raw answer cut to an excerpt."""
     await _with_letters(store, 2, 4, 5)
-    response = await list_dead_letters(store, *_request(**{"from": "3", "to": "5"}))
+    query = {"from": "3", "to": "5", "all_scopes": "true"}
+    response = await list_dead_letters(store, *_request(**query))
     letters = json.loads(response.body)["dead_letters"]
     assert response.status == 200
     assert [(d["seq"], d["reason"]) for d in letters] == [
@@ -48,6 +49,21 @@ async def test_open_dead_letters_are_listed_in_seq_order_within_the_range(store:
         (5, "InvalidAnswer: bad 5"),
     ]
     assert {len(d["raw_excerpt"]) for d in letters} == {500}
+
+
+async def test_dead_letters_are_listed_by_the_scope_rule(store: Store) -> None:
+    """Without a scope only the default scope's letters (whose raw answers quote transcripts);
+    a scope named, its own; every scope only when asked for."""
+    await _with_letters(store, 1, 2)  # in scope "s"
+
+    async def seqs(**query: str) -> list[int]:
+        response = await list_dead_letters(store, *_request(**query))
+        return [d["seq"] for d in json.loads(response.body)["dead_letters"]]
+
+    assert await seqs() == []
+    assert await seqs(scope="other") == []
+    assert await seqs(scope="s") == [1, 2]
+    assert await seqs(all_scopes="true") == [1, 2]
 
 
 @pytest.mark.parametrize(

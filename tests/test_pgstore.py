@@ -18,6 +18,7 @@ from forged.config import StoreConfig, load_config
 from forged.consolidate_observer import NAME
 from forged.errors import StoreError
 from forged.models import ConsolidationChange, ConsolidationRun, Fact, Usage
+from forged.pgschema import MIGRATIONS as PG_MIGRATIONS
 from forged.pgstore import _INSERT_INTERACTION, LOG_LOCK, PostgresStore
 from forged.records import BatchOutcome, ScopeResult
 from tests import daemons
@@ -317,3 +318,52 @@ async def test_two_daemons_retiring_one_scopes_facts_take_turns(shared: Path) ->
     assert sorted(len(changes) for changes in applied) == [0, 1]
     assert rows("", "SELECT count(*) FROM facts WHERE superseded_by IS NULL") == [(1,)]
     assert rows("", "SELECT count(*) FROM consolidation_changes") == [(1,)]
+
+
+async def test_client_ids_become_unique_per_scope_on_a_database_of_version_2(
+    shared: Path,
+) -> None:
+    """The (scope, id) migration keeps the rows and lets another scope store a stored id."""
+    assert daemons.STORE_URL is not None
+    with psycopg.connect(daemons.STORE_URL, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY,"
+                     " name text NOT NULL, applied_at text NOT NULL)")  # fmt: skip
+        for version, (name, sql) in enumerate(PG_MIGRATIONS[:2], start=1):
+            conn.execute(sql)
+            conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, 'x')", (version, name))
+    store = PostgresStore(StoreConfig(url=daemons.STORE_URL))
+    try:
+        assert await store.append([[new("t", "a", scope="one")]]) == [1]
+        assert await store.append([[new("t", "a", scope="two"), new("t", "a", scope="one")]]) == [1]
+    finally:
+        store.close()
+    assert sorted(rows("", "SELECT scope, client_id FROM interactions")) == [
+        ("one", "a"), ("two", "a")
+    ]  # fmt: skip
+
+
+async def test_status_totals_come_from_the_shared_store(shared: Path, fake_llm: FakeLLM) -> None:
+    """Two daemons, pushes to each in turn: both statuses count the whole log, its last seq,
+    and the backlog behind the watermark the store holds, not what one daemon appended."""
+    pair = []
+    for name in ("a", "b"):
+        (shared / name).mkdir()
+        pair.append(DaemonProcess(write_config(shared / name, fake_llm.base_url), shared / name))
+    with trio.fail_after(120):
+        async with pair[0], pair[1]:
+            for daemon in pair:
+                await daemon.start()
+            for n in range(40):
+                async with socket_client(pair[n % 2].socket) as client:
+                    answer = await client.post("/v1/interactions", json=interaction(f"i-{n}"))
+                    assert answer.status_code == 202
+            last = max(stored_ids().values())
+            async with socket_client(pair[0].socket) as client:
+                await _until_distilled(client, last)
+            for daemon in pair:
+                async with socket_client(daemon.socket) as client:
+                    status = (await client.get("/v1/status")).json()
+                assert status["log"] == {"last_seq": last, "count": 40}, daemon.directory.name
+                distill = next(o for o in status["observers"] if o["name"] == "distill")
+                assert (distill["watermark"], distill["backlog"]) == (last, 0)
+                assert await daemon.stop() == 0

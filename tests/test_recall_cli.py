@@ -148,9 +148,37 @@ async def test_facts_pages_through_everything(daemon: Daemon) -> None:
     done = await daemon.forged("facts", "--scope", "bulk", "--json")
     ids = [json.loads(line)["id"] for line in done.stdout.splitlines()]
     assert len(ids) == 250 and ids == sorted(set(ids))
-    readable = (await daemon.forged("facts")).stdout.decode().splitlines()
+    readable = (await daemon.forged("facts", "--all-scopes")).stdout.decode().splitlines()
     assert len(readable) == 253
     assert readable[0].split()[1:3] == ["user:alice", "state"]
+
+
+async def test_every_listing_follows_one_scope_rule(daemon: Daemon) -> None:
+    """Facts, summaries, dead letters and a fact by id: the scope named, `default` when none
+    is, every scope only with `all_scopes=true`; a fact of another scope is not found."""
+    await wait_for_watermark(daemon.client, 3, hub=daemon.api.hub)
+
+    async def listed(path: str, key: str, **query: str) -> set[str]:
+        answer = await daemon.client.get(path, params=query)
+        assert answer.status_code == 200, answer.text
+        return {row["scope"] for row in answer.json()[key]}
+
+    for path, key in (("/v1/facts", "facts"), ("/v1/summaries", "summaries")):
+        assert await listed(path, key) == set()
+        assert await listed(path, key, scope="user:alice") == {"user:alice"}
+        assert await listed(path, key, all_scopes="true") == {"user:alice"}
+        both = await daemon.client.get(path, params={"scope": "a", "all_scopes": "true"})
+        assert both.json()["error"]["message"] == "give `scope` or `all_scopes=true`, not both"
+    assert await listed("/v1/dead-letters", "dead_letters", all_scopes="true") == set()
+    fact = (await daemon.client.get("/v1/facts", params={"scope": "user:alice"})).json()
+    path = f"/v1/facts/{fact['facts'][0]['id']}"
+    for query, status in (({}, 404), ({"scope": "user:bob"}, 404),
+                          ({"scope": "user:alice"}, 200), ({"all_scopes": "true"}, 200)):  # fmt: skip
+        assert (await daemon.client.get(path, params=query)).status_code == status, query
+    other = await daemon.client.get(path, params={"scope": "user:bob"})
+    assert other.json()["error"]["message"] == f"no fact with id '{fact['facts'][0]['id']}'"
+    shown = await daemon.forged("fact", str(fact["facts"][0]["id"]), "--scope", "user:alice")
+    assert shown.returncode == 0, shown.stderr
 
 
 async def test_forget_without_a_terminal_refuses(daemon: Daemon) -> None:
@@ -198,7 +226,8 @@ async def test_export_writes_summaries_and_facts_as_json_lines(
         "/v1/interactions", json={**CONVERSATION[0], "id": "other", "scope": "user:bob"}
     )
     await wait_for_watermark(daemon.client, 4, hub=daemon.api.hub)
-    everything = await daemon.forged("export")
+    assert (await daemon.forged("export")).stdout == b""  # the default scope: nothing there
+    everything = await daemon.forged("export", "--all-scopes")
     lines = [json.loads(line) for line in everything.stdout.splitlines()]
     assert {(row["type"], row["scope"]) for row in lines} == {
         ("summary", "user:alice"), ("fact", "user:alice"),

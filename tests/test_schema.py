@@ -87,3 +87,34 @@ async def test_version_9_gives_each_dead_letter_its_interactions_scope(tmp_path:
         assert await store.read(lambda c: c.execute(sql).fetchall()) == [(2, "b")]
     finally:
         store.close()
+
+
+def _at_version(path: Path, version: int) -> sqlite3.Connection:
+    conn = _connect(path)
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                 " applied_at TEXT NOT NULL)")  # fmt: skip
+    for number, (name, sql) in enumerate(MIGRATIONS[:version], start=1):
+        conn.executescript(sql)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'x')", (number, name))
+    return conn
+
+
+def test_client_ids_become_unique_per_scope_keeping_seqs_and_the_index(tmp_path: Path) -> None:
+    """The (scope, id) migration keeps every row, its seq, the next seq and the search index,
+    and then lets another scope store an id one scope already has, never the same scope."""
+    conn = _at_version(tmp_path / "f.db", len(MIGRATIONS) - 1)
+    insert = ("INSERT INTO interactions (seq, client_id, scope, timestamp, received_at, tokens,"
+              " messages) VALUES (?, ?, ?, 't', 't', 1, ?)")  # fmt: skip
+    for seq, scope in ((1, "a"), (2, "b"), (5, "a")):
+        conn.execute(insert, (seq, f"id-{seq}", scope, f'[{{"role":"user","text":"word{seq}"}}]'))
+    conn.execute("DELETE FROM interactions WHERE seq = 5")  # forgotten: 5 is never reused
+    assert migrate(conn) == len(MIGRATIONS)
+    rows = conn.execute("SELECT seq, client_id, scope FROM interactions ORDER BY seq").fetchall()
+    assert rows == [(1, "id-1", "a"), (2, "id-2", "b")]
+    match = "SELECT rowid FROM interactions_fts WHERE interactions_fts MATCH 'word2'"
+    assert conn.execute(match).fetchall() == [(2,)]
+    conn.execute(insert, (None, "id-1", "b", '[{"role":"user","text":"again"}]'))
+    last = "SELECT seq, client_id, scope FROM interactions ORDER BY seq DESC LIMIT 1"
+    assert conn.execute(last).fetchone() == (6, "id-1", "b")
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute(insert, (None, "id-1", "a", '[{"role":"user","text":"x"}]'))
