@@ -61,9 +61,14 @@ def search(
     wanted = query.types if query.kind is None else (kind_type(query.kind),)
     types = [t for t in MEMORY_TYPES if t in wanted]
 
+    full: dict[MemoryType, list[MemoryItem]] = {}
+
     def rank(table: MemoryType, depth: int) -> list[MemoryItem]:
-        deep = msgspec.structs.replace(query, limit=depth)
-        return ranked(conn, table, deep, half_life_days, now)
+        """A type's best `depth`: its best `query.limit`, ranked once (each ranking asks the
+        index for every match, and fusion may read a list again, deeper)."""
+        if table not in full:
+            full[table] = ranked(conn, table, query, half_life_days, now)
+        return full[table][:depth]
 
     def said(seqs: list[int]) -> dict[int, str]:
         rows = conn.execute(_SAID, (json.dumps(seqs), query.scope))

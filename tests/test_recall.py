@@ -941,6 +941,46 @@ def test_the_search_that_stops_early_gives_the_exact_ranking(
         conn.close()
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    table=st.sampled_from(list(_INSERT)),
+    rows=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(WORDS), min_size=1, max_size=8),
+            st.sampled_from(["a", "a", "a", "b", "c"]),
+            st.floats(0, 1000),
+        ),
+        min_size=100,
+        max_size=400,
+    ),
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+    limit=st.integers(1, 40),
+)
+def test_the_search_over_every_scope_s_matches_gives_the_exact_ranking(
+    table: Any, rows: list[tuple[list[str], str, float]], words: list[str], limit: int
+) -> None:
+    """Asked without the scope's token (as for a scope holding most of a table), the index's
+    matches of other scopes are left out and the results are the exact ranking."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        patch.setattr(fulltext, "SCORE_TO_SCAN", 0)  # never the scope's token
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        migrate(conn)
+        conn.executemany(
+            _INSERT[table],
+            ({"text": " ".join(w), "norm": f"{n}", "scope": s, "at": stamp(d)}
+             for n, (w, s, d) in enumerate(rows)),
+        )  # fmt: skip
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        query = SearchQuery(q=" ".join(words), scope="a", limit=limit)
+        found = [i.id for i in ranked(conn, table, query, HALF_LIFE, NOW_JD)]
+        conn.set_trace_callback(None)
+        assert not [s for s in statements if "rank" in s and "scope : " in s]
+        assert found == exact_ids(conn, table, query, HALF_LIFE, NOW_JD)
+        conn.close()
+
+
 def _skewed(
     conn: sqlite3.Connection, table: Any, rows: list[tuple[bool, int, float]], others: int
 ) -> None:
