@@ -59,9 +59,9 @@ _SEARCH = {
 }
 
 
-def _words(text: str) -> list[str]:
+def _words(text: str, max_words: int) -> list[str]:
     """The user's words, as `recall` finds them for FTS5, without FTS5's quoting."""
-    return [p[1:-1].replace('""', '"') for p in query_phrases(text)]
+    return [p[1:-1].replace('""', '"') for p in query_phrases(text, max_words)]
 
 
 def _tsquery(words: list[str], params: dict[str, Any]) -> str:
@@ -77,7 +77,7 @@ def ranked(
     conn: Any, table: MemoryType, query: SearchQuery, half_life: float, now: float
 ) -> list[MemoryItem]:
     """One table's best matches, by text relevance times the decay of when they happened."""
-    words = _words(query.q)
+    words = _words(query.q, query.max_words)
     if not words:
         return []
     params: dict[str, Any] = {"scope": query.scope, "limit": query.limit, "now": now,

@@ -95,8 +95,11 @@ class Recall:
             self._search = pgrecall.search
             self._facts, self._summaries = pgrecall.list_facts, pgrecall.list_summaries
 
-    async def search(self, query: SearchQuery) -> list[MemoryItem]:
-        return await self.store.read(self._search, query, self.config.half_life_days)
+    async def search(self, query: SearchQuery, *, client: bool = True) -> list[MemoryItem]:
+        """The query's best items; a `client`'s read is stopped after `query_timeout_ms`."""
+        budget = self.config.query_timeout_ms / 1000 if client else None
+        return await self.store.read(self._search, query, self.config.half_life_days,
+                                     scope=query.scope, budget=budget)  # fmt: skip
 
     async def context(self, query: SearchQuery, budget_tokens: int) -> ContextAnswer:
         """The best candidates (up to `max_limit`), their relative times resolved, packed into
@@ -114,7 +117,7 @@ class Recall:
         query = SearchQuery(q=text, scope=scope, limit=self.config.max_limit, types=("fact",),
                             function_words=True)  # fmt: skip
         shown, used = [], 0
-        for fact in await self.search(query):
+        for fact in await self.search(query, client=False):  # the observer's: never stopped
             cost = estimate_tokens(fact.text) + KNOWN_LINE_TOKENS
             if used + cost <= budget_tokens:
                 shown.append(fact)

@@ -20,6 +20,7 @@ import trio
 from forged.backup import DatabaseLock
 from forged.errors import StorageFull, StoreError
 from forged.models import StoredInteraction
+from forged.readers import Readers, within
 from forged.records import NewInteraction
 from forged.schema import migrate
 from forged.sqlstore import READ_LOG, SqlStore, new_rows, row_to_interaction
@@ -36,6 +37,7 @@ _STORED_IDS = """
     SELECT client_id FROM interactions WHERE client_id IN (SELECT value FROM json_each(?))
 """  # one query for a whole group, through the client_id index
 CHECKPOINT_ATTEMPTS = 3  # TRUNCATE checkpoints tried while readers hold old snapshots
+READERS = 4  # reader connections: measured on two cores (docs/recall.md)
 
 
 log = structlog.get_logger("forged.store")
@@ -135,7 +137,8 @@ def file_schema_version(path: str) -> int:
 
 
 class Store(SqlStore):
-    """The database, opened once: a writer connection behind a `CapacityLimiter(1)` and a reader.
+    """The database, opened once: a writer connection behind a `CapacityLimiter(1)`, a few
+    readers shared by scope (forged.readers), and the observers' own connection to the log.
 
     Every blocking call runs in a worker thread; the limiters make sure each connection is used
     by one thread at a time.
@@ -144,7 +147,7 @@ class Store(SqlStore):
     backend = "sqlite"
     poll_interval = math.inf  # every append goes through this daemon, which wakes the feeders
 
-    def __init__(self, path: str, busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, path: str, busy_timeout_ms: int = 5000, readers: int = READERS) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         # memory is private: SQLite gives the -wal and -shm files the mode of the database file
         Path(path).touch(mode=0o600, exist_ok=True)
@@ -152,7 +155,8 @@ class Store(SqlStore):
         try:
             self._writer = _connect(path, busy_timeout_ms)
             self.schema_version = migrate(self._writer)
-            self._reader = _connect(path, busy_timeout_ms)
+            self._reader = _connect(path, busy_timeout_ms)  # the log's: feeding waits for no search
+            self._readers = Readers([_connect(path, busy_timeout_ms) for _ in range(readers)])
             self.last_seq, self.count = self._writer.execute(
                 "SELECT coalesce(max(seq), 0), count(*) FROM interactions"
             ).fetchone()
@@ -169,6 +173,8 @@ class Store(SqlStore):
         yield
 
     def close(self) -> None:
+        for conn in self._readers.connections():
+            conn.close()
         self._reader.close()
         self._writer.close()
         self._claim.release()
@@ -196,16 +202,21 @@ class Store(SqlStore):
             self._call, fn, self._writer, args, limiter=self._write_limiter
         )
 
-    async def read(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(reader_connection, *args)` in a thread."""
-        return await trio.to_thread.run_sync(
-            self._call, fn, self._reader, args, limiter=self._read_limiter
-        )
+    async def read(
+        self, fn: Callable[..., T], *args: Any, scope: str | None = None,
+        budget: float | None = None,
+    ) -> T:  # fmt: skip
+        """Run `fn(reader_connection, *args)` in a thread, on a reader free for `scope`, stopped
+        with QueryTimeout after `budget` seconds."""
+        return await self._readers.run(lambda conn: self._call(fn, conn, args, budget), scope)
 
     @staticmethod
-    def _call(fn: Callable[..., T], conn: sqlite3.Connection, args: tuple[Any, ...]) -> T:
+    def _call(
+        fn: Callable[..., T], conn: sqlite3.Connection, args: tuple[Any, ...],
+        budget: float | None = None,
+    ) -> T:  # fmt: skip
         try:
-            return fn(conn, *args)
+            return within(conn, budget, fn, *args)
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
 
@@ -217,5 +228,8 @@ class Store(SqlStore):
 
     async def read_log(self, after: int, limit: int) -> list[StoredInteraction]:
         """Up to `limit` interactions with seq greater than `after`, in seq order."""
-        rows = await self.read(lambda c: c.execute(READ_LOG, (after, limit)).fetchall())
+        rows = await trio.to_thread.run_sync(
+            self._call, lambda c: c.execute(READ_LOG, (after, limit)).fetchall(), self._reader, (),
+            limiter=self._read_limiter,
+        )  # fmt: skip
         return [row_to_interaction(r) for r in rows]
