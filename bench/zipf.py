@@ -23,7 +23,7 @@ SPAN_DAYS = 365  # the turns are dated over the last year
 SCOPE_A = "user:a"  # the scope of a year of chat
 SCOPE_B = "user:b"  # another scope, small, searched while scope A is busy
 B_TURNS = 1_000  # turns of scope B
-_ONSETS = "b d f g k m p r t v"  # noqa: SIM905 - one string of letters reads better
+_ONSETS = "b d f g k m p r t v"
 _VOWELS = "a o u"
 _INSERT = """INSERT INTO interactions
     (client_id, scope, session, timestamp, received_at, tokens, messages, metadata)

@@ -151,7 +151,7 @@ class RecallConfig(_Section, frozen=True):
     max_limit: Positive = 100
     default_budget_tokens: Positive = 1000
     max_budget_tokens: Positive = 100_000
-    query_timeout_ms: Positive = 2000  # a search or context read stopped after this long: 503
+    query_timeout_ms: Positive = 10_000  # a search or context read stopped after this long: 503
     max_query_words: Positive = 32  # distinct words of a query searched; the answer lists the rest
 
 
