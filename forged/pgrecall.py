@@ -88,15 +88,24 @@ def ranked(
     return [memory_item(table, r) for r in conn.execute(sql, params).fetchall()]
 
 
-def search(
-    conn: Any, query: SearchQuery, half_life_days: float, now: float | None = None
-) -> list[MemoryItem]:
-    """The best `query.limit` items of one scope, as `recall.search` ranks them on SQLite."""
+def searches(
+    conn: Any, query: SearchQuery, half_life_days: float, limits: list[int],
+    now: float | None = None,
+) -> list[list[MemoryItem]]:  # fmt: skip
+    """The best items of one scope for each of `limits`, as `recall.searches` gives them on
+    SQLite: each type ranked once, to `query.limit` (at least the largest)."""
     now = julian_now() if now is None else now
     wanted = query.types if query.kind is None else (kind_type(query.kind),)
     types = [t for t in MEMORY_TYPES if t in wanted]
     lists = [ranked(conn, t, query, half_life_days, now) for t in types]
-    found = fuse(lists, query.limit, periods(query.q))
+    return [fuse([found[:limit] for found in lists], limit, periods(query.q)) for limit in limits]
+
+
+def search(
+    conn: Any, query: SearchQuery, half_life_days: float, now: float | None = None
+) -> list[MemoryItem]:
+    """The best `query.limit` items of one scope, as `recall.search` ranks them on SQLite."""
+    (found,) = searches(conn, query, half_life_days, [query.limit], now)
     if query.sources:
         found = [with_sources(Portable(conn), i) for i in found]  # type: ignore[arg-type]
     return found
