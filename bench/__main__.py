@@ -80,7 +80,7 @@ NOTES = """\
   alike. Then {hammers} clients send, over and over, the costliest query (scope A's 1,500 most
   frequent words, most frequent first) while one-word searches of scope B are timed; the row
   says how the hammering clients were answered (503: `query_timeout`). The overlap compares the
-  turns' top ten with ranking every match of the scope (rare and mid queries, and 5 of the
+  turns' top ten with ranking every match of the scope (rare and mid queries, and 3 of the
   common ones). `--only onescope` runs this step alone.
 - **memory**: VmHWM from `/proc/<pid>/status`. The backlog store is written straight with SQLite
   (forged's schema, one bulk transaction) before the daemon starts, and kept in the cache
