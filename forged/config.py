@@ -67,9 +67,7 @@ class StoreConfig(_Section, frozen=True):
     url: str = ""  # postgresql://user@host/db selects PostgreSQL instead of the SQLite file `path`
     password_file: str = ""  # the PostgreSQL password; else libpq's PGPASSWORD or ~/.pgpass
     pool_size: Positive = 4  # PostgreSQL connections per daemon for writes, the log, observers
-    readers: Positive = (
-        4  # connections for recall (SQLite and PostgreSQL); one scope holds all but one
-    )
+    readers: Positive = 2  # recall's connections, both stores; one scope holds all but one
 
     def __post_init__(self) -> None:
         if self.url and not self.url.startswith(("postgresql://", "postgres://")):

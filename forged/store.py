@@ -37,7 +37,7 @@ _STORED_IDS = """
     SELECT client_id FROM interactions WHERE client_id IN (SELECT value FROM json_each(?))
 """  # one query for a whole group, through the client_id index
 CHECKPOINT_ATTEMPTS = 3  # TRUNCATE checkpoints tried while readers hold old snapshots
-READERS = 4  # reader connections: measured on two cores (docs/recall.md)
+READERS = 2  # reader connections: on two cores, more of them slow one another (docs/recall.md)
 
 
 log = structlog.get_logger("forged.store")
