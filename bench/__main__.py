@@ -19,6 +19,7 @@ from bench import (
     importing,
     ingest,
     memory,
+    onescope,
     postgres,
     quality,
     recall,
@@ -33,8 +34,8 @@ from bench.stores import SCOPES
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "benchmarks.md"  # the tracked report: default-size runs only
 SCRATCH_OUT = REPO / "var" / "bench"  # where other sizes write theirs (not tracked)
-STEPS = ("scrub", "ingest", "batching", "recall", "memory", "start", "quality", "consolidate",
-         "postgres", "import")  # fmt: skip
+STEPS = ("scrub", "ingest", "batching", "recall", "onescope", "memory", "start", "quality",
+         "consolidate", "postgres", "import")  # fmt: skip
 DEFAULT_CACHE = (
     Path(tempfile.gettempdir()) / "forged-bench-cache"
 )  # large stores, kept between runs
@@ -71,6 +72,17 @@ NOTES = """\
   same words over a plain full-text table of every text in the store (no scope, no recency), in
   the benchmark's process. The overlap is the mean share of each type's top ten (facts,
   summaries, turns) that ranking every match of the scope in full also has.
+- **onescope**: {onescope:,} turns in one scope (and 1,000 in a second one), their words drawn
+  by Zipf's law from 200,000 generated ones, written straight with SQLite after forged's
+  migrations and cached. Queries of scope A's own words: one in 3 to 10 turns, two in 0.1% to 1%
+  of them, ten of its 20 most frequent; each asked in turn of a bare FTS5 `MATCH ... ORDER BY
+  rank LIMIT 10` over scope A's texts (in the benchmark's process), of `/v1/search` and of
+  `/v1/context` (1,000 tokens) through the socket, so that the machine's load falls on all three
+  alike. Then {hammers} clients send, over and over, the costliest query (scope A's 1,500 most
+  frequent words, most frequent first) while one-word searches of scope B are timed; the row
+  says how the hammering clients were answered (503: `query_timeout`). The overlap compares the
+  turns' top ten with ranking every match of the scope (rare and mid queries, and 3 of the
+  common ones). `--only onescope` runs this step alone.
 - **memory**: VmHWM from `/proc/<pid>/status`. The backlog store is written straight with SQLite
   (forged's schema, one bulk transaction) before the daemon starts, and kept in the cache
   directory; the fake LLM never answers, so the first batch hangs and the rest waits on disk. The
@@ -112,6 +124,7 @@ async def _run(ctx: Context, turns: list[corpus.Turn], only: set[str]) -> list[R
         "ingest": lambda: ingest.measure(ctx, turns),
         "batching": lambda: batching.measure(ctx, turns),
         "recall": lambda: recall.measure(ctx),
+        "onescope": lambda: onescope.measure(ctx),
         "memory": lambda: memory.measure(ctx, turns),
         "start": lambda: start.measure(ctx, turns),
         "quality": lambda: quality.rows(REPO, ctx.size.quality_conversations, ctx.work),
@@ -148,6 +161,8 @@ def _notes(size: Size, source: str) -> str:
         consolidate=size.consolidate_facts,
         pg_facts=min(postgres.RECALL_FACTS, max(size.recall_facts)),
         import_mb=size.import_bytes // 1_000_000,
+        onescope=onescope.TURNS,
+        hammers=onescope.HAMMERS,
     )
 
 

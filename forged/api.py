@@ -32,7 +32,7 @@ from forged.models import (
     StoreStatus,
 )
 from forged.params import MAX_KEY_CHARS, SCOPED, Params
-from forged.query import SearchQuery, kind_type
+from forged.query import SearchQuery, dropped_words, kind_type
 from forged.recall import Recall
 
 SHUTDOWN_RETRY_AFTER = 2  # seconds a client is told to wait while the daemon restarts
@@ -230,13 +230,15 @@ class Api:
             until=until,
             sources=params.choice("sources", ("true", "false")) == "true",
             history=_history(params),
+            max_words=self.config.recall.max_query_words,
         )
 
     async def search(self, _request: Request, params: Params) -> Response:
         recall = self.config.recall
         limit = params.integer("limit", recall.default_limit, 1, recall.max_limit)
-        results = await self.recall.search(self._search_query(params, limit))
-        return json_response(SearchAnswer(results))
+        query = self._search_query(params, limit)
+        results = await self.recall.search(query)
+        return json_response(SearchAnswer(results, dropped_words(query)))
 
     async def context(self, _request: Request, params: Params) -> Response:
         recall = self.config.recall
@@ -244,7 +246,8 @@ class Api:
             "budget_tokens", recall.default_budget_tokens, 1, recall.max_budget_tokens
         )
         query = self._search_query(params, recall.max_limit)
-        return json_response(await self.recall.context(query, budget))
+        answer = await self.recall.context(query, budget)
+        return json_response(msgspec.structs.replace(answer, dropped_words=dropped_words(query)))
 
     def _page(self, params: Params, kinds: tuple[str, ...] = ()) -> Page:
         since, until = params.period()

@@ -41,7 +41,13 @@ class Backend(Protocol):
 
     def close(self) -> None: ...
 
-    async def read(self, fn: Callable[..., T], *args: Any) -> T: ...
+    async def read(
+        self, fn: Callable[..., T], *args: Any, scope: str | None = None,
+        budget: float | None = None,
+    ) -> T:  # fmt: skip
+        """`fn(connection, *args)` in a thread, on a connection free for `scope` (no scope takes
+        them all), stopped with QueryTimeout after `budget` seconds."""
+        ...
 
     def lease(
         self, observer: str, follow: Callable[[int], None]
@@ -100,7 +106,7 @@ def open_store(config: StoreConfig) -> Backend:
         return PostgresStore(config)
     from forged.store import Store
 
-    return Store(config.path, config.busy_timeout_ms)
+    return Store(config.path, config.busy_timeout_ms, config.readers)
 
 
 def check_store(config: StoreConfig) -> str:

@@ -66,7 +66,8 @@ class StoreConfig(_Section, frozen=True):
     busy_timeout_ms: Positive = 5000
     url: str = ""  # postgresql://user@host/db selects PostgreSQL instead of the SQLite file `path`
     password_file: str = ""  # the PostgreSQL password; else libpq's PGPASSWORD or ~/.pgpass
-    pool_size: Positive = 4  # PostgreSQL connections per daemon
+    pool_size: Positive = 4  # PostgreSQL connections per daemon for writes, the log, observers
+    readers: Positive = 2  # recall's connections, both stores; one scope holds all but one
 
     def __post_init__(self) -> None:
         if self.url and not self.url.startswith(("postgresql://", "postgres://")):
@@ -148,6 +149,8 @@ class RecallConfig(_Section, frozen=True):
     max_limit: Positive = 100
     default_budget_tokens: Positive = 1000
     max_budget_tokens: Positive = 100_000
+    query_timeout_ms: Positive = 10_000  # a search or context read stopped after this long: 503
+    max_query_words: Positive = 32  # distinct words of a query searched; the answer lists the rest
 
 
 class LogConfig(_Section, frozen=True):

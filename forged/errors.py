@@ -3,6 +3,7 @@
 ForgedError
 ├── ConfigError          the configuration file or environment is wrong
 ├── InvalidRequest       a client sent something the API cannot accept (carries status, code)
+│   └── QueryTimeout     a recall query ran past its time budget and was stopped
 ├── StoreError           SQLite failed
 │   └── StorageFull      the disk (or the database size limit) is full
 ├── DistillError         a distiller could not turn a transcript into memory
@@ -49,6 +50,15 @@ class InvalidRequest(ForgedError):
         self.code = code
         self.message = message
         self.retry_after = retry_after
+
+
+class QueryTimeout(InvalidRequest):
+    """A recall query ran past `recall.query_timeout_ms` and was stopped: a 503 for its client."""
+
+    def __init__(self, budget: float) -> None:
+        super().__init__(503, "query_timeout", f"the query ran past its time budget"
+                         f" ({budget * 1000:.0f} ms, recall.query_timeout_ms) and was stopped;"
+                         " ask with fewer or rarer words")  # fmt: skip
 
 
 class StoreError(ForgedError):

@@ -229,18 +229,22 @@ class MemoryItem(msgspec.Struct, frozen=True, omit_defaults=True):
     invalid_at: str | None = None  # when a superseded fact stopped being true
 
 
-class SearchAnswer(msgspec.Struct):
-    """Answer of `/v1/search`, best first."""
+class SearchAnswer(msgspec.Struct, omit_defaults=True):
+    """Answer of `/v1/search`, best first; `dropped_words`, when there are any, were past the
+    query's limit of distinct words (`recall.max_query_words`) and not searched."""
 
     results: list[MemoryItem]
+    dropped_words: list[str] = []
 
 
-class ContextAnswer(msgspec.Struct):
-    """Answer of `/v1/context`: the delimited block, the tokens it costs and what it holds."""
+class ContextAnswer(msgspec.Struct, omit_defaults=True):
+    """Answer of `/v1/context`: the delimited block, the tokens it costs and what it holds;
+    `dropped_words` as in a search."""
 
     text: str
     tokens: int
     items: list[MemoryItem]
+    dropped_words: list[str] = []
 
 
 class StoredFact(msgspec.Struct, frozen=True):

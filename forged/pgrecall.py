@@ -59,9 +59,9 @@ _SEARCH = {
 }
 
 
-def _words(text: str) -> list[str]:
+def _words(text: str, max_words: int) -> list[str]:
     """The user's words, as `recall` finds them for FTS5, without FTS5's quoting."""
-    return [p[1:-1].replace('""', '"') for p in query_phrases(text)]
+    return [p[1:-1].replace('""', '"') for p in query_phrases(text, max_words)]
 
 
 def _tsquery(words: list[str], params: dict[str, Any]) -> str:
@@ -77,7 +77,7 @@ def ranked(
     conn: Any, table: MemoryType, query: SearchQuery, half_life: float, now: float
 ) -> list[MemoryItem]:
     """One table's best matches, by text relevance times the decay of when they happened."""
-    words = _words(query.q)
+    words = _words(query.q, query.max_words)
     if not words:
         return []
     params: dict[str, Any] = {"scope": query.scope, "limit": query.limit, "now": now,
@@ -88,15 +88,24 @@ def ranked(
     return [memory_item(table, r) for r in conn.execute(sql, params).fetchall()]
 
 
-def search(
-    conn: Any, query: SearchQuery, half_life_days: float, now: float | None = None
-) -> list[MemoryItem]:
-    """The best `query.limit` items of one scope, as `recall.search` ranks them on SQLite."""
+def searches(
+    conn: Any, query: SearchQuery, half_life_days: float, limits: list[int],
+    now: float | None = None,
+) -> list[list[MemoryItem]]:  # fmt: skip
+    """The best items of one scope for each of `limits`, as `recall.searches` gives them on
+    SQLite: each type ranked once, to `query.limit` (at least the largest)."""
     now = julian_now() if now is None else now
     wanted = query.types if query.kind is None else (kind_type(query.kind),)
     types = [t for t in MEMORY_TYPES if t in wanted]
     lists = [ranked(conn, t, query, half_life_days, now) for t in types]
-    found = fuse(lists, query.limit, periods(query.q))
+    return [fuse([found[:limit] for found in lists], limit, periods(query.q)) for limit in limits]
+
+
+def search(
+    conn: Any, query: SearchQuery, half_life_days: float, now: float | None = None
+) -> list[MemoryItem]:
+    """The best `query.limit` items of one scope, as `recall.search` ranks them on SQLite."""
+    (found,) = searches(conn, query, half_life_days, [query.limit], now)
     if query.sources:
         found = [with_sources(Portable(conn), i) for i in found]  # type: ignore[arg-type]
     return found

@@ -33,10 +33,11 @@ import structlog
 import trio
 
 from forged.config import StoreConfig
-from forged.errors import StorageFull, StoreError
+from forged.errors import QueryTimeout, StorageFull, StoreError
 from forged.models import StoredInteraction
 from forged.pgschema import migrate
 from forged.portable import to_psycopg
+from forged.readers import Readers
 from forged.records import NewInteraction
 from forged.sqlstore import READ_LOG, SqlStore, new_rows, row_to_interaction
 
@@ -51,7 +52,8 @@ DISK_FULL = "53100"  # SQLSTATE disk_full
 # 202 only after a durable COMMIT; a killed daemon's backend that waits on a lock (a read behind
 # the log barrier) notices the closed connection and leaves the queue (PostgreSQL 14 or later).
 SESSION_OPTIONS = "-c synchronous_commit=on -c client_connection_check_interval=1000"
-READERS = 3  # concurrent reads per daemon (the pool keeps one connection for the writer)
+READERS = 3  # concurrent reads of the main pool (it keeps one connection for the writer)
+QUERY_CANCELED = "57014"  # SQLSTATE query_canceled: what statement_timeout raises
 
 _INSERT_INTERACTION = """
     INSERT INTO interactions
@@ -160,8 +162,21 @@ class PostgresStore(SqlStore):
         self._holders: dict[str, int] = {}  # observer -> backend pid of the lease connection
         self._write_limiter = trio.CapacityLimiter(1)
         self._read_limiter = trio.CapacityLimiter(READERS)
+        # recall's own connections: no search waits behind the log, a write or an observer
+        self._recall = psycopg_pool.ConnectionPool(
+            config.url, min_size=1, max_size=config.readers, kwargs=self._kwargs, open=False,
+            timeout=timeout, check=psycopg_pool.ConnectionPool.check_connection,
+        )  # fmt: skip
+        try:
+            self._recall.open(wait=True, timeout=timeout)
+        except psycopg.Error as exc:
+            self._pool.close()
+            self._recall.close()
+            raise StoreError(f"cannot use PostgreSQL at {config.url}: {_one_line(exc)}") from exc
+        self._readers = Readers([self._recall] * config.readers)
 
     def close(self) -> None:
+        self._recall.close()
         self._pool.close()
 
     def _call(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
@@ -174,9 +189,32 @@ class PostgresStore(SqlStore):
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         return await trio.to_thread.run_sync(self._call, fn, args, limiter=self._write_limiter)
 
-    async def read(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(connection, *args)` in a thread, on a pooled connection in autocommit mode."""
-        return await trio.to_thread.run_sync(self._call, fn, args, limiter=self._read_limiter)
+    async def read(
+        self, fn: Callable[..., T], *args: Any, scope: str | None = None,
+        budget: float | None = None,
+    ) -> T:  # fmt: skip
+        """Run `fn(connection, *args)` in a thread, on a pooled connection in autocommit mode:
+        a scope's read (recall's) on a recall connection free for it, stopped by
+        `statement_timeout` after `budget` seconds."""
+        if scope is None:
+            return await trio.to_thread.run_sync(self._call, fn, args, limiter=self._read_limiter)
+        return await self._readers.run(lambda pool: self._recall_call(pool, fn, args, budget),
+                                       scope)  # fmt: skip
+
+    @staticmethod
+    def _recall_call(
+        pool: psycopg_pool.ConnectionPool[Any], fn: Callable[..., T], args: tuple[Any, ...],
+        budget: float | None,
+    ) -> T:  # fmt: skip
+        ms = 0 if budget is None else max(1, round(budget * 1000))  # 0: no limit
+        try:
+            with pool.connection() as conn:
+                conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{ms}ms",))
+                return fn(conn, *args)
+        except psycopg.Error as exc:
+            if exc.sqlstate == QUERY_CANCELED and budget is not None:
+                raise QueryTimeout(budget) from exc
+            raise _translate(exc) from exc
 
     async def append(self, requests: list[list[NewInteraction]]) -> list[int]:
         """Commit the interactions of several requests together; return what each added."""

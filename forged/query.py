@@ -10,7 +10,7 @@ import msgspec
 from forged.models import MEMORY_TYPES, MemoryType
 from forged.packing import content_words
 
-MAX_QUERY_TERMS = 64  # words of a query that are searched; an agent may pass a whole message
+MAX_QUERY_TERMS = 64  # distinct words of a query searched, unless it says (`max_words`)
 UNIX_EPOCH_JULIAN_DAY = 2440587.5  # julianday('1970-01-01'), to compare with SQLite's dates
 SECONDS_PER_DAY = 86400.0
 CURRENT = "superseded_by IS NULL"  # a fact no consolidation has retired
@@ -37,18 +37,30 @@ class SearchQuery(msgspec.Struct, frozen=True):
     sources: bool = False  # attach each fact's and summary's source interactions
     history: bool = False  # superseded facts too, marked and dated
     function_words: bool = False  # search "the", "did", "what" too, not only the other words
+    max_words: int = MAX_QUERY_TERMS  # distinct words searched; the later ones are dropped
 
 
-def query_phrases(text: str) -> list[str]:
-    """The user's words as quoted FTS5 phrases; none when there is no word to search.
+def _distinct_words(text: str) -> list[str]:
+    """The query's words, each once, in order: what it holds besides punctuation."""
+    text = text.replace("\x00", " ")  # FTS5 reads its query as a C string: NUL would cut it
+    terms = dict.fromkeys(text.split())
+    return [t for t in terms if any(c.isalnum() for c in t)]  # the tokenizer drops the rest
+
+
+def query_phrases(text: str, max_words: int = MAX_QUERY_TERMS) -> list[str]:
+    """The user's first `max_words` distinct words as quoted FTS5 phrases; none when there is
+    no word to search.
 
     Every word is quoted (`"` doubled inside), so no character or keyword is ever read as FTS
-    syntax.
+    syntax. Each word searched costs a pass over its rows in the index: the limit bounds what
+    one query may cost.
     """
-    text = text.replace("\x00", " ")  # FTS5 reads its query as a C string: NUL would cut it
-    terms = list(dict.fromkeys(text.split()))[:MAX_QUERY_TERMS]
-    words = [t for t in terms if any(c.isalnum() for c in t)]  # the tokenizer drops the rest
-    return ['"' + w.replace('"', '""') + '"' for w in words]
+    return ['"' + w.replace('"', '""') + '"' for w in _distinct_words(text)[:max_words]]
+
+
+def dropped_words(query: SearchQuery) -> list[str]:
+    """The distinct words past the query's `max_words`, which are not searched."""
+    return _distinct_words(query.q)[query.max_words :]
 
 
 def _meaningful(phrases: list[str]) -> list[str]:
@@ -64,7 +76,7 @@ def _meaningful(phrases: list[str]) -> list[str]:
 
 def searched(query: SearchQuery) -> list[str]:
     """The phrases a query is searched for: its words, without function words unless asked."""
-    phrases = query_phrases(query.q)
+    phrases = query_phrases(query.q, query.max_words)
     return phrases if query.function_words else _meaningful(phrases)
 
 

@@ -26,7 +26,7 @@ from forged.models import (
     SummariesPage,
     Turn,
 )
-from forged.packing import pack
+from forged.packing import FIRST_KEPT, kept_first, pack
 from forged.query import SearchQuery, julian_now, kind_type
 from forged.relative import with_times_resolved
 from forged.tokens import estimate_tokens
@@ -52,24 +52,38 @@ def with_sources(conn: sqlite3.Connection, item: MemoryItem) -> MemoryItem:
     return msgspec.structs.replace(item, sources=turns)
 
 
-def search(
-    conn: sqlite3.Connection, query: SearchQuery, half_life_days: float, now: float | None = None
-) -> list[MemoryItem]:
-    """The best `query.limit` items of one scope: each type ranked by BM25 times recency decay,
-    the lists merged by reciprocal rank fusion."""
+def searches(
+    conn: sqlite3.Connection, query: SearchQuery, half_life_days: float, limits: list[int],
+    now: float | None = None,
+) -> list[list[MemoryItem]]:  # fmt: skip
+    """The best items of one scope for each of `limits` (each type ranked by BM25 times recency
+    decay, the lists merged by reciprocal rank fusion): each the answer of a search asking that
+    many, from one ranking of each type (`query.limit` is at least the largest)."""
     now = julian_now() if now is None else now
     wanted = query.types if query.kind is None else (kind_type(query.kind),)
     types = [t for t in MEMORY_TYPES if t in wanted]
 
+    full: dict[MemoryType, list[MemoryItem]] = {}
+
     def rank(table: MemoryType, depth: int) -> list[MemoryItem]:
-        deep = msgspec.structs.replace(query, limit=depth)
-        return ranked(conn, table, deep, half_life_days, now)
+        """A type's best `depth`: its best `query.limit`, ranked once (each ranking asks the
+        index for every match, and fusion may read a list again, deeper)."""
+        if table not in full:
+            full[table] = ranked(conn, table, query, half_life_days, now)
+        return full[table][:depth]
 
     def said(seqs: list[int]) -> dict[int, str]:
         rows = conn.execute(_SAID, (json.dumps(seqs), query.scope))
         return {seq: plain(turn_text(messages)[1]) for seq, messages in rows}
 
-    found = fused_top(rank, types, query.limit, periods(query.q), said)
+    return [fused_top(rank, types, limit, periods(query.q), said) for limit in limits]
+
+
+def search(
+    conn: sqlite3.Connection, query: SearchQuery, half_life_days: float, now: float | None = None
+) -> list[MemoryItem]:
+    """The best `query.limit` items of one scope, with their sources when asked."""
+    (found,) = searches(conn, query, half_life_days, [query.limit], now)
     if query.sources:
         found = [with_sources(conn, i) for i in found]
     return found
@@ -82,23 +96,34 @@ class Recall:
         self.store = store
         self.config = config
         self._search: Callable[..., list[MemoryItem]] = search
+        self._searches: Callable[..., list[list[MemoryItem]]] = searches
         self._facts: Callable[..., FactsPage] = listing.list_facts
         self._summaries: Callable[..., SummariesPage] = listing.list_summaries
         if store.backend == "postgresql":
             from forged import pgrecall  # the same answers, from tsvector and GIN
 
-            self._search = pgrecall.search
+            self._search, self._searches = pgrecall.search, pgrecall.searches
             self._facts, self._summaries = pgrecall.list_facts, pgrecall.list_summaries
 
-    async def search(self, query: SearchQuery) -> list[MemoryItem]:
-        return await self.store.read(self._search, query, self.config.half_life_days)
+    async def search(self, query: SearchQuery, *, client: bool = True) -> list[MemoryItem]:
+        """The query's best items; a `client`'s read is stopped after `query_timeout_ms`."""
+        budget = self._budget() if client else None
+        return await self.store.read(self._search, query, self.config.half_life_days,
+                                     scope=query.scope, budget=budget)  # fmt: skip
 
     async def context(self, query: SearchQuery, budget_tokens: int) -> ContextAnswer:
         """The best candidates (up to `max_limit`), their relative times resolved, packed into
-        the budget."""
+        the budget: search's first few first when they fit, then by coverage of the question."""
         candidates = msgspec.structs.replace(query, limit=self.config.max_limit)
-        found = [with_times_resolved(i) for i in await self.search(candidates)]
-        return pack(by_coverage(found, query.q), budget_tokens)
+        limits = [self.config.max_limit, self.config.default_limit]
+        found, shown = await self.store.read(self._searches, candidates, self.config.half_life_days,
+                                             limits, scope=query.scope, budget=self._budget())  # fmt: skip
+        found = [with_times_resolved(i) for i in found]
+        first = [with_times_resolved(i) for i in shown[:FIRST_KEPT]]
+        return pack(kept_first(first, by_coverage(found, query.q), budget_tokens), budget_tokens)
+
+    def _budget(self) -> float:
+        return self.config.query_timeout_ms / 1000
 
     async def related(self, scope: str, text: str, budget_tokens: int) -> list[MemoryItem]:
         """The scope's current facts that recall finds for `text`, best first, while they fit
@@ -109,7 +134,7 @@ class Recall:
         query = SearchQuery(q=text, scope=scope, limit=self.config.max_limit, types=("fact",),
                             function_words=True)  # fmt: skip
         shown, used = [], 0
-        for fact in await self.search(query):
+        for fact in await self.search(query, client=False):  # the observer's: never stopped
             cost = estimate_tokens(fact.text) + KNOWN_LINE_TOKENS
             if used + cost <= budget_tokens:
                 shown.append(fact)

@@ -20,6 +20,7 @@ import trio
 from forged.backup import DatabaseLock
 from forged.errors import StorageFull, StoreError
 from forged.models import StoredInteraction
+from forged.readers import Readers, within
 from forged.records import NewInteraction
 from forged.schema import migrate
 from forged.sqlstore import READ_LOG, SqlStore, new_rows, row_to_interaction
@@ -37,6 +38,7 @@ _STORED_IDS = """
         ON i.scope = json_extract(k.value, '$[0]') AND i.client_id = json_extract(k.value, '$[1]')
 """  # one query for a whole group, through the (scope, client_id) index
 CHECKPOINT_ATTEMPTS = 3  # TRUNCATE checkpoints tried while readers hold old snapshots
+READERS = 2  # reader connections: on two cores, more of them slow one another (docs/recall.md)
 
 
 log = structlog.get_logger("forged.store")
@@ -136,7 +138,8 @@ def file_schema_version(path: str) -> int:
 
 
 class Store(SqlStore):
-    """The database, opened once: a writer connection behind a `CapacityLimiter(1)` and a reader.
+    """The database, opened once: a writer connection behind a `CapacityLimiter(1)`, a few
+    readers shared by scope (forged.readers), and the observers' own connection to the log.
 
     Every blocking call runs in a worker thread; the limiters make sure each connection is used
     by one thread at a time.
@@ -145,7 +148,7 @@ class Store(SqlStore):
     backend = "sqlite"
     poll_interval = math.inf  # every append goes through this daemon, which wakes the feeders
 
-    def __init__(self, path: str, busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, path: str, busy_timeout_ms: int = 5000, readers: int = READERS) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         # memory is private: SQLite gives the -wal and -shm files the mode of the database file
         Path(path).touch(mode=0o600, exist_ok=True)
@@ -153,7 +156,8 @@ class Store(SqlStore):
         try:
             self._writer = _connect(path, busy_timeout_ms)
             self.schema_version = migrate(self._writer)
-            self._reader = _connect(path, busy_timeout_ms)
+            self._reader = _connect(path, busy_timeout_ms)  # the log's: feeding waits for no search
+            self._readers = Readers([_connect(path, busy_timeout_ms) for _ in range(readers)])
             self.last_seq, self.count = self._writer.execute(
                 "SELECT coalesce(max(seq), 0), count(*) FROM interactions"
             ).fetchone()
@@ -170,6 +174,8 @@ class Store(SqlStore):
         yield
 
     def close(self) -> None:
+        for conn in self._readers.connections():
+            conn.close()
         self._reader.close()
         self._writer.close()
         self._claim.release()
@@ -197,16 +203,21 @@ class Store(SqlStore):
             self._call, fn, self._writer, args, limiter=self._write_limiter
         )
 
-    async def read(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(reader_connection, *args)` in a thread."""
-        return await trio.to_thread.run_sync(
-            self._call, fn, self._reader, args, limiter=self._read_limiter
-        )
+    async def read(
+        self, fn: Callable[..., T], *args: Any, scope: str | None = None,
+        budget: float | None = None,
+    ) -> T:  # fmt: skip
+        """Run `fn(reader_connection, *args)` in a thread, on a reader free for `scope`, stopped
+        with QueryTimeout after `budget` seconds."""
+        return await self._readers.run(lambda conn: self._call(fn, conn, args, budget), scope)
 
     @staticmethod
-    def _call(fn: Callable[..., T], conn: sqlite3.Connection, args: tuple[Any, ...]) -> T:
+    def _call(
+        fn: Callable[..., T], conn: sqlite3.Connection, args: tuple[Any, ...],
+        budget: float | None = None,
+    ) -> T:  # fmt: skip
         try:
-            return fn(conn, *args)
+            return within(conn, budget, fn, *args)
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
 
@@ -222,5 +233,8 @@ class Store(SqlStore):
 
     async def read_log(self, after: int, limit: int) -> list[StoredInteraction]:
         """Up to `limit` interactions with seq greater than `after`, in seq order."""
-        rows = await self.read(lambda c: c.execute(READ_LOG, (after, limit)).fetchall())
+        rows = await trio.to_thread.run_sync(
+            self._call, lambda c: c.execute(READ_LOG, (after, limit)).fetchall(), self._reader, (),
+            limiter=self._read_limiter,
+        )  # fmt: skip
         return [row_to_interaction(r) for r in rows]

@@ -16,7 +16,7 @@ import trio
 
 from forged.config import StoreConfig, load_config
 from forged.consolidate_observer import NAME
-from forged.errors import StoreError
+from forged.errors import QueryTimeout, StoreError
 from forged.models import ConsolidationChange, ConsolidationRun, Fact, Usage
 from forged.pgschema import MIGRATIONS as PG_MIGRATIONS
 from forged.pgstore import _INSERT_INTERACTION, LOG_LOCK, PostgresStore
@@ -262,6 +262,20 @@ async def test_a_commit_without_the_lease_is_refused(shared: Path) -> None:
         ):
             await store.set_watermark("distill", 1)
         assert await store.watermark("distill") == 0
+    finally:
+        store.close()
+
+
+async def test_a_recall_read_past_its_budget_is_canceled(shared: Path) -> None:
+    """A scope's read on PostgreSQL is stopped by statement_timeout (QueryTimeout), and the
+    next read on the same connections runs without a limit."""
+    assert daemons.STORE_URL is not None
+    store = PostgresStore(StoreConfig(url=daemons.STORE_URL, readers=1))
+    try:
+        with pytest.raises(QueryTimeout, match=r"^the query ran past its time budget \(50 ms,"):
+            await store.read(lambda c: c.execute("SELECT pg_sleep(30)"), scope="a", budget=0.05)
+        sleep = "SELECT pg_sleep(0.1), current_setting('statement_timeout')"
+        assert (await store.read(lambda c: c.execute(sleep).fetchone(), scope="a"))[1] == "0"
     finally:
         store.close()
 

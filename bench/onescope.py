@@ -1,0 +1,223 @@
+"""Recall in one large scope: search and context through the socket for a rare word, two
+mid-frequency words and ten common words, each beside a bare FTS5 top-10 of the same words;
+and another scope's search while 16 clients send the costliest query there is."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from urllib.parse import urlencode
+
+import trio
+
+from bench import zipf
+from bench.corpus import SEED
+from bench.recall import BUDGET, LIMIT, NO_LLM, WARM_UP, _read_through, _stats
+from bench.report import Goal, Row
+from bench.runner import Client, running
+from bench.sizes import Context
+from bench.stores import BARE, cached
+from forged.config import RecallConfig
+from forged.fulltext import exact_ids, ranked
+from forged.query import SearchQuery, fts_query, julian_now, query_phrases
+from forged.store import READERS
+
+TURNS = 300_000  # interactions in scope A: a year of chat
+MID_SHARE = (0.001, 0.01)  # a mid-frequency word is in this share of the scope's turns
+RARE_TURNS = (3, 10)  # a rare word is in this many turns
+COMMON_POOL = 20  # ten common words are drawn from the scope's most frequent words
+COMMON_QUERIES = 10  # a bare top-10 of ten common words takes seconds: fewer of them
+OVERLAP_COMMON = 3  # ranking every match of ten common words takes seconds too
+HAMMERS = 16  # clients sending the costliest query to scope A at once
+WORST_WORDS = 1_500  # the costliest query: this many of the most frequent words, 10 KB
+B_SAMPLES = 100  # one-word searches of scope B timed while scope A is hammered
+B_LIMIT_MS = 50.0  # the most a scope-B search may take at p99 while scope A is hammered
+GOALS = {  # p99 against the bare FTS5 top-10, by query and endpoint
+    ("two mid-frequency words", "search"): Goal(1.5, at_least=False),
+    ("two mid-frequency words", "context"): Goal(2.0, at_least=False),
+    ("ten common words", "search"): Goal(0.1, at_least=False),
+    ("ten common words", "context"): Goal(0.15, at_least=False),
+}
+AT_MOST_THE_LIMIT = Goal(1.0, at_least=False)
+READER_COUNTS = (READERS, 4)  # how many readers the daemon has: the default, and more
+
+
+def _query_sets(path: Path) -> dict[str, list[str]]:
+    """The queries of each kind, drawn from scope A's own words by how many turns hold them."""
+    counts = zipf.document_counts(path)
+    rng = random.Random(SEED)
+    low, high = (int(share * TURNS) for share in MID_SHARE)
+    mid = [w for w, n in counts if low <= n <= high]
+    rare = [w for w, n in counts if RARE_TURNS[0] <= n <= RARE_TURNS[1]]
+    common = [w for w, _ in counts[:COMMON_POOL]]
+    return {
+        "one rare word": [rng.choice(rare) for _ in range(100)],
+        "two mid-frequency words": [" ".join(rng.sample(mid, 2)) for _ in range(100)],
+        "ten common words": [" ".join(rng.sample(common, 10)) for _ in range(COMMON_QUERIES)],
+    }
+
+
+def _worst(path: Path) -> str:
+    """The most frequent words of the scope, most frequent first: what costs most to search."""
+    return " ".join(w for w, _ in zipf.document_counts(path)[:WORST_WORDS])
+
+
+async def _interleaved(
+    queries: list[str], asks: dict[str, Callable[[str], Awaitable[object]]]
+) -> dict[str, list[float]]:
+    """Each query asked of each side in turn, so that the machine's load falls on all alike."""
+    for q in queries[: max(1, min(WARM_UP, len(queries) // 10))]:  # a tenth, at most WARM_UP
+        for ask in asks.values():
+            await ask(q)
+    samples: dict[str, list[float]] = {name: [] for name in asks}
+    for q in queries:
+        for name, ask in asks.items():
+            started = time.perf_counter()
+            await ask(q)
+            samples[name].append(time.perf_counter() - started)
+    return samples
+
+
+def _asks(
+    client: Client, bare: sqlite3.Connection
+) -> dict[str, Callable[[str], Awaitable[object]]]:
+    sql = f"SELECT rowid FROM {BARE} WHERE {BARE} MATCH ? ORDER BY rank LIMIT {LIMIT}"
+
+    async def bare_top(q: str) -> object:
+        return bare.execute(sql, (fts_query(query_phrases(q)),)).fetchall()
+
+    async def search(q: str) -> object:
+        return await client.get("/v1/search?" + urlencode({"q": q, "scope": zipf.SCOPE_A,
+                                                           "limit": LIMIT}))  # fmt: skip
+
+    async def context(q: str) -> object:
+        query = urlencode({"q": q, "scope": zipf.SCOPE_A, "budget_tokens": BUDGET})
+        return await client.get("/v1/context?" + query)
+
+    return {"bare": bare_top, "search": search, "context": context}
+
+
+def overlap(path: Path, queries: list[str]) -> float:
+    """The mean share of the turns' top ten that ranking every match of the scope also has."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    half_life, now, shares = RecallConfig().half_life_days, julian_now(), []
+    for q in queries:
+        query = SearchQuery(q, zipf.SCOPE_A, LIMIT)
+        exact = exact_ids(conn, "interaction", query, half_life, now)
+        found = {i.id for i in ranked(conn, "interaction", query, half_life, now)}
+        shares.append(len(found & set(exact)) / len(exact) if exact else 1.0)
+    conn.close()
+    return statistics.fmean(shares)
+
+
+async def _hammered(socket: str, worst: str, b_word: str) -> tuple[list[float], dict[int, int]]:
+    """Scope B's one-word search timed while HAMMERS clients send `worst` to scope A; and
+    how the hammering clients were answered (status: count)."""
+    answered: dict[int, int] = {}
+    target = "/v1/search?" + urlencode({"q": worst, "scope": zipf.SCOPE_A})
+    all_busy = trio.Event()  # every hammer has had an answer and asks again
+
+    async def hammer() -> None:
+        client = await Client.connect(socket)
+        try:
+            while True:
+                status, _ = await client.request("GET", target)
+                answered[status] = answered.get(status, 0) + 1
+                if sum(answered.values()) >= HAMMERS:
+                    all_busy.set()
+        finally:
+            with trio.CancelScope(shield=True):
+                await client.aclose()
+
+    b_target = "/v1/search?" + urlencode({"q": b_word, "scope": zipf.SCOPE_B})
+    samples = []
+    async with trio.open_nursery() as nursery:
+        for _ in range(HAMMERS):
+            nursery.start_soon(hammer)
+        await all_busy.wait()
+        probe = await Client.connect(socket)  # now: an idle connection would be closed meanwhile
+        for _ in range(B_SAMPLES):
+            started = time.perf_counter()
+            await probe.get(b_target)
+            samples.append(time.perf_counter() - started)
+        nursery.cancel_scope.cancel()
+    await probe.aclose()
+    return samples, answered
+
+
+def _b_word(path: Path) -> str:
+    """A word of scope B's turns that few of them hold."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    (text,) = conn.execute("SELECT text FROM interactions_text WHERE scope = ? LIMIT 1",
+                           (zipf._token(zipf.SCOPE_B),)).fetchone()  # fmt: skip
+    conn.close()
+    return str(text.split(": ", 1)[1].split()[-1].rstrip("."))
+
+
+def _rows(kind: str, samples: dict[str, list[float]]) -> list[Row]:
+    at = f"one scope: {TURNS:,} turns, {kind},"
+    baseline = f"bare FTS5 top-{LIMIT} of the same words"
+    bare_median, bare_p99 = _stats(samples["bare"])
+    rows = []
+    for endpoint in ("search", "context"):
+        median, p99 = _stats(samples[endpoint])
+        rows += [
+            Row(f"{at} {endpoint} median", median, "ms", baseline, bare_median),
+            Row(f"{at} {endpoint} p99", p99, "ms", baseline, bare_p99,
+                goal=GOALS.get((kind, endpoint))),
+        ]  # fmt: skip
+    return rows
+
+
+async def measure(ctx: Context) -> list[Row]:
+    store = cached(ctx.cache, f"onescope-{TURNS}", zipf.build, TURNS)
+    path = Path(store.path)
+    _read_through(path)
+    sets = _query_sets(path)
+    bare = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows: list[Row] = []
+    async with running(
+        ctx.work / "onescope", NO_LLM, store={"path": store.path}, distill={"enabled": False}
+    ) as daemon:
+        client = await daemon.client()
+        for kind, queries in sets.items():
+            rows += _rows(kind, await _interleaved(queries, _asks(client, bare)))
+        await client.aclose()
+    bare.close()
+    for readers in READER_COUNTS:
+        rows += await _scope_b(ctx, path, readers)
+    checked = sets["one rare word"] + sets["two mid-frequency words"]
+    checked += sets["ten common words"][:OVERLAP_COMMON]
+    share = overlap(path, checked)
+    rows.append(Row("one scope: turns' top-10 overlap", share, "share", "ranking every match", 1.0))
+    return rows
+
+
+async def _scope_b(ctx: Context, path: Path, readers: int) -> list[Row]:
+    """Scope B's one-word search, alone and while scope A is hammered, on `readers` readers."""
+    b_word = _b_word(path)
+    store = {"path": str(path), "readers": readers}
+    async with running(ctx.work / f"onescope-{readers}", NO_LLM, store=store,
+                       distill={"enabled": False}) as daemon:  # fmt: skip
+        client = await daemon.client()
+        idle = [await _timed_one(client, b_word) for _ in range(B_SAMPLES)]
+        await client.aclose()
+        loaded, answered = await _hammered(daemon.socket, _worst(path), b_word)
+    statuses = ", ".join(f"{n} x {status}" for status, n in sorted(answered.items()))
+    at = f"one scope: scope B one-word search p99, {readers} readers,"
+    goal = AT_MOST_THE_LIMIT if readers == READERS else None
+    return [
+        Row(f"{at} no other client", _stats(idle)[1], "ms", "the limit under load", B_LIMIT_MS),
+        Row(f"{at} {HAMMERS} clients hammer scope A ({statuses})", _stats(loaded)[1], "ms",
+            "the limit under load", B_LIMIT_MS, goal=goal),
+    ]  # fmt: skip
+
+
+async def _timed_one(client: Client, word: str) -> float:
+    started = time.perf_counter()
+    await client.get("/v1/search?" + urlencode({"q": word, "scope": zipf.SCOPE_B}))
+    return time.perf_counter() - started

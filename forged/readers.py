@@ -1,0 +1,85 @@
+"""Shared readers: a few database connections that reads take in turn, never all of them for one
+scope, a client's read held to a time budget.
+
+WAL lets SQLite readers run beside each other and beside the writer, and PostgreSQL serves one
+query per connection; either way a read waits only for a free connection. One scope's reads
+hold at most all connections but one, so a client that floods its scope with costly queries
+leaves a connection free for every other scope; reads for no scope (the observers' bookkeeping)
+take any free one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Generic, TypeVar
+
+import trio
+
+from forged.errors import QueryTimeout
+
+C = TypeVar("C")
+T = TypeVar("T")
+
+CHECK_STEPS = 10_000  # SQLite VM steps between two looks at a read's deadline
+
+
+class Readers(Generic[C]):
+    """Connections shared by reads; a scope's reads hold at most all but one at once."""
+
+    def __init__(self, connections: list[C]) -> None:
+        self.size = len(connections)
+        self._free = list(connections)
+        self._limiter = trio.CapacityLimiter(self.size)
+        self._per_scope = max(1, self.size - 1)
+        self._lanes: dict[str, trio.CapacityLimiter] = {}  # scopes with reads in flight
+
+    @asynccontextmanager
+    async def _lane(self, scope: str | None) -> AsyncIterator[None]:
+        """Hold one of the scope's shares for the block (none is needed for no scope)."""
+        if scope is None:
+            yield
+            return
+        lane = self._lanes.setdefault(scope, trio.CapacityLimiter(self._per_scope))
+        try:
+            async with lane:
+                yield
+        finally:
+            stats = lane.statistics()
+            if not stats.borrowed_tokens and not stats.tasks_waiting:
+                self._lanes.pop(scope, None)  # an idle scope costs nothing
+
+    async def run(self, call: Callable[[C], T], scope: str | None = None) -> T:
+        """`call(connection)` in a worker thread, once a connection is free for `scope`."""
+        async with self._lane(scope), self._limiter:
+            conn = self._free.pop()
+            try:
+                return await trio.to_thread.run_sync(call, conn)
+            finally:  # the thread has finished: cancellation waits for it
+                self._free.append(conn)
+
+    def busy(self) -> int:
+        """How many connections reads hold now."""
+        return int(self._limiter.borrowed_tokens)
+
+    def connections(self) -> list[C]:
+        """The connections not in use (all of them once no read is in flight)."""
+        return list(self._free)
+
+
+def within(conn: sqlite3.Connection, budget: float | None, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(conn, *args)`, interrupted once it has run `budget` seconds (QueryTimeout)."""
+    if budget is None:
+        return fn(conn, *args)
+    deadline = time.monotonic() + budget
+    conn.set_progress_handler(lambda: time.monotonic() > deadline, CHECK_STEPS)
+    try:
+        return fn(conn, *args)
+    except sqlite3.OperationalError as exc:
+        if time.monotonic() > deadline and "interrupt" in str(exc):
+            raise QueryTimeout(budget) from exc
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
