@@ -36,7 +36,7 @@ $(BUNDLED_STAMP): $(STAMP)
 	touch $(BUNDLED_STAMP)
 
 # With FORGED_DISTILLER_URL the daemon distils with that server; with BUNDLED=1 it starts the
-# bundled model; else it distils offline, with no model (forged.offline: the salient lines).
+# bundled model; else it distils offline, with no model (forged.distill.offline: the salient lines).
 run: $(STAMP) $(if $(BUNDLED),$(BUNDLED_STAMP))
 	mkdir -p var/run
 	if [ -n "$$FORGED_DISTILLER_URL" ]; then \

@@ -34,6 +34,7 @@ from bench.stores import SCOPES
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "benchmarks.md"  # the tracked report: default-size runs only
 SCRATCH_OUT = REPO / "var" / "bench"  # where other sizes write theirs (not tracked)
+# A data table, one row a line: the formatter would reflow its rows.
 STEPS = ("scrub", "ingest", "batching", "recall", "onescope", "memory", "start", "quality",
          "consolidate", "postgres", "import")  # fmt: skip
 DEFAULT_CACHE = (

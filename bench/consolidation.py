@@ -37,8 +37,13 @@ async def measure(ctx: Context) -> list[Row]:
     directory = ctx.work / "consolidate"
     directory.mkdir(parents=True, exist_ok=True)
     _build(directory / "forged.db", n)
-    settings = {"enabled": True, "min_new_facts": 10 * n, "max_wait": 1e9, "check_interval": 1e9,
-                "max_calls_per_hour": 10 * n}  # fmt: skip
+    settings = {
+        "enabled": True,
+        "min_new_facts": 10 * n,
+        "max_wait": 1e9,
+        "check_interval": 1e9,
+        "max_calls_per_hour": 10 * n,
+    }
     async with (
         fake_llm(ctx.size.llm_latency) as llm,
         running(directory, llm.base_url, consolidate=settings) as daemon,

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from forged.tokens import estimate_tokens
+from forged.text.tokens import estimate_tokens
 
 LOCOMO = Path("shared/datasets/locomo10.json")  # looked for beside the repository and above it
 LOCOMO_ENV = "FORGED_BENCH_LOCOMO"  # a path to the dataset file, to override the search

@@ -25,6 +25,7 @@ from tests.fakellm import FakeLLM, gold_key
 
 SCOPE = "user:ana"
 # (day, what the user says, the kind and text of the fact a faithful model distils from it)
+# A data table, one row a line: the formatter would reflow its rows.
 CONVERSATION: list[tuple[str, str, str, str]] = [
     ("2026-03-01", "I live in Lisbon.", "state", "The user lives in Lisbon."),
     ("2026-03-01", "Our service uses MySQL.", "state", "The service uses MySQL."),
@@ -143,8 +144,10 @@ def verdict(results: dict[str, list[tuple[int, int]]]) -> str:
     for name, scores in results.items():
         (off, _), (_, _), (after, _) = scores
         change = "raises" if after > off else "lowers" if after < off else "does not change"
-        out.append(f"- `{name}`: consolidation {change} the current-only answers ({off} → {after}"
-                   f" of {len(QUESTIONS)}).")  # fmt: skip
+        out.append(
+            f"- `{name}`: consolidation {change} the current-only answers ({off} → {after}"
+            f" of {len(QUESTIONS)})."
+        )
     return "\n".join(out)
 
 

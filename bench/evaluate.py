@@ -45,18 +45,18 @@ Measured {date} in {minutes:.1f} minutes.
 Salience on {conversation} (as under "Salience" above, over its {turns} turns):
 
 {salience}
-"""  # fmt: skip
+"""
 SALIENCE_NOTES = """\
 `bench.salience`: which turns each distiller keeps, against the {cited:,} turns of the
 {turns:,} that a question of categories 1-4 cites as its evidence. A turn is kept when a stored
-fact names it as a source. **small talk** is the share of kept items that forged.salience's
+fact names it as a source. **small talk** is the share of kept items that forged.distill.salience's
 documented rule calls small talk (no sentence states anything: greetings, thanks, sign-offs,
 reactions, questions). **s/batch** is the distiller's time per committed batch (for the fake
 LLM, its answer time), **CPU s/100 turns** the CPU the daemon (and a model server) used from
 the push until everything was distilled (ingest and storing included; the fake LLM runs in
 the benchmark's own process and is not counted). Under each distiller, two baselines keep the
 same share of the same turns: a seeded random draw, and the longest turns first. The offline
-distiller's weights were fitted on conversations 1-5 only (forged.salience); the second table
+distiller's weights were fitted on conversations 1-5 only (forged.distill.salience); the second table
 splits every distiller's figures into those and the held-out 6-10."""
 NOTES = """\
 - **Data**: LoCoMo (`locomo10.json`), {conversations} conversation(s), {questions} questions of
@@ -68,9 +68,9 @@ NOTES = """\
   own `observation` facts for the turns in each batch (kind `{gold_kind}`, the summary being
   those facts in one paragraph): an upper bound given perfect distillation. `echo` is the
   fake's default answer, a fact quoting the first 60 characters of each interaction.
-  `linepicker` is the extractive distiller without a model (`forged.linepicker`, README,
+  `linepicker` is the extractive distiller without a model (`forged.distill.linepicker`, README,
   Styles): what any model must add to, measured beside the bundled model below. `offline`
-  is the default without a model (`forged.offline`, docs/salience.md): the salient lines.
+  is the default without a model (`forged.distill.offline`, docs/salience.md): the salient lines.
 - **Score**: for each question, the block is `GET /v1/context` with the question as `q` and
   `budget_tokens={budget}`. Answer-word recall is the share of the answer's content words
   (folded, stop words dropped, numbers without leading zeros) found anywhere in the block; a
@@ -114,9 +114,11 @@ def _verdict(results: quality.Results) -> str:
         ratio = {c: quality.ratio(results, distiller, c) for c in quality.CATEGORIES}
         worst = min(ratio, key=lambda c: ratio[c])
         overall = quality.ratio(results, distiller)
-        lines.append(f"- `{distiller}`: forged's block holds {overall:.2f}x the answer words of"
-                     " BM25 over the raw turns; weakest category:"
-                     f" {quality.CATEGORIES[worst]} ({ratio[worst]:.2f}x).")  # fmt: skip
+        lines.append(
+            f"- `{distiller}`: forged's block holds {overall:.2f}x the answer words of"
+            " BM25 over the raw turns; weakest category:"
+            f" {quality.CATEGORIES[worst]} ({ratio[worst]:.2f}x)."
+        )
     return "\n".join(lines)
 
 
@@ -138,8 +140,13 @@ def markdown(
     kept: str = "",
 ) -> str:
     questions = len(results[(quality.distillers(results)[0], "forged")])
-    notes = NOTES.format(conversations=convs, questions=questions, gold_kind=quality.GOLD_KIND,
-                         budget=quality.BUDGET, depth=quality.SEARCH_DEPTH)  # fmt: skip
+    notes = NOTES.format(
+        conversations=convs,
+        questions=questions,
+        gold_kind=quality.GOLD_KIND,
+        budget=quality.BUDGET,
+        depth=quality.SEARCH_DEPTH,
+    )
     env = "\n".join(f"- **{k}**: {v}" for k, v in facts.items())
     return (
         "# Quality\n\n"
@@ -169,15 +176,21 @@ def _bundled(sessions: int | None, work: Path) -> str:
     conv = quality.first_sessions_of(REPO, sessions)
     assert conv is not None
     date = report.machine(work)["date"]
-    bundled = salience.kept(quality.BUNDLED, work / quality.BUNDLED / "forged.db",
-                            figures.pop("costs"))  # fmt: skip
+    bundled = salience.kept(
+        quality.BUNDLED, work / quality.BUNDLED / "forged.db", figures.pop("costs")
+    )
     told = "every session" if sessions is None else f"the first {sessions} sessions"
     return f"{BUNDLED_SECTION}\n\n" + BUNDLED_NOTE.format(
-        sessions=told, conversation=conv.sample_id, turns=len(conv.interactions),
-        questions=len(results[(quality.BUNDLED, "forged")]), date=date,
-        minutes=(time.perf_counter() - started) / 60, table=quality.table(results),
-        salience=salience.table([bundled], [conv], REPO), **figures,
-    )  # fmt: skip
+        sessions=told,
+        conversation=conv.sample_id,
+        turns=len(conv.interactions),
+        questions=len(results[(quality.BUNDLED, "forged")]),
+        date=date,
+        minutes=(time.perf_counter() - started) / 60,
+        table=quality.table(results),
+        salience=salience.table([bundled], [conv], REPO),
+        **figures,
+    )
 
 
 def tail(out: Path, bundled: str | None) -> str:
@@ -214,8 +227,12 @@ def _bundled_only(sessions: int | None, out: Path) -> int:
     return 0
 
 
-def _salience(work: Path, names: tuple[str, ...], convs: list[quality.Conversation],
-              costs: dict[str, dict[str, float]]) -> str:  # fmt: skip
+def _salience(
+    work: Path,
+    names: tuple[str, ...],
+    convs: list[quality.Conversation],
+    costs: dict[str, dict[str, float]],
+) -> str:
     """The salience section: printed, and returned for the report."""
     kept = salience.measured(list(names), work, costs)
     cited = len(salience.evidence(REPO, convs))
@@ -243,16 +260,27 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave the bundled model out (its LoCoMo section of --out is kept)",
     )
-    parser.add_argument("--bundled-sessions", type=int, metavar="N",
-                        help="the bundled model distils LoCoMo conversation 0's first N sessions"
-                        " (default: all)")  # fmt: skip
-    parser.add_argument("--bundled-only", action="store_true",
-                        help="only the bundled model's LoCoMo row, replacing its section of"
-                        " --out: no other distiller, no current-state scenario")  # fmt: skip
-    parser.add_argument("--distillers", nargs="+", choices=quality.DISTILLERS,
-                        default=list(quality.DISTILLERS), metavar="NAME",
-                        help="only these of the model-free distillers"
-                        f" ({', '.join(quality.DISTILLERS)}; default: all)")  # fmt: skip
+    parser.add_argument(
+        "--bundled-sessions",
+        type=int,
+        metavar="N",
+        help="the bundled model distils LoCoMo conversation 0's first N sessions (default: all)",
+    )
+    parser.add_argument(
+        "--bundled-only",
+        action="store_true",
+        help="only the bundled model's LoCoMo row, replacing its section of"
+        " --out: no other distiller, no current-state scenario",
+    )
+    parser.add_argument(
+        "--distillers",
+        nargs="+",
+        choices=quality.DISTILLERS,
+        default=list(quality.DISTILLERS),
+        metavar="NAME",
+        help="only these of the model-free distillers"
+        f" ({', '.join(quality.DISTILLERS)}; default: all)",
+    )
     args = parser.parse_args(argv)
     if args.bundled_only:
         return _bundled_only(args.bundled_sessions, args.out)
@@ -267,8 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         facts = report.machine(Path(work))
         names, costs = tuple(args.distillers), {}
         results = trio.run(quality.measure, convs, Path(work), names, costs)
-        dated = (quality.dated_right(convs, Path(work) / "gold") if "gold" in names
-                 else (0, 0))  # fmt: skip
+        dated = quality.dated_right(convs, Path(work) / "gold") if "gold" in names else (0, 0)
         seconds = time.perf_counter() - started
         kept = _salience(Path(work), names, convs, costs)
         bundled = _bundled(args.bundled_sessions, Path(work)) if bundled_too else None

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.corpus import locomo_path
-from forged.grounding import Sources, check
+from forged.text.grounding import Sources, check
 
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO_DATE = "%I:%M %p on %d %B, %Y"  # how LoCoMo writes a session's date: 1:56 pm on 8 May, 2023
@@ -55,6 +55,7 @@ INVERSIONS = (  # (what was said, a fact that says its opposite)
     ("user: I stopped running marathons last year.", "The user runs marathons."),
     ("user: I love hiking in the Alps.", "The user doesn't love hiking in the Alps."),
 )
+# A data table, one row a line: the formatter would reflow its rows.
 SWAPS = (  # (what was said, a fact that gives a name or number another's place)
     ("Bob: My sister lives in Lisbon and Alice's brother lives in Porto.",
      "Alice's sister lives in Lisbon."),
@@ -83,8 +84,11 @@ def probe_sources(said: str) -> Sources:
 def _probes() -> Iterator[Sample]:
     """Facts that invert, recombine or misattribute what was said (all to drop), and what was
     said restated (to keep)."""
-    for group, probes in (("inverted fact (probe)", INVERSIONS), ("swapped fact (probe)", SWAPS),
-                          ("misattributed fact (probe)", MISATTRIBUTED)):  # fmt: skip
+    for group, probes in (
+        ("inverted fact (probe)", INVERSIONS),
+        ("swapped fact (probe)", SWAPS),
+        ("misattributed fact (probe)", MISATTRIBUTED),
+    ):
         for said, fact in probes:
             yield Sample(group, fact, probe_sources(said))
             if said.startswith("user: "):  # in the first person: the user's own words again

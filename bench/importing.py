@@ -19,7 +19,7 @@ MESSAGES = 10  # per conversation: five turns
 FILLER = "lorem ipsum dolor sit amet " * 8  # about 200 bytes of text a message
 RSS_GOAL_MIB = 200  # the importer's peak, whatever the export's size
 READ_ONLY = (
-    "import sys, time\nfrom forged.importer import iter_records\n"
+    "import sys, time\nfrom forged.cli.importer import iter_records\n"
     "began = time.perf_counter()\n"
     "n = sum(1 for r in iter_records('chatgpt', open(sys.argv[1], 'rb')) if r.interaction)\n"
     "print(n, time.perf_counter() - began)"
@@ -32,14 +32,27 @@ def _conversation(n: int) -> dict[str, object]:
     parent = None
     for k in range(MESSAGES):
         node = f"m{n}-{k}"
-        mapping[node] = {"id": node, "parent": parent, "children": [], "message": {
-            "id": node, "author": {"role": ("user", "assistant")[k % 2], "metadata": {}},
-            "create_time": 1_700_000_000 + n * 60 + k, "status": "finished_successfully",
-            "content": {"content_type": "text", "parts": [f"message {k} of {n}: {FILLER}"]},
-            "metadata": {"model_slug": "gpt-4", "finish_details": {"type": "stop"}}}}  # fmt: skip
+        mapping[node] = {
+            "id": node,
+            "parent": parent,
+            "children": [],
+            "message": {
+                "id": node,
+                "author": {"role": ("user", "assistant")[k % 2], "metadata": {}},
+                "create_time": 1_700_000_000 + n * 60 + k,
+                "status": "finished_successfully",
+                "content": {"content_type": "text", "parts": [f"message {k} of {n}: {FILLER}"]},
+                "metadata": {"model_slug": "gpt-4", "finish_details": {"type": "stop"}},
+            },
+        }
         parent = node
-    return {"title": f"conversation {n}", "create_time": 1_700_000_000.0 + n * 60,
-            "conversation_id": f"conv-{n}", "current_node": parent, "mapping": mapping}  # fmt: skip
+    return {
+        "title": f"conversation {n}",
+        "create_time": 1_700_000_000.0 + n * 60,
+        "conversation_id": f"conv-{n}",
+        "current_node": parent,
+        "mapping": mapping,
+    }
 
 
 def write_export(path: Path, size: int) -> int:
@@ -57,12 +70,12 @@ def write_export(path: Path, size: int) -> int:
 
 def _import(socket: str, export: Path) -> tuple[float, float, str]:
     """Run `forged import` as a child; its peak RSS (MiB), its time and its report line."""
-    command = [sys.executable, "-m", "forged", "import", "chatgpt", str(export),
-               "--socket", socket]  # fmt: skip
+    command = [sys.executable, "-m", "forged", "import", "chatgpt", str(export), "--socket", socket]
     read, write = os.pipe()
     began = time.perf_counter()
-    pid = os.posix_spawn(command[0], command, os.environ,
-                         file_actions=[(os.POSIX_SPAWN_DUP2, write, 1)])  # fmt: skip
+    pid = os.posix_spawn(
+        command[0], command, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, write, 1)]
+    )
     os.close(write)
     with os.fdopen(read) as out:
         report = out.read()
@@ -82,17 +95,28 @@ async def measure(ctx: Context) -> list[Row]:
         rss, seconds, report = await trio.to_thread.run_sync(_import, daemon.socket, export)
     if report != f"imported {export.name}: {turns} new turns, 0 already stored, 0 skipped":
         raise RuntimeError(f"import: {report!r}, expected {turns} new turns")
-    done = await trio.run_process([sys.executable, "-c", READ_ONLY, str(export)],
-                                  capture_stdout=True)  # fmt: skip
+    done = await trio.run_process(
+        [sys.executable, "-c", READ_ONLY, str(export)], capture_stdout=True
+    )
     read_turns, read_seconds = done.stdout.split()
     if int(read_turns) != turns:
         raise RuntimeError(f"import: read {read_turns} turns, expected {turns}")
     export.unlink()
     label = f"{megabytes:,.0f} MB ChatGPT export, {turns:,} turns"
     return [
-        Row(f"import: peak RSS of `forged import`, {label}", rss, "MiB",
-            "the export's size", megabytes,
-            goal=Goal(RSS_GOAL_MIB / megabytes, at_least=False)),  # under 200 MiB
-        Row(f"import: time of `forged import` into a daemon, {label}", seconds, "s",
-            "reading its records alone, no daemon", float(read_seconds)),
-    ]  # fmt: skip
+        Row(
+            f"import: peak RSS of `forged import`, {label}",
+            rss,
+            "MiB",
+            "the export's size",
+            megabytes,
+            goal=Goal(RSS_GOAL_MIB / megabytes, at_least=False),
+        ),  # under 200 MiB
+        Row(
+            f"import: time of `forged import` into a daemon, {label}",
+            seconds,
+            "s",
+            "reading its records alone, no daemon",
+            float(read_seconds),
+        ),
+    ]

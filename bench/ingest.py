@@ -14,7 +14,7 @@ from bench.corpus import Turn, interactions, log_row, ndjson
 from bench.report import AT_LEAST_BARE, Goal, Row
 from bench.runner import Client, running
 from bench.sizes import Context
-from forged.schema import migrate
+from forged.store.sqlite_schema import migrate
 from forged.timestamps import now
 
 CLIENTS = 16  # concurrent clients in the concurrent scenario

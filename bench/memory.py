@@ -14,7 +14,7 @@ from bench.stores import backlog_store
 
 # An idle interpreter that imported everything the daemon imports, reporting its own VmHWM.
 IMPORTS_ONLY = (
-    "import forged.daemon, forged.cli\n"
+    "import forged.daemon.runner, forged.cli.commands\n"
     "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')))"
 )
 SETTLE_READS = 20  # status reads after the stall, so the feeders have filled their channels

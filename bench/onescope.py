@@ -22,9 +22,9 @@ from bench.runner import Client, running
 from bench.sizes import Context
 from bench.stores import BARE, cached
 from forged.config import RecallConfig
-from forged.fulltext import exact_ids, ranked
-from forged.query import SearchQuery, fts_query, julian_now, query_phrases
-from forged.store import READERS
+from forged.recall.fulltext import exact_ids, ranked
+from forged.recall.query import SearchQuery, fts_query, julian_now, query_phrases
+from forged.store.sqlite import READERS
 
 TURNS = 300_000  # interactions in scope A: a year of chat
 MID_SHARE = (0.001, 0.01)  # a mid-frequency word is in this share of the scope's turns
@@ -91,8 +91,9 @@ def _asks(
         return bare.execute(sql, (fts_query(query_phrases(q)),)).fetchall()
 
     async def search(q: str) -> object:
-        return await client.get("/v1/search?" + urlencode({"q": q, "scope": zipf.SCOPE_A,
-                                                           "limit": LIMIT}))  # fmt: skip
+        return await client.get(
+            "/v1/search?" + urlencode({"q": q, "scope": zipf.SCOPE_A, "limit": LIMIT})
+        )
 
     async def context(q: str) -> object:
         query = urlencode({"q": q, "scope": zipf.SCOPE_A, "budget_tokens": BUDGET})
@@ -152,8 +153,9 @@ async def _hammered(socket: str, worst: str, b_word: str) -> tuple[list[float], 
 def _b_word(path: Path) -> str:
     """A word of scope B's turns that few of them hold."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    (text,) = conn.execute("SELECT text FROM interactions_text WHERE scope = ? LIMIT 1",
-                           (zipf._token(zipf.SCOPE_B),)).fetchone()  # fmt: skip
+    (text,) = conn.execute(
+        "SELECT text FROM interactions_text WHERE scope = ? LIMIT 1", (zipf._token(zipf.SCOPE_B),)
+    ).fetchone()
     conn.close()
     return str(text.split(": ", 1)[1].split()[-1].rstrip("."))
 
@@ -167,9 +169,15 @@ def _rows(kind: str, samples: dict[str, list[float]]) -> list[Row]:
         median, p99 = _stats(samples[endpoint])
         rows += [
             Row(f"{at} {endpoint} median", median, "ms", baseline, bare_median),
-            Row(f"{at} {endpoint} p99", p99, "ms", baseline, bare_p99,
-                goal=GOALS.get((kind, endpoint))),
-        ]  # fmt: skip
+            Row(
+                f"{at} {endpoint} p99",
+                p99,
+                "ms",
+                baseline,
+                bare_p99,
+                goal=GOALS.get((kind, endpoint)),
+            ),
+        ]
     return rows
 
 
@@ -201,8 +209,9 @@ async def _scope_b(ctx: Context, path: Path, readers: int) -> list[Row]:
     """Scope B's one-word search, alone and while scope A is hammered, on `readers` readers."""
     b_word = _b_word(path)
     store = {"path": str(path), "readers": readers}
-    async with running(ctx.work / f"onescope-{readers}", NO_LLM, store=store,
-                       distill={"enabled": False}) as daemon:  # fmt: skip
+    async with running(
+        ctx.work / f"onescope-{readers}", NO_LLM, store=store, distill={"enabled": False}
+    ) as daemon:
         client = await daemon.client()
         idle = [await _timed_one(client, b_word) for _ in range(B_SAMPLES)]
         await client.aclose()
@@ -212,9 +221,15 @@ async def _scope_b(ctx: Context, path: Path, readers: int) -> list[Row]:
     goal = AT_MOST_THE_LIMIT if readers == READERS else None
     return [
         Row(f"{at} no other client", _stats(idle)[1], "ms", "the limit under load", B_LIMIT_MS),
-        Row(f"{at} {HAMMERS} clients hammer scope A ({statuses})", _stats(loaded)[1], "ms",
-            "the limit under load", B_LIMIT_MS, goal=goal),
-    ]  # fmt: skip
+        Row(
+            f"{at} {HAMMERS} clients hammer scope A ({statuses})",
+            _stats(loaded)[1],
+            "ms",
+            "the limit under load",
+            B_LIMIT_MS,
+            goal=goal,
+        ),
+    ]
 
 
 async def _timed_one(client: Client, word: str) -> float:

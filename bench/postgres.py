@@ -19,7 +19,7 @@ from bench.runner import running
 from bench.sizes import Context
 from bench.stores import _fact_rows, _summary_rows
 from forged.config import StoreConfig
-from forged.pgstore import PostgresStore
+from forged.store.postgres import PostgresStore
 from forged.timestamps import now
 from tests import daemons
 from tests.postgres import Server, binaries, postgres_server
@@ -28,10 +28,13 @@ RECALL_FACTS = 100_000  # the store size recall is measured at (or the run's lar
 _INSERT = """INSERT INTO interactions
     (client_id, scope, session, timestamp, received_at, tokens, messages, metadata)
     VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"""
-_FACT_COLUMNS = ("kind, text, norm, scope, session, batch_id, first_seq, last_seq, first_at,"
-                 " last_at, created_at, last_seen_at")  # fmt: skip
-_SUMMARY_COLUMNS = ("observer, batch_id, scope, session, text, first_seq, last_seq, first_at,"
-                    " last_at, created_at")  # fmt: skip
+_FACT_COLUMNS = (
+    "kind, text, norm, scope, session, batch_id, first_seq, last_seq, first_at,"
+    " last_at, created_at, last_seen_at"
+)
+_SUMMARY_COLUMNS = (
+    "observer, batch_id, scope, session, text, first_seq, last_seq, first_at, last_at, created_at"
+)
 
 
 def _migrated(server: Server) -> str:
@@ -80,8 +83,10 @@ def _load_facts(url: str, n: int) -> None:
     """`n` facts and their summaries, written with COPY; the GIN indexes follow."""
     stamp = datetime.now(UTC)
     with psycopg.connect(url) as conn, conn.cursor() as cur:
-        for table, columns, rows in (("facts", _FACT_COLUMNS, _fact_rows(n, stamp)),
-                                     ("summaries", _SUMMARY_COLUMNS, _summary_rows(n, stamp))):  # fmt: skip
+        for table, columns, rows in (
+            ("facts", _FACT_COLUMNS, _fact_rows(n, stamp)),
+            ("summaries", _SUMMARY_COLUMNS, _summary_rows(n, stamp)),
+        ):
             with cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
@@ -90,8 +95,8 @@ def _load_facts(url: str, n: int) -> None:
 
 def _in_process(url: str, queries: list[tuple[str, str]]) -> list[float]:
     """The same searches by forged's PostgreSQL recall on a bare connection: the SQL's cost."""
-    from forged.pgrecall import search
-    from forged.query import SearchQuery
+    from forged.recall.postgres import search
+    from forged.recall.query import SearchQuery
 
     samples = []
     with psycopg.connect(url, autocommit=True) as conn:
@@ -120,8 +125,10 @@ async def _recall(ctx: Context, server: Server) -> list[Row]:
     rows = []
     for endpoint in ("search", "context"):
         median, p99 = _stats(timed[endpoint])
-        rows += [Row(f"{at} {endpoint} median", median, "ms", baseline, bare[0]),
-                 Row(f"{at} {endpoint} p99", p99, "ms", baseline, bare[1])]  # fmt: skip
+        rows += [
+            Row(f"{at} {endpoint} median", median, "ms", baseline, bare[0]),
+            Row(f"{at} {endpoint} p99", p99, "ms", baseline, bare[1]),
+        ]
     return rows
 
 
@@ -140,9 +147,19 @@ async def measure(ctx: Context, corpus: list[Turn]) -> list[Row]:
         recall = await _recall(ctx, server)
     baseline = "bare psycopg, 1 transaction per interaction"
     return [
-        Row(f"postgres ingest: {n:,} one per request, {CLIENTS} clients, 1 daemon", one, "/s",
-            baseline, bare),
-        Row(f"postgres ingest: {n:,} one per request, {CLIENTS} clients, 2 daemons", two, "/s",
-            baseline, bare),
+        Row(
+            f"postgres ingest: {n:,} one per request, {CLIENTS} clients, 1 daemon",
+            one,
+            "/s",
+            baseline,
+            bare,
+        ),
+        Row(
+            f"postgres ingest: {n:,} one per request, {CLIENTS} clients, 2 daemons",
+            two,
+            "/s",
+            baseline,
+            bare,
+        ),
         *recall,
-    ]  # fmt: skip
+    ]

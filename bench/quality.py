@@ -23,8 +23,8 @@ from bench.corpus import locomo_samples, ndjson
 from bench.report import Row
 from bench.runner import children, cpu_seconds, fake_llm, running, wait_drained
 from forged.models import FACT_KINDS, MemoryItem
-from forged.packing import pack
-from forged.query import fts_query, query_phrases
+from forged.recall.packing import pack
+from forged.recall.query import fts_query, query_phrases
 from tests.fakellm import gold_key
 
 BUDGET = 400  # tokens per context block, for forged and every baseline
@@ -33,14 +33,15 @@ DISTILLERS = ("gold", "echo", "linepicker", "offline")  # two of the fake LLM's;
 BUNDLED = "bundled"  # the bundled model, on the first sessions of one conversation
 BEHAVIOUR = {"gold": "gold", "echo": "ok"}  # the fake LLM's: LoCoMo's observations; its default
 NO_MODEL = {  # the distillers without a model: the line picker, and the offline default
-    "linepicker": {"class": "forged.linepicker:LinePicker"},
-    "offline": {"class": "forged.offline:OfflineDistiller"},
+    "linepicker": {"class": "forged.distill.linepicker:LinePicker"},
+    "offline": {"class": "forged.distill.offline:OfflineDistiller"},
 }
 NO_SERVER = "http://127.0.0.1:9"  # their distiller URL: they ask no server
 METHODS = ("forged", "bm25", "recent")  # forged's block, BM25 over the raw turns, the latest turns
 SESSION_TIME = "%I:%M %p on %d %B, %Y"  # how LoCoMo dates a session: "1:56 pm on 8 May, 2023"
 GOLD_KIND = "event" if "event" in FACT_KINDS else "state"  # observations are mostly events
 SEARCH_DEPTH = 100  # raw turns the BM25 baseline ranks per question, as forged's max_limit
+# A data table, one row a line: the formatter would reflow its rows.
 STOPWORDS = frozenset({  # words that say nothing about an answer: not counted
     "a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by",
     "from", "as", "is", "was", "were", "be", "been", "are", "am", "do", "did", "does", "has",
@@ -85,8 +86,10 @@ def _conversation(sample: dict[str, Any], first_sessions: int | None = None) -> 
     """A LoCoMo sample, or its first sessions and the questions whose evidence they hold."""
     conv = Conversation(sample["sample_id"], f"locomo:{sample['sample_id']}")
     talk = sample["conversation"]
-    sessions = sorted((k for k in talk if re.fullmatch(r"session_\d+", k) and talk[k]),
-                      key=lambda k: int(k.split("_")[1]))[:first_sessions]  # fmt: skip
+    sessions = sorted(
+        (k for k in talk if re.fullmatch(r"session_\d+", k) and talk[k]),
+        key=lambda k: int(k.split("_")[1]),
+    )[:first_sessions]
     texts: dict[str, str] = {}
     days: dict[str, str] = {}
     for key in sessions:
@@ -94,11 +97,17 @@ def _conversation(sample: dict[str, Any], first_sessions: int | None = None) -> 
         for turn in talk[key]:
             texts[turn["dia_id"]] = _turn_text(turn)
             days[turn["dia_id"]] = timestamp[:10]
-            conv.interactions.append({
-                "id": f"{conv.sample_id}:{turn['dia_id']}", "scope": conv.scope, "session": key,
-                "timestamp": timestamp,
-                "messages": [{"role": "user", "name": turn["speaker"], "text": texts[turn["dia_id"]]}],
-            })  # fmt: skip
+            conv.interactions.append(
+                {
+                    "id": f"{conv.sample_id}:{turn['dia_id']}",
+                    "scope": conv.scope,
+                    "session": key,
+                    "timestamp": timestamp,
+                    "messages": [
+                        {"role": "user", "name": turn["speaker"], "text": texts[turn["dia_id"]]}
+                    ],
+                }
+            )
     for observations in sample["observation"].values():
         for facts in observations.values():
             for text, evidence in facts:
@@ -111,9 +120,10 @@ def _conversation(sample: dict[str, Any], first_sessions: int | None = None) -> 
     conv.questions = [
         Question(q["category"], q["question"], str(q["answer"]))
         for q in sample["qa"]
-        if q["category"] in CATEGORIES and "answer" in q
+        if q["category"] in CATEGORIES
+        and "answer" in q
         and (first_sessions is None or _said(q.get("evidence", []), texts))
-    ]  # fmt: skip
+    ]
     return conv
 
 
@@ -146,10 +156,22 @@ def _turn_item(n: int, scope: str, interaction: dict[str, Any]) -> MemoryItem:
     """A raw turn as a recall item, so baselines are packed and dated exactly as forged's turns."""
     (message,) = interaction["messages"]
     at = interaction["timestamp"]
-    return MemoryItem(id=n, type="interaction", kind="interaction", scope=scope,
-                      session=interaction["session"], text=f"{message['name']}: {message['text']}",
-                      score=0.0, created_at=at, last_seen_at=at, first_seq=n, last_seq=n,
-                      first_at=at, last_at=at, speaker=message["name"])  # fmt: skip
+    return MemoryItem(
+        id=n,
+        type="interaction",
+        kind="interaction",
+        scope=scope,
+        session=interaction["session"],
+        text=f"{message['name']}: {message['text']}",
+        score=0.0,
+        created_at=at,
+        last_seen_at=at,
+        first_seq=n,
+        last_seq=n,
+        first_at=at,
+        last_at=at,
+        speaker=message["name"],
+    )
 
 
 class RawTurns:
@@ -158,10 +180,13 @@ class RawTurns:
     def __init__(self, conv: Conversation) -> None:
         self.items = [_turn_item(n, conv.scope, i) for n, i in enumerate(conv.interactions)]
         self.db = sqlite3.connect(":memory:")
-        self.db.execute("CREATE VIRTUAL TABLE turns USING fts5(text,"
-                        " tokenize='porter unicode61 remove_diacritics 2')")  # fmt: skip
-        self.db.executemany("INSERT INTO turns (rowid, text) VALUES (?, ?)",
-                            ((i.id, i.text) for i in self.items))  # fmt: skip
+        self.db.execute(
+            "CREATE VIRTUAL TABLE turns USING fts5(text,"
+            " tokenize='porter unicode61 remove_diacritics 2')"
+        )
+        self.db.executemany(
+            "INSERT INTO turns (rowid, text) VALUES (?, ?)", ((i.id, i.text) for i in self.items)
+        )
 
     def bm25(self, question: str) -> str:
         """The best-matching turns, best first, packed into the budget."""
@@ -244,8 +269,9 @@ def dated_right(convs: list[Conversation], work: Path) -> tuple[int, int]:
     evidence = {text: days for c in convs for text, days in c.evidence.items()}
     with closing(sqlite3.connect(work / "forged.db")) as db:
         spans = db.execute("SELECT text, first_at, last_at FROM facts").fetchall()
-    known = [(evidence[text], first[:10], last[:10]) for text, first, last in spans
-             if text in evidence]  # fmt: skip
+    known = [
+        (evidence[text], first[:10], last[:10]) for text, first, last in spans if text in evidence
+    ]
     return len(known), sum(first == last and first in days for days, first, last in known)
 
 
@@ -261,8 +287,11 @@ def add_scores(
         raw = RawTurns(conv)
         recent = raw.recent()
         for q in conv.questions:
-            for method, block in (("forged", next(forged)), ("bm25", raw.bm25(q.text)),
-                                  ("recent", recent)):  # fmt: skip
+            for method, block in (
+                ("forged", next(forged)),
+                ("bm25", raw.bm25(q.text)),
+                ("recent", recent),
+            ):
                 if (s := score(conv, q, block)) is not None:
                     results.setdefault((distiller, method), []).append(s)
 
@@ -304,18 +333,36 @@ def _ratio(a: float, b: float) -> str:
 
 def table(results: Results) -> str:
     """Per distiller and category: answer-word recall and full-answer hits of each method."""
-    head = ("distiller", "category", "questions", "forged recall", "BM25 recall", "recent recall",
-            "forged / BM25", "forged hits", "BM25 hits", "recent hits")  # fmt: skip
+    head = (
+        "distiller",
+        "category",
+        "questions",
+        "forged recall",
+        "BM25 recall",
+        "recent recall",
+        "forged / BM25",
+        "forged hits",
+        "BM25 hits",
+        "recent hits",
+    )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for distiller in distillers(results):
         groups: list[tuple[str, int | None]] = [(CATEGORIES[c], c) for c in CATEGORIES]
         for name, category in [*groups, ("**overall**", None)]:
-            per = {m: [s for s in results[(distiller, m)] if category in (None, s.category)]
-                   for m in METHODS}  # fmt: skip
+            per = {
+                m: [s for s in results[(distiller, m)] if category in (None, s.category)]
+                for m in METHODS
+            }
             recalls = [mean_recall(per[m]) for m in METHODS]
             hits = [f"{hit_rate(per[m]):.1%}" for m in METHODS]
-            cells = [distiller, name, str(len(per["forged"])), *(f"{r:.3f}" for r in recalls),
-                     _ratio(recalls[0], recalls[1]), *hits]  # fmt: skip
+            cells = [
+                distiller,
+                name,
+                str(len(per["forged"])),
+                *(f"{r:.3f}" for r in recalls),
+                _ratio(recalls[0], recalls[1]),
+                *hits,
+            ]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -332,10 +379,15 @@ def ratio(results: Results, distiller: str, category: int | None = None) -> floa
 def _ratio_of(results: Results, distiller: str, conv: str, category: int | None) -> float:
     """Forged's mean recall over BM25's on one conversation, in one category or overall."""
     means = [
-        mean_recall([s for s in results[(distiller, m)] if s.conversation == conv
-                     and category in (None, s.category)])
+        mean_recall(
+            [
+                s
+                for s in results[(distiller, m)]
+                if s.conversation == conv and category in (None, s.category)
+            ]
+        )
         for m in ("forged", "bm25")
-    ]  # fmt: skip
+    ]
     return means[0] / means[1] if means[1] else float("inf")
 
 
@@ -347,8 +399,13 @@ def per_conversation(results: Results) -> str:
         for conv in dict.fromkeys(s.conversation for s in results[(distiller, "forged")]):
             ratios = {c: _ratio_of(results, distiller, conv, c) for c in CATEGORIES}
             worst = min(ratios, key=lambda c: ratios[c])
-            cells = [distiller, conv, f"{_ratio_of(results, distiller, conv, None):.2f}",
-                     CATEGORIES[worst], f"{ratios[worst]:.2f}"]  # fmt: skip
+            cells = [
+                distiller,
+                conv,
+                f"{_ratio_of(results, distiller, conv, None):.2f}",
+                CATEGORIES[worst],
+                f"{ratios[worst]:.2f}",
+            ]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -359,12 +416,18 @@ async def rows(repo: Path, conversations: int, work: Path) -> list[Row]:
     baseline = "BM25 over the raw turns"
     measure_name = f"quality: answer words in a {BUDGET}-token block"
     if not convs:
-        return [Row(f"{measure_name}, {d}", None, "share", baseline, None, "LoCoMo not found")
-                for d in DISTILLERS]  # fmt: skip
+        return [
+            Row(f"{measure_name}, {d}", None, "share", baseline, None, "LoCoMo not found")
+            for d in DISTILLERS
+        ]
     results = await measure(convs, work)
     return [
-        Row(f"{measure_name}, {d} distiller ({len(convs)} conversations)",
-            mean_recall(results[(d, "forged")]), "share", baseline,
-            mean_recall(results[(d, "bm25")]))
+        Row(
+            f"{measure_name}, {d} distiller ({len(convs)} conversations)",
+            mean_recall(results[(d, "forged")]),
+            "share",
+            baseline,
+            mean_recall(results[(d, "bm25")]),
+        )
         for d in DISTILLERS
-    ]  # fmt: skip
+    ]

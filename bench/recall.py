@@ -16,9 +16,9 @@ from bench.runner import Client, running
 from bench.sizes import RECALL_MILLION, Context
 from bench.stores import BARE, SCOPES, build_facts, cached
 from forged.config import RecallConfig
-from forged.fulltext import exact_ids, ranked
 from forged.models import MEMORY_TYPES
-from forged.query import SearchQuery, fts_query, julian_now, query_phrases
+from forged.recall.fulltext import exact_ids, ranked
+from forged.recall.query import SearchQuery, fts_query, julian_now, query_phrases
 
 WARM_UP = 10  # queries sent before timing, so the first page reads are not counted
 LIMIT = 10  # results per search

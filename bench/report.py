@@ -162,8 +162,10 @@ def goals(rows: list[Row]) -> str:
     met = sum(1 for r in judged if r.goal and r.ratio and r.goal.met(r.ratio))
     worst = furthest(judged)
     assert worst is not None
-    return (f"Goals met: {met} of {len(judged)}. Furthest from its goal: {worst.measure},"
-            f" {cells(worst)[4]} times its baseline ({_verdict(worst)}).")  # fmt: skip
+    return (
+        f"Goals met: {met} of {len(judged)}. Furthest from its goal: {worst.measure},"
+        f" {cells(worst)[4]} times its baseline ({_verdict(worst)})."
+    )
 
 
 def markdown(

@@ -2,7 +2,7 @@
 
 A turn is kept when a stored fact names it as a source (its `first_seq`-`last_seq`). Recall is
 the share of evidence turns (those a question of categories 1-4 cites) kept; precision the
-share of kept turns that are evidence. A kept item is small talk by forged.salience's
+share of kept turns that are evidence. A kept item is small talk by forged.distill.salience's
 documented rule (`small_talk`: no sentence states anything, only greetings, thanks, sign-offs,
 reactions or questions). Baselines keep the same share of the same turns: at random (seeded),
 and the longest first.
@@ -20,7 +20,7 @@ from typing import Any
 
 from bench.corpus import locomo_samples
 from bench.quality import CATEGORIES, Conversation
-from forged.salience import small_talk
+from forged.distill.salience import small_talk
 
 SEED = 0  # the random baseline's draw, the same every run
 TUNED_ON = 5  # the salience weights were fitted on LoCoMo's first five conversations
@@ -57,8 +57,9 @@ def kept(name: str, db: Path, cost: dict[str, float] | None = None) -> Kept:
     with closing(sqlite3.connect(db)) as conn:
         ids = dict(conn.execute("SELECT seq, client_id FROM interactions").fetchall())
         facts = conn.execute("SELECT text, first_seq, last_seq FROM facts").fetchall()
-        batches, ms = conn.execute("SELECT count(*), coalesce(sum(ms), 0) FROM distill_runs"
-                                   " WHERE outcome = 'committed'").fetchone()  # fmt: skip
+        batches, ms = conn.execute(
+            "SELECT count(*), coalesce(sum(ms), 0) FROM distill_runs WHERE outcome = 'committed'"
+        ).fetchone()
     turns: set[tuple[str, str]] = {
         (ids[seq].split(":", 1)[0], ids[seq].split(":", 1)[1])
         for _, first, last in facts
@@ -71,8 +72,11 @@ def kept(name: str, db: Path, cost: dict[str, float] | None = None) -> Kept:
 
 
 def _turn_texts(convs: list[Conversation]) -> dict[tuple[str, str], str]:
-    return {(c.sample_id, i["id"].split(":", 1)[1]): i["messages"][0]["text"]
-            for c in convs for i in c.interactions}  # fmt: skip
+    return {
+        (c.sample_id, i["id"].split(":", 1)[1]): i["messages"][0]["text"]
+        for c in convs
+        for i in c.interactions
+    }
 
 
 def baselines(share: float, convs: list[Conversation], label: str) -> list[Kept]:
@@ -82,8 +86,10 @@ def baselines(share: float, convs: list[Conversation], label: str) -> list[Kept]
     ordered = sorted(texts)
     drawn = set(random.Random(SEED).sample(ordered, k))
     longest = set(sorted(ordered, key=lambda t: -len(texts[t]))[:k])
-    return [Kept(f"random at {label}'s share", drawn, [texts[t] for t in drawn]),
-            Kept(f"longest-first at {label}'s share", longest, [texts[t] for t in longest])]  # fmt: skip
+    return [
+        Kept(f"random at {label}'s share", drawn, [texts[t] for t in drawn]),
+        Kept(f"longest-first at {label}'s share", longest, [texts[t] for t in longest]),
+    ]
 
 
 def _cell(value: float | None, fmt: str) -> str:
@@ -98,12 +104,20 @@ def row(k: Kept, convs: list[Conversation], cited: set[tuple[str, str]]) -> str:
     per_batch = None if k.batches is None else (k.facts or 0) / max(k.batches, 1)
     per_call = None if k.seconds is None or not k.batches else k.seconds / k.batches
     cpu = None if k.cpu is None else k.cpu * 100 / turns
-    cells = [k.name, f"{len(mine) / turns:.1%}", f"{hits / max(len(cited), 1):.3f}",
-             f"{hits / max(len(mine), 1):.3f}", f"{chatty / max(len(k.items), 1):.1%}",
-             _cell(per_batch, ".1f"), _cell(per_call, ".3f"), _cell(cpu, ".2f")]  # fmt: skip
+    cells = [
+        k.name,
+        f"{len(mine) / turns:.1%}",
+        f"{hits / max(len(cited), 1):.3f}",
+        f"{hits / max(len(mine), 1):.3f}",
+        f"{chatty / max(len(k.items), 1):.1%}",
+        _cell(per_batch, ".1f"),
+        _cell(per_call, ".3f"),
+        _cell(cpu, ".2f"),
+    ]
     return "| " + " | ".join(cells) + " |"
 
 
+# A data table, one row a line: the formatter would reflow its rows.
 HEAD = ("distiller", "turns kept", "evidence recall", "evidence precision", "small talk",
         "facts/batch", "s/batch", "CPU s/100 turns")  # fmt: skip
 
@@ -134,12 +148,17 @@ def halves(measured: list[Kept], convs: list[Conversation], repo: Path) -> str:
             ids = set(_turn_texts(part))
             mine = k.turns & ids
             hits = len(mine & cited)
-            lines.append(f"| {k.name} | {label} | {len(mine) / len(ids):.1%}"
-                         f" | {hits / max(len(cited), 1):.3f} | {hits / max(len(mine), 1):.3f} |")  # fmt: skip
+            lines.append(
+                f"| {k.name} | {label} | {len(mine) / len(ids):.1%}"
+                f" | {hits / max(len(cited), 1):.3f} | {hits / max(len(mine), 1):.3f} |"
+            )
     return "\n".join(lines)
 
 
 def measured(names: list[str], work: Path, costs: dict[str, dict[str, Any]]) -> list[Kept]:
     """The kept turns of each distiller whose daemon ran in `work/<name>`."""
-    return [kept(n, work / n / "forged.db", costs.get(n)) for n in names
-            if (work / n / "forged.db").exists()]  # fmt: skip
+    return [
+        kept(n, work / n / "forged.db", costs.get(n))
+        for n in names
+        if (work / n / "forged.db").exists()
+    ]

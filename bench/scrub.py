@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from bench.corpus import Turn
 from bench.report import Goal, Row
 from bench.sizes import Context
-from forged import prefilter
-from forged.scrub import ANCHORS, Scrubber, scrub_all, scrub_exact
+from forged.scrub import prefilter
+from forged.scrub.scan import ANCHORS, Scrubber, scrub_all, scrub_exact
 
 ROUNDS = 3  # the best of this many passes over the interactions is reported
 ONE_TENTH = Goal(0.1, at_least=False)  # the fast path's cost against exact matching

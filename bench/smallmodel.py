@@ -24,8 +24,8 @@ from bench import quality
 from bench.corpus import locomo_path
 from bench.grounding import locomo_sessions
 from bench.runner import running, wait_drained
-from forged.bundled import MODEL_ALIAS, REQUEST_EXTRA, serve_bundled_llm
-from forged.grounding import content_share
+from forged.daemon.bundled import MODEL_ALIAS, REQUEST_EXTRA, serve_bundled_llm
+from forged.text.grounding import content_share
 
 REPO = Path(__file__).resolve().parent.parent
 WELL_GROUNDED = 0.8  # share of a fact's content words in the interactions it cites
@@ -127,9 +127,14 @@ async def recall_quality(
     costs: dict[str, float] = {}
     async with trio.open_nursery() as nursery:
         url = await nursery.start(serve_bundled_llm)
-        blocks = await quality.ask([conv], url, work / quality.BUNDLED, costs,
-                                   distiller=_style("extractive"),
-                                   distill={"max_batch_tokens": batch_tokens})  # fmt: skip
+        blocks = await quality.ask(
+            [conv],
+            url,
+            work / quality.BUNDLED,
+            costs,
+            distiller=_style("extractive"),
+            distill={"max_batch_tokens": batch_tokens},
+        )
         nursery.cancel_scope.cancel()
     db = str(work / quality.BUNDLED / "forged.db")
     figures = _figures(db, conv.interactions, time.perf_counter() - started)

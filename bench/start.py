@@ -14,11 +14,11 @@ from bench.report import Row
 from bench.runner import fake_llm, running
 from bench.sizes import Context
 from bench.stores import backlog_store, size_mb
-from forged.store import Store
+from forged.store.sqlite import Store
 
 # Import the daemon and open the store with bare sqlite3: the schema check, nothing else.
 BARE_OPEN = (
-    "import sqlite3, sys, forged.daemon\n"
+    "import sqlite3, sys, forged.daemon.runner\n"
     "c = sqlite3.connect(sys.argv[1])\n"
     "c.execute('PRAGMA journal_mode = WAL')\n"
     "c.execute('SELECT max(version) FROM schema_migrations').fetchone()\n"
@@ -51,7 +51,7 @@ async def measure(ctx: Context, corpus: list[Turn]) -> list[Row]:
     empty = ctx.work / "empty.db"
     Store(str(empty)).close()
     large = backlog_store(ctx, corpus)
-    baseline = "python: import forged.daemon, sqlite3 open + schema check"
+    baseline = "python: import forged.daemon.runner, sqlite3 open + schema check"
     rows = []
     for label, path in (
         ("empty store", str(empty)),

@@ -17,8 +17,8 @@ import msgspec
 from bench.corpus import NAMES, Turn, interaction, log_row, sentence
 from bench.sizes import Context
 from forged.models import normalise
-from forged.schema import MIGRATIONS
-from forged.store import Store
+from forged.store.sqlite import Store
+from forged.store.sqlite_schema import MIGRATIONS
 
 CHUNK = 10_000  # rows per executemany
 ROW_OVERHEAD = 340  # bytes an interaction row costs besides its text (columns, indexes), measured
@@ -102,8 +102,18 @@ def _summary_rows(n: int, now: datetime) -> Iterator[tuple[Any, ...]]:
     for i in range(0, n, FACTS_PER_SUMMARY):
         text = " ".join(sentence(i + j)[0] for j in range(3))
         created = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        yield ("distill", f"b{i // 32}", f"user:{i % SCOPES}", None, text, i + 1, i + 1, created,
-               created, created)  # fmt: skip
+        yield (
+            "distill",
+            f"b{i // 32}",
+            f"user:{i % SCOPES}",
+            None,
+            text,
+            i + 1,
+            i + 1,
+            created,
+            created,
+            created,
+        )
 
 
 def _without_triggers(conn: sqlite3.Connection) -> list[str]:
@@ -193,5 +203,11 @@ def cached(cache: Path, name: str, build: Any, *args: Any) -> Built:
 def backlog_store(ctx: Context, corpus: list[Turn]) -> Built:
     """The cached store of `ctx.size.backlog` waiting interactions (memory and start share it)."""
     size = ctx.size
-    return cached(ctx.cache, f"backlog-{size.backlog}", build_backlog, corpus, size.backlog,
-                  size.backlog_bytes)  # fmt: skip
+    return cached(
+        ctx.cache,
+        f"backlog-{size.backlog}",
+        build_backlog,
+        corpus,
+        size.backlog,
+        size.backlog_bytes,
+    )

@@ -57,8 +57,16 @@ def _rows(scope: str, n: int, seed: int, now: datetime) -> Iterator[tuple[Any, .
         at = (now - timedelta(days=SPAN_DAYS * (n - i) / n)).isoformat(timespec="milliseconds")
         at = at.replace("+00:00", "Z")
         said = [{"role": "user", "name": NAMES[i % len(NAMES)], "text": text}]
-        yield (f"{scope}-{i}", scope, f"chat-{i // 50}", at, at, len(text) // 4,
-               msgspec.json.encode(said), None)  # fmt: skip
+        yield (
+            f"{scope}-{i}",
+            scope,
+            f"chat-{i // 50}",
+            at,
+            at,
+            len(text) // 4,
+            msgspec.json.encode(said),
+            None,
+        )
 
 
 def build(path: Path, n: int) -> None:

@@ -1,5 +1,5 @@
 """`python -m forged` runs the command line."""
 
-from forged.cli import main
+from forged.cli.commands import main
 
 raise SystemExit(main())

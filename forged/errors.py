@@ -56,9 +56,13 @@ class QueryTimeout(InvalidRequest):
     """A recall query ran past `recall.query_timeout_ms` and was stopped: a 503 for its client."""
 
     def __init__(self, budget: float) -> None:
-        super().__init__(503, "query_timeout", f"the query ran past its time budget"
-                         f" ({budget * 1000:.0f} ms, recall.query_timeout_ms) and was stopped;"
-                         " ask with fewer or rarer words")  # fmt: skip
+        super().__init__(
+            503,
+            "query_timeout",
+            f"the query ran past its time budget"
+            f" ({budget * 1000:.0f} ms, recall.query_timeout_ms) and was stopped;"
+            " ask with fewer or rarer words",
+        )
 
 
 class StoreError(ForgedError):

@@ -1,6 +1,6 @@
 """The types clients and plugins see: what is pushed, every API answer, what a distiller returns
 and what an observer receives. Every value that crosses a boundary is a Struct; the ones passed
-only between the daemon's parts and its store are in forged.records."""
+only between the daemon's parts and its store are in forged.store.records."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ class Fact(msgspec.Struct, forbid_unknown_fields=True):
     """One typed, self-contained statement distilled from a transcript.
 
     `sources` are the seqs of the interactions it comes from; forged sets them when it checks
-    the fact against the transcript (see forged.grounding), and `session` to theirs when they
+    the fact against the transcript (see forged.text.grounding), and `session` to theirs when they
     share one.
     """
 

@@ -16,11 +16,18 @@ CHROMIUM = "/usr/bin/chromium"  # Debian's package `chromium`
 CHROMEDRIVER = "/usr/bin/chromedriver"  # Debian's package `chromium-driver`
 REBOUND_HOST = "rebound.test"  # a name the browser resolves to 127.0.0.1, as DNS rebinding would
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-dev-shm-usage", "--window-size=1440,1000",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1440,1000",
     f"--host-resolver-rules=MAP {REBOUND_HOST} 127.0.0.1",
-)  # fmt: skip
+)
 
 
 @contextmanager

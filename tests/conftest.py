@@ -13,10 +13,10 @@ from urllib.parse import urlsplit
 import pytest
 import trio
 
-from forged import scrub
-from forged.backend import Backend
-from forged.backend import open_store as open_store_of
 from forged.config import Config, StoreConfig, cache_directory, load_config
+from forged.scrub import scan as scrub
+from forged.store.backend import Backend
+from forged.store.backend import open_store as open_store_of
 from tests import daemons
 from tests.daemons import running_daemon, write_config
 from tests.fakellm import FakeLLM

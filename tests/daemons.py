@@ -17,10 +17,10 @@ import httpx
 import msgspec
 import trio
 
-from forged.bundled import usable_cores
 from forged.config import Config, load_config, render_toml
-from forged.daemon import Running, run_daemon
-from forged.hub import Hub
+from forged.daemon.bundled import usable_cores
+from forged.daemon.runner import Running, run_daemon
+from forged.observing.hub import Hub
 
 READY_TIMEOUT = 30.0  # seconds a daemon subprocess may take to send READY=1
 STATUS_POLL = 0.01  # seconds between status reads of a daemon in another process
@@ -131,8 +131,11 @@ class NotifySocket:
     async def receive(self) -> tuple[int, list[str]]:
         """The next datagram: its sender's pid and its KEY=value assignments."""
         data, ancdata, _, _ = await self._sock.recvmsg(65536, socket.CMSG_SPACE(_UCRED.size))
-        pids = [_UCRED.unpack(raw)[0] for level, kind, raw in ancdata
-                if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS)]  # fmt: skip
+        pids = [
+            _UCRED.unpack(raw)[0]
+            for level, kind, raw in ancdata
+            if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS)
+        ]
         self.received.append((pids[0], data.decode().split("\n")))
         return self.received[-1]
 

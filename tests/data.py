@@ -12,8 +12,8 @@ import psycopg
 import trio
 
 from forged.models import Message
-from forged.records import NewInteraction
-from forged.store import atomic
+from forged.store.records import NewInteraction
+from forged.store.sqlite import atomic
 from tests import daemons
 
 T = TypeVar("T")
@@ -69,8 +69,11 @@ def stored_bytes(db: str | Path) -> bytes:
     (bytea columns decoded, so a secret in a message is found as it was written)."""
     if not daemons.STORE_URL:
         return b"".join(p.read_bytes() for p in Path(db).parent.glob(Path(db).name + "*"))
-    tables = rows(db, "SELECT table_name FROM information_schema.tables"
-                      " WHERE table_schema = 'public' AND table_type = 'BASE TABLE'")  # fmt: skip
+    tables = rows(
+        db,
+        "SELECT table_name FROM information_schema.tables"
+        " WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
+    )
     found = [rows(db, f"SELECT {name}::text FROM {name}") for (name,) in tables]
     texts = [text for table in found for (text,) in table]
     for column in ("messages", "metadata"):

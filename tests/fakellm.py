@@ -16,7 +16,7 @@ import msgspec
 import trio
 
 # What the daemon asks for; "schema_echo" sends it back when the request carries none.
-from forged.prompt import ANSWER_SCHEMA
+from forged.llm.prompt import ANSWER_SCHEMA
 
 HOST = "127.0.0.1"  # loopback only: the fake is never reachable from elsewhere
 DEFAULT_PORT = 8089  # standalone default, so benchmarks can point at a fixed URL
@@ -120,8 +120,11 @@ def envelope(content: str, prompt_tokens: Any = 10, completion_tokens: Any = 10)
     """A chat completion holding `content`, with the usage given (any JSON value): the body a
     "raw" behaviour starts from."""
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
-    choice = {"index": 0, "message": {"role": "assistant", "content": content},
-              "finish_reason": "stop"}  # fmt: skip
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": content},
+        "finish_reason": "stop",
+    }
     return _encoder.encode({"object": "chat.completion", "choices": [choice], "usage": usage})
 
 
@@ -166,8 +169,14 @@ def consolidation_answer(body: dict[str, Any]) -> dict[str, Any]:
             if twin is None:
                 kept.append(fact)
                 continue
-            changes.append({"action": "merge", "fact": fact[1], "into": twin[1],
-                            "reason": f"says the same as fact {twin[1]}"})  # fmt: skip
+            changes.append(
+                {
+                    "action": "merge",
+                    "fact": fact[1],
+                    "into": twin[1],
+                    "reason": f"says the same as fact {twin[1]}",
+                }
+            )
         kept.sort(key=lambda f: (f[0], f[1]))
         latest_at, latest, _ = kept[-1]
         reason = f"replaced on {latest_at} by fact {latest}"

@@ -7,8 +7,8 @@ from typing import ClassVar
 import msgspec
 import trio
 
-from forged.hub import Feed, Progress
-from forged.plugins import ObserverContext
+from forged.observing.hub import Feed, Progress
+from forged.observing.plugins import ObserverContext
 
 
 class Recorder:

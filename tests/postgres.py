@@ -56,12 +56,24 @@ class Server:
     def ctl(self, *args: str) -> None:
         """Run pg_ctl on this server (start, stop, restart)."""
         subprocess.run(
-            [*self._as_user, str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-w",
-             "-t", str(START_TIMEOUT), "-l", str(self.directory / "log"),
-             "-o", f"-k {self.directory} -c listen_addresses='' -c max_connections=200 "
-                   f"{self._options}", *args],
-            check=True, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                *self._as_user,
+                str(self.bin_dir / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-w",
+                "-t",
+                str(START_TIMEOUT),
+                "-l",
+                str(self.directory / "log"),
+                "-o",
+                f"-k {self.directory} -c listen_addresses='' -c max_connections=200 "
+                f"{self._options}",
+                *args,
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://{SERVER_USER}@/{database}?host={self.directory}"
@@ -112,10 +124,20 @@ def postgres_server(settings: tuple[str, ...] = ()) -> Iterator[Server]:
     server = Server(bin_dir, directory, as_user, settings)
     try:
         subprocess.run(
-            [*as_user, str(bin_dir / "initdb"), "-D", str(server.data), "-A", "trust",
-             "-U", SERVER_USER, "--no-sync"],
-            check=True, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                *as_user,
+                str(bin_dir / "initdb"),
+                "-D",
+                str(server.data),
+                "-A",
+                "trust",
+                "-U",
+                SERVER_USER,
+                "--no-sync",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         server.ctl("start")
         try:
             yield server

@@ -176,7 +176,10 @@ SECRETS += [
 
 # Tokens that name their provider by their prefix, one per rule adapted from gitleaks.
 SECRETS += [
-    ("onepassword_secret_key", f"A3-{_r(_UPPER_DIGITS, 6)}-{_r(_UPPER_DIGITS, 11)}-{_r(_UPPER_DIGITS, 5)}-{_r(_UPPER_DIGITS, 5)}-{_r(_UPPER_DIGITS, 5)}"),
+    (
+        "onepassword_secret_key",
+        f"A3-{_r(_UPPER_DIGITS, 6)}-{_r(_UPPER_DIGITS, 11)}-{_r(_UPPER_DIGITS, 5)}-{_r(_UPPER_DIGITS, 5)}-{_r(_UPPER_DIGITS, 5)}",
+    ),
     ("onepassword_service_token", "ops_eyJ" + _r(_B64, 260)),
     ("adobe_client_secret", "p8e-" + _r(_ALNUM, 32)),
     ("age_secret_key", "AGE-SECRET-KEY-1" + _r("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58)),
@@ -184,7 +187,10 @@ SECRETS += [
     ("alibaba_access_key", "LTAI" + _r(_ALNUM, 20)),
     ("artifactory_key", "AKCp" + _r(_ALNUM, 69)),
     ("atlassian_token", "ATATT3" + _r(_URLSAFE, 186)),
-    ("authress_key", f"sc_{_r(_LOWER_DIGITS, 10)}.{_r(_LOWER_DIGITS, 5)}.acc_{_r(_LOWER_DIGITS, 20)}.{_r(_B64, 60)}"),
+    (
+        "authress_key",
+        f"sc_{_r(_LOWER_DIGITS, 10)}.{_r(_LOWER_DIGITS, 5)}.acc_{_r(_LOWER_DIGITS, 20)}.{_r(_B64, 60)}",
+    ),
     ("aws_bedrock_key", "ABSK" + _r(_B64, 120)),
     ("clickhouse_key", "4b1d" + _r(_ALNUM, 38)),
     ("clojars_token", "CLOJARS_" + _r(_LOWER_DIGITS, 60)),
@@ -231,9 +237,12 @@ SECRETS += [
     ("typeform_token", "tfp_" + _r(_URLSAFE, 59)),
     ("vault_token", "hvs." + _r(_URLSAFE, 95)),
     ("yandex_key", "AQVN" + _r(_URLSAFE, 36)),
-    ("teams_webhook", f"https://acme.webhook.office.com/webhookb2/{_r(_HEX, 8)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 12)}@{_r(_HEX, 8)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 12)}/IncomingWebhook/{_r(_HEX, 32)}/{_r(_HEX, 8)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 12)}"),
+    (
+        "teams_webhook",
+        f"https://acme.webhook.office.com/webhookb2/{_r(_HEX, 8)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 12)}@{_r(_HEX, 8)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 12)}/IncomingWebhook/{_r(_HEX, 32)}/{_r(_HEX, 8)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 4)}-{_r(_HEX, 12)}",
+    ),
     ("azure_client_secret", f"{_r(_ALNUM, 3)}8Q~{_r(_URLSAFE, 34)}"),
-]  # fmt: skip
+]
 
 NEAR_MISSES: list[str] = [
     "Fixed in 3f786850e387550fdab836ed7e6dc881de23001b, see the log.",

@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from forged.consolidate import CurrentFact, ProposedChange
-from forged.plugins import ObserverContext
+from forged.consolidate.judgement import CurrentFact, ProposedChange
+from forged.observing.plugins import ObserverContext
 
 
 class SamePrefixConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -32,8 +32,11 @@ class SamePrefix:
         changes = []
         for group in groups.values():
             newest = max(group, key=lambda f: (f.first_at, f.id))
-            changes += [ProposedChange("supersede", f.id, newest.id, reason) for f in group
-                        if f is not newest]  # fmt: skip
+            changes += [
+                ProposedChange("supersede", f.id, newest.id, reason)
+                for f in group
+                if f is not newest
+            ]
         return changes
 
 

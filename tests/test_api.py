@@ -84,8 +84,9 @@ async def test_an_id_is_unique_within_its_scope_only(client: httpx.AsyncClient) 
     assert (await client.post("/v1/interactions", json=attacker)).json()["accepted"] == 1
     answer = await client.post("/v1/interactions", json=[victim, victim])
     assert answer.json() == {"accepted": 1, "duplicates": 1, "last_seq": 2}
-    found = await client.get("/v1/search", params={"q": "PostgreSQL", "scope": "victim",
-                                                   "types": "interaction"})  # fmt: skip
+    found = await client.get(
+        "/v1/search", params={"q": "PostgreSQL", "scope": "victim", "types": "interaction"}
+    )
     assert [r["scope"] for r in found.json()["results"]] == ["victim"]
 
 
@@ -131,14 +132,23 @@ async def test_bad_ndjson_line_is_named(client: httpx.AsyncClient) -> None:
 @pytest.mark.parametrize(
     ("body", "content_type", "message"),
     [
-        (b"{nope", "application/json", "the body is not valid JSON: object keys must be strings (byte 1)"),
-        (b'{"messages": [', "application/json",
-         "the body is not valid JSON: it ends at byte 14 before the JSON value is complete"),
-        (b'{"messages": [{"role": "user", "text": "hi"}]}\n{"messages": [{"role"',
-         "application/x-ndjson",
-         "line 2: not valid JSON: it ends at byte 21 before the JSON value is complete"),
+        (
+            b"{nope",
+            "application/json",
+            "the body is not valid JSON: object keys must be strings (byte 1)",
+        ),
+        (
+            b'{"messages": [',
+            "application/json",
+            "the body is not valid JSON: it ends at byte 14 before the JSON value is complete",
+        ),
+        (
+            b'{"messages": [{"role": "user", "text": "hi"}]}\n{"messages": [{"role"',
+            "application/x-ndjson",
+            "line 2: not valid JSON: it ends at byte 21 before the JSON value is complete",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_not_json_says_so_and_where(
     client: httpx.AsyncClient, body: bytes, content_type: str, message: str
 ) -> None:

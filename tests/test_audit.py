@@ -14,8 +14,8 @@ from forged.config import Config, load_config, parse_config
 from forged.errors import ConfigError
 from forged.models import Message, StoredInteraction
 from forged.observers.audit import AuditConfig, AuditFile
-from forged.plugins import check_observers, load_observers
-from forged.store import Store
+from forged.observing.plugins import check_observers, load_observers
+from forged.store.sqlite import Store
 from tests.daemons import running_daemon, socket_client, write_config
 from tests.data import write_rows
 from tests.fakellm import FakeLLM
@@ -113,8 +113,15 @@ async def test_every_interaction_is_audited_once_across_a_lost_commit(
 ) -> None:
     """Seqs 1..n once each, scrubbed, even when a restart redelivers lines already written."""
     trail = short_tmp / "audit.jsonl"
-    config = load_config(write_config(short_tmp, fake_llm.base_url, distill={"enabled": False},
-                         observers={"audit": {"class": AUDIT, "path": str(trail)}}), {})  # fmt: skip
+    config = load_config(
+        write_config(
+            short_tmp,
+            fake_llm.base_url,
+            distill={"enabled": False},
+            observers={"audit": {"class": AUDIT, "path": str(trail)}},
+        ),
+        {},
+    )
     secret = "my key is AKIAIOSFODNN7EXAMPLE"
     turns = [{"messages": [{"role": "user", "text": f"turn {i}: {secret}"}]} for i in range(6)]
     with trio.fail_after(30):

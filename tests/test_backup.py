@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from forged.backup import (
+from forged.config import DEFAULT_CONFIG_PATH, StoreConfig, load_config
+from forged.errors import BackupError
+from forged.store.backup import (
     DatabaseLock,
     _exclusive,
     _how_to_stop,
@@ -22,11 +24,9 @@ from forged.backup import (
     restore_backup,
     take_backup,
 )
-from forged.config import DEFAULT_CONFIG_PATH, StoreConfig, load_config
-from forged.errors import BackupError
-from forged.records import NewInteraction
-from forged.schema import MIGRATIONS
-from forged.store import Store
+from forged.store.records import NewInteraction
+from forged.store.sqlite import Store
+from forged.store.sqlite_schema import MIGRATIONS
 from tests.daemons import running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
 
@@ -46,8 +46,10 @@ def _database(directory: Path, interactions: int = 3) -> StoreConfig:
     """A database holding `interactions` (ids id-0, id-1...), written by the store itself."""
     config = StoreConfig(path=str(directory / "forged.db"))
     store = Store(config.path)
-    rows = [NewInteraction(f"id-{n}", "default", None, "t", "t", 1, b"[]", None)
-            for n in range(interactions)]  # fmt: skip
+    rows = [
+        NewInteraction(f"id-{n}", "default", None, "t", "t", 1, b"[]", None)
+        for n in range(interactions)
+    ]
     trio.run(store.append, [rows])
     store.close()
     return config
@@ -158,8 +160,9 @@ def test_a_daemon_does_not_start_during_a_restore(short_tmp: Path) -> None:
     finally:
         os.close(held)
     assert (done.returncode, done.stderr) == (
-        1, f"forged: {database} is being restored; start forged when that is done\n"
-    )  # fmt: skip
+        1,
+        f"forged: {database} is being restored; start forged when that is done\n",
+    )
     DatabaseLock(database).release()  # and once it is done, it may
 
 
@@ -242,8 +245,9 @@ def test_backup_and_restore_commands(short_tmp: Path) -> None:
     assert done.stdout.startswith(f"backed up to {backup}: 4 interactions (last seq 4),")
     refused = forged("restore", str(backup))
     assert (refused.returncode, refused.stderr) == (
-        1, f"forged: {store.path} exists; pass --yes to replace it with {backup}\n"
-    )  # fmt: skip
+        1,
+        f"forged: {store.path} exists; pass --yes to replace it with {backup}\n",
+    )
     done = forged("restore", str(backup), "--yes")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"restored {backup} into {store.path}: 4 interactions")
@@ -305,10 +309,13 @@ def test_restore_creates_no_directory(short_tmp: Path) -> None:
     backup = short_tmp / "b.db"
     take_backup(_database(short_tmp / "src"), backup)
     database = short_tmp / "var" / "lib" / "forged" / "forged.db"
-    with pytest.raises(BackupError, match=(
-        rf"^{database.parent} does not exist: is {database} the database forged serves\?"
-        r" Name its configuration with --config$"
-    )):  # fmt: skip
+    with pytest.raises(
+        BackupError,
+        match=(
+            rf"^{database.parent} does not exist: is {database} the database forged serves\?"
+            r" Name its configuration with --config$"
+        ),
+    ):
         restore_backup(backup, str(database), replace=True)
     assert not (short_tmp / "var").exists()
 
@@ -336,12 +343,18 @@ def test_backup_into_a_directory_writes_a_dated_file_in_it(short_tmp: Path) -> N
 def _crafted(path: Path) -> None:
     """A file with every migration recorded but only a few bare tables."""
     with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT,"
-                   " applied_at TEXT)")  # fmt: skip
+        db.execute(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT,"
+            " applied_at TEXT)"
+        )
         for version in range(1, len(MIGRATIONS) + 1):
             db.execute("INSERT INTO schema_migrations VALUES (?, 'x', 'x')", (version,))
-        for table in ("interactions (seq, client_id)", "summaries (id)", "facts (id)",
-                      "dead_letters (resolved_at)"):  # fmt: skip
+        for table in (
+            "interactions (seq, client_id)",
+            "summaries (id)",
+            "facts (id)",
+            "dead_letters (resolved_at)",
+        ):
             db.execute(f"CREATE TABLE {table}")
 
 
@@ -351,11 +364,14 @@ def test_restore_checks_the_schema_itself(short_tmp: Path) -> None:
     crafted = short_tmp / "crafted.db"
     _crafted(crafted)
     live = _database(short_tmp)
-    with pytest.raises(BackupError, match=(
-        rf"^{crafted}: not the schema version {len(MIGRATIONS)} makes: no index "
-        r"consolidation_changes_by_fact; no index consolidation_changes_by_into; no index"
-        r" consolidation_runs_by_observer and \d+ more$"
-    )):  # fmt: skip
+    with pytest.raises(
+        BackupError,
+        match=(
+            rf"^{crafted}: not the schema version {len(MIGRATIONS)} makes: no index "
+            r"consolidation_changes_by_fact; no index consolidation_changes_by_into; no index"
+            r" consolidation_runs_by_observer and \d+ more$"
+        ),
+    ):
         restore_backup(crafted, live.path, replace=True)
     assert _ids(Path(live.path)) == {"id-0", "id-1", "id-2"}
 
@@ -382,8 +398,15 @@ def test_commands_in_a_checkout_use_the_database_make_run_serves(short_tmp: Path
     env = {k: v for k, v in os.environ.items() if k not in ("FORGED_CONFIG", "FORGED_SOCKET")}
 
     def forged(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "forged", *args], cwd=short_tmp, env=env,
-                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "forged", *args],
+            cwd=short_tmp,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
     done = forged("backup", "b.db")
     assert done.stdout.startswith("backed up to b.db: 4 interactions"), done.stderr

@@ -45,8 +45,16 @@ def _table(markdown: str) -> list[list[str]]:
 async def test_quick_bench_reports_every_figure_with_baseline_and_ratio(tmp_path: Path) -> None:
     """`python -m bench --quick` writes a table with every row measured beside its baseline."""
     out = tmp_path / "benchmarks.md"
-    command = [sys.executable, "-m", "bench", "--quick", "--out", str(out),
-               "--cache", str(tmp_path / "cache")]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "bench",
+        "--quick",
+        "--out",
+        str(out),
+        "--cache",
+        str(tmp_path / "cache"),
+    ]
     with trio.fail_after(QUICK_TIMEOUT):
         done = await trio.run_process(command, cwd=REPO, capture_stdout=True, capture_stderr=True)
     assert done.returncode == 0, done.stderr.decode()[-2000:]

@@ -15,7 +15,7 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
-from forged.bundled import (
+from forged.daemon.bundled import (
     BundledLLMError,
     _run_once,
     model_path,
@@ -88,8 +88,9 @@ async def test_a_server_killed_by_an_illegal_instruction_is_told_how_to_rebuild_
     reports AMX and refuses it) dies of SIGILL: the reason names the signal and the cure."""
     suicide = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"]
     with trio.fail_after(TEST_TIMEOUT_S):
-        ready, reason = await _run_once(suicide, "http://127.0.0.1:9/v1", 60.0,
-                                        trio.TASK_STATUS_IGNORED)  # fmt: skip
+        ready, reason = await _run_once(
+            suicide, "http://127.0.0.1:9/v1", 60.0, trio.TASK_STATUS_IGNORED
+        )
     assert not ready
     assert reason.startswith(
         "the bundled LLM was killed by SIGILL (llama.cpp was built for instructions this machine"

@@ -8,7 +8,7 @@ import httpx
 import pytest
 import trio
 
-from forged.client import AsyncClient, Client, find_socket
+from forged.client.methods import AsyncClient, Client, find_socket
 from forged.config import DEFAULT_CONFIG_PATH, Config, load_config
 from forged.errors import BadRequest, Unavailable, Unreachable
 from forged.models import (

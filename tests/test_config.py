@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from forged import scrub
 from forged.config import Config, cache_directory, load_config, parse_config, render_toml
 from forged.errors import ConfigError
-from forged.pgschema import MIGRATIONS as PG_MIGRATIONS
+from forged.scrub import scan as scrub
+from forged.store.postgres_schema import MIGRATIONS as PG_MIGRATIONS
 from tests.postgres import Server
 
 ROOT = Path(__file__).resolve().parent.parent

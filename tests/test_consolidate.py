@@ -19,22 +19,22 @@ from structlog.testing import capture_logs
 from bench import currentstate
 from bench.currentstate import CONVERSATION, SCOPE, gold
 from bench.currentstate import interactions as state_changes
-from forged.backend import Backend
-from forged.condense import OldSummary, grounded
 from forged.config import load_config
-from forged.consolidate import (
+from forged.consolidate.condense import OldSummary, grounded
+from forged.consolidate.judgement import (
     CurrentFact,
     checked,
     chunks,
     render_facts,
 )
-from forged.consolidate_observer import NAME
-from forged.listing import Page, list_facts
+from forged.consolidate.observer import NAME
 from forged.models import ConsolidationChange, ConsolidationRun, Fact, Message, Usage
-from forged.portable import portable
-from forged.records import BatchOutcome, NewInteraction, ScopeResult
-from forged.schema import MIGRATIONS
-from forged.store import Store
+from forged.recall.listing import Page, list_facts
+from forged.store.backend import Backend
+from forged.store.portable import portable
+from forged.store.records import BatchOutcome, NewInteraction, ScopeResult
+from forged.store.sqlite import Store
+from forged.store.sqlite_schema import MIGRATIONS
 from tests.conftest import StoreOpener
 from tests.daemons import (
     DaemonProcess,
@@ -73,10 +73,16 @@ QUESTIONS = "where does the user live, which database does the service use, name
 
 def _config(tmp: Path, llm: FakeLLM, **consolidate: Any) -> Path:
     llm.default, llm.gold = "gold", gold()
-    settings = {"enabled": True, "min_new_facts": 1000, "check_interval": 0.05,
-                "related_facts_tokens": 0, **consolidate}  # fmt: skip
-    return write_config(tmp, llm.base_url, distill={"max_batch_interactions": 1},
-                        consolidate=settings)  # fmt: skip
+    settings = {
+        "enabled": True,
+        "min_new_facts": 1000,
+        "check_interval": 0.05,
+        "related_facts_tokens": 0,
+        **consolidate,
+    }
+    return write_config(
+        tmp, llm.base_url, distill={"max_batch_interactions": 1}, consolidate=settings
+    )
 
 
 async def _distilled(client: httpx.AsyncClient, scope: str = SCOPE) -> None:
@@ -108,8 +114,11 @@ async def test_consolidation_keeps_the_current_state_and_the_history(
         (run,) = response.json()["runs"]
         assert (run["facts"], len(run["changes"]), run["usage"]["calls"]) == (9, 5, 1)
 
-        block = (await client.get("/v1/context", params={"q": QUESTIONS, "scope": SCOPE,
-                                                         "types": "fact"})).json()  # fmt: skip
+        block = (
+            await client.get(
+                "/v1/context", params={"q": QUESTIONS, "scope": SCOPE, "types": "fact"}
+            )
+        ).json()
         assert {i["text"] for i in block["items"]} == CURRENT
         for gone in ("Lisbon", "MySQL", "Jon.", "tea"):
             assert gone not in block["text"]
@@ -137,13 +146,15 @@ async def test_consolidation_keeps_the_current_state_and_the_history(
         assert kept["seen_count"] == 2  # the merged duplicate's mention counts
         assert kept["first_at"][:10] == "2026-03-01"  # and its dates: said since day one
 
-        searched = await client.get("/v1/search", params={"q": "Lisbon Berlin", "scope": SCOPE,
-                                                          "history": "true"})  # fmt: skip
+        searched = await client.get(
+            "/v1/search", params={"q": "Lisbon Berlin", "scope": SCOPE, "history": "true"}
+        )
         dated = {r["text"]: r for r in searched.json()["results"] if r["type"] == "fact"}
         assert dated["The user lives in Lisbon."]["invalid_at"].startswith("2026-03-03")
         assert "superseded_by" not in dated["The user lives in Berlin."]
-        block = await client.get("/v1/context", params={"q": "Lisbon", "scope": SCOPE,
-                                                        "history": "true"})  # fmt: skip
+        block = await client.get(
+            "/v1/context", params={"q": "Lisbon", "scope": SCOPE, "history": "true"}
+        )
         berlin_id = history["The user lives in Berlin."]["id"]
         assert (
             f"superseded 2026-03-03 by #{berlin_id}] The user lives in Lisbon."
@@ -195,8 +206,11 @@ async def test_a_new_state_replaces_what_it_contradicts_as_it_is_distilled(
         assert [(c["fact_id"], c["into_id"]) for c in run["changes"]] == [
             (history["The user lives in Lisbon."]["id"], history["The user lives in Berlin."]["id"])
         ]
-        block = (await client.get("/v1/context", params={"q": QUESTIONS, "scope": SCOPE,
-                                                         "types": "fact"})).json()  # fmt: skip
+        block = (
+            await client.get(
+                "/v1/context", params={"q": QUESTIONS, "scope": SCOPE, "types": "fact"}
+            )
+        ).json()
         assert {i["text"] for i in block["items"]} == CURRENT
         history = await _facts(client, history=True)
         assert set(history) == CURRENT | set(RETIRED)
@@ -227,14 +241,18 @@ async def test_old_summaries_are_condensed_into_one(short_tmp: Path, fake_llm: F
         params = {"scope": SCOPE, "history": "true"}
         every = (await client.get("/v1/summaries", params=params)).json()["summaries"]
         assert [s["condensed_into"] for s in every[:-3]] == [new["id"]] * (len(before) - 2)
-        block = await client.get("/v1/context", params={"q": "Lisbon", "scope": SCOPE,
-                                                        "types": "summary"})  # fmt: skip
+        block = await client.get(
+            "/v1/context", params={"q": "Lisbon", "scope": SCOPE, "types": "summary"}
+        )
         assert [i["id"] for i in block.json()["items"]] == [new["id"]]
         again = (await client.post("/v1/consolidate", params={"scope": SCOPE})).json()["runs"]
         assert not [c for c in again[0]["changes"] if c["action"] == "condense"]  # 3 left: kept
     db = config.store.path
-    assert rows(db, "SELECT count(*) FROM consolidation_changes WHERE action = 'condense'"
-                    " AND run_id = ?", run["run_id"]) == [(len(before) - 2,)]  # fmt: skip
+    assert rows(
+        db,
+        "SELECT count(*) FROM consolidation_changes WHERE action = 'condense' AND run_id = ?",
+        run["run_id"],
+    ) == [(len(before) - 2,)]
 
 
 def test_a_condensation_must_say_only_what_its_summaries_say() -> None:
@@ -265,7 +283,7 @@ async def test_facts_a_run_cannot_check_are_not_changed() -> None:
         CurrentFact(2, "state", "The user lives in Berlin.", "2026-03-03T10:00:00.000Z"),
         CurrentFact(3, "preference", "The user prefers tea.", "2026-03-02T10:00:00.000Z"),
     ]
-    from forged.consolidate import ProposedChange
+    from forged.consolidate.judgement import ProposedChange
 
     proposed = [
         ProposedChange("supersede", 2, 1, "older for newer"),
@@ -286,15 +304,20 @@ def test_chunks_fit_the_call_size_and_the_token_budget() -> None:
 
 
 def test_the_fake_consolidates_what_is_listed() -> None:
-    facts = [CurrentFact(n, "state", text, day) for n, (day, _, _, text) in
-             enumerate(CONVERSATION, start=1)]  # fmt: skip
+    facts = [
+        CurrentFact(n, "state", text, day)
+        for n, (day, _, _, text) in enumerate(CONVERSATION, start=1)
+    ]
     body = {"messages": [{"role": "user", "content": render_facts(facts)}]}
     assert FACTS_OPEN in render_facts(facts)
     changes = consolidation_answer(body)["changes"]
     assert {(c["action"], c["fact"], c["into"]) for c in changes} == {
-        ("supersede", 1, 7), ("merge", 2, 5), ("supersede", 5, 6), ("supersede", 3, 8),
+        ("supersede", 1, 7),
+        ("merge", 2, 5),
+        ("supersede", 5, 6),
+        ("supersede", 3, 8),
         ("supersede", 4, 9),
-    }  # fmt: skip
+    }
 
 
 async def test_consolidate_needs_the_observer(short_tmp: Path, fake_llm: FakeLLM) -> None:
@@ -351,11 +374,15 @@ async def test_sigkill_in_the_middle_of_a_run_applies_nothing_twice(
             assert set(await _facts(client)) == CURRENT
             status = (await client.get("/v1/status")).json()
         assert await daemon.stop() == 0
-    changes = rows(db, "SELECT fact_id, count(*) FROM consolidation_changes"
-                       " WHERE action != 'condense' GROUP BY fact_id")  # fmt: skip
+    changes = rows(
+        db,
+        "SELECT fact_id, count(*) FROM consolidation_changes"
+        " WHERE action != 'condense' GROUP BY fact_id",
+    )
     assert sorted(n for _, n in changes) == [1] * len(RETIRED)
-    assert rows(db, "SELECT seen_count FROM facts WHERE text = ?",
-                 "The service uses MySQL for storage.") == [(2,)]  # fmt: skip
+    assert rows(
+        db, "SELECT seen_count FROM facts WHERE text = ?", "The service uses MySQL for storage."
+    ) == [(2,)]
     assert rows(db, "SELECT count(*) FROM consolidation_runs") == [(1,)]
     mine = next(o for o in status["observers"] if o["name"] == "consolidate")
     assert mine["llm_calls"] == 3  # two for the facts, one for the summaries; none killed
@@ -380,8 +407,10 @@ async def test_the_command_line_consolidates_and_shows_history(
         history = (await cli.forged("facts", "--scope", SCOPE, "--history")).stdout.decode()
         berlin = (await _facts(client))["The user lives in Berlin."]["id"]
         (lisbon,) = [line for line in history.splitlines() if "Lisbon" in line]
-        assert lisbon.endswith(f"The user lives in Lisbon.  [superseded 2026-03-03 by #{berlin}:"
-                               f" replaced on 2026-03-03 by fact {berlin}]")  # fmt: skip
+        assert lisbon.endswith(
+            f"The user lives in Lisbon.  [superseded 2026-03-03 by #{berlin}:"
+            f" replaced on 2026-03-03 by fact {berlin}]"
+        )
         audit = json.loads((await cli.forged("fact", str(berlin), "--scope", SCOPE)).stdout)
         assert audit["replaced"][0]["fact"]["text"] == "The user lives in Lisbon."
         missing = await cli.forged("fact", "999")
@@ -443,15 +472,19 @@ def test_migration_keeps_every_fact_current_and_valid_from_its_first_source(
 ) -> None:
     path = tmp_path / "v4.db"
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-                 " applied_at TEXT NOT NULL)")  # fmt: skip
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+        " applied_at TEXT NOT NULL)"
+    )
     for version, (name, sql) in enumerate(MIGRATIONS[:4], start=1):
         conn.executescript(sql)
         conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'x')", (version, name))
-    conn.execute("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
-                 " first_at, last_at, created_at, last_seen_at) VALUES ('state', 'Old.', 'old',"
-                 " 's', 'b', 1, 1, '2023-05-07T10:00:00.000Z', '2023-05-08T10:00:00.000Z', 'c',"
-                 " 'c')")  # fmt: skip
+    conn.execute(
+        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
+        " first_at, last_at, created_at, last_seen_at) VALUES ('state', 'Old.', 'old',"
+        " 's', 'b', 1, 1, '2023-05-07T10:00:00.000Z', '2023-05-08T10:00:00.000Z', 'c',"
+        " 'c')"
+    )
     conn.close()
     store = Store(str(path))
     try:
@@ -460,14 +493,19 @@ def test_migration_keeps_every_fact_current_and_valid_from_its_first_source(
         store.close()
     (fact,) = page.facts
     assert (fact.valid_from, fact.invalid_at, fact.superseded_by) == (
-        "2023-05-07T10:00:00.000Z", None, None
-    )  # fmt: skip
+        "2023-05-07T10:00:00.000Z",
+        None,
+        None,
+    )
 
 
 async def test_consolidation_needs_a_distiller_that_can_ask(short_tmp: Path) -> None:
-    config = write_config(short_tmp, "http://127.0.0.1:9/v1",
-                          distiller={"class": "tests.stub_distiller:PreferenceDistiller"},
-                          consolidate={"enabled": True})  # fmt: skip
+    config = write_config(
+        short_tmp,
+        "http://127.0.0.1:9/v1",
+        distiller={"class": "tests.stub_distiller:PreferenceDistiller"},
+        consolidate={"enabled": True},
+    )
     command = [sys.executable, "-m", "forged", "serve", "--config", str(config)]
     with trio.fail_after(60):
         done = await trio.run_process(command, capture_stderr=True, check=False)
@@ -499,12 +537,15 @@ async def test_a_plugin_named_in_config_consolidates_in_place_of_the_llm(
             ).json()["replaced_by"]
             assert (change["action"], change["fact"]["text"]) == ("supersede", into), text
             assert (change["reason"], change["run_id"]) == (
-                "same first 3 words, said later", run["run_id"]
-            )  # fmt: skip
+                "same first 3 words, said later",
+                run["run_id"],
+            )
     assert SamePrefix.asked == [(SCOPE, len(CONVERSATION))]
     assert (run["model"], run["usage"]["calls"], len(run["changes"])) == (
-        "tests.stub_consolidator:SamePrefix", 1, len(RETIRED)
-    )  # fmt: skip
+        "tests.stub_consolidator:SamePrefix",
+        1,
+        len(RETIRED),
+    )
     assert _consolidation_calls(fake_llm) == 0  # the LLM was not asked to judge the facts
 
 
@@ -512,15 +553,20 @@ async def test_a_plugin_named_in_config_consolidates_in_place_of_the_llm(
     ("cls", "calls", "error"),
     [
         ("Backwards", 1, None),  # refused: a fact superseded by an older one
-        ("Garbled", 3, "InvalidAnswer: the plugin's answer is not a list of changes: Object"
-                       " missing required field `fact` - at `$[0]`"),  # asked [distill] max_attempts times
+        (
+            "Garbled",
+            3,
+            "InvalidAnswer: the plugin's answer is not a list of changes: Object"
+            " missing required field `fact` - at `$[0]`",
+        ),  # asked [distill] max_attempts times
     ],
-)  # fmt: skip
+)
 async def test_a_plugins_proposals_meet_forgeds_checks_and_retries(
     short_tmp: Path, fake_llm: FakeLLM, cls: str, calls: int, error: str | None
 ) -> None:
-    config = load_config(_config(short_tmp, fake_llm, **{"class": f"tests.stub_consolidator:{cls}"}),
-                         {})  # fmt: skip
+    config = load_config(
+        _config(short_tmp, fake_llm, **{"class": f"tests.stub_consolidator:{cls}"}), {}
+    )
     async with running_daemon(config), socket_client(config.server.socket) as client:
         await _distilled(client)
         (run,) = (await client.post("/v1/consolidate", params={"scope": SCOPE})).json()["runs"]
@@ -597,7 +643,7 @@ def test_a_supersession_needs_a_shared_subject() -> None:
         CurrentFact(3, "state", "The user's name is Mallory.", "2026-03-04T10:00:00.000Z"),
         CurrentFact(4, "state", "The user lives in Berlin.", "2026-03-04T10:00:00.000Z"),
     ]
-    from forged.consolidate import ProposedChange
+    from forged.consolidate.judgement import ProposedChange
 
     proposed = [ProposedChange("supersede", n, 3, "obsolete") for n in (1, 2)]
     proposed.append(ProposedChange("supersede", 1, 4, "moved"))
@@ -614,13 +660,20 @@ def test_an_answer_of_100000_changes_is_read_up_to_its_cap_and_logged_once() -> 
     facts = [
         CurrentFact(n, "state", f"The user owns car number {n}.", "2026-03-01") for n in (1, 2)
     ]
-    from forged.consolidate import ProposedChange
+    from forged.consolidate.judgement import ProposedChange
 
     proposed = [ProposedChange("supersede", 7, 8, "x")] * 100_000
     with capture_logs() as logs:
         assert checked(proposed, facts, set(), 300) == []
     assert logs == [
-        {"event": "consolidation_changes_refused", "log_level": "info", "refused": 100_000,
-         "proposed": 100_000, "why": {"names a fact that is not in the list": 32,
-                                      "past the 32 changes an answer may hold": 99_968}},
-    ]  # fmt: skip
+        {
+            "event": "consolidation_changes_refused",
+            "log_level": "info",
+            "refused": 100_000,
+            "proposed": 100_000,
+            "why": {
+                "names a fact that is not in the list": 32,
+                "past the 32 changes an answer may hold": 99_968,
+            },
+        },
+    ]

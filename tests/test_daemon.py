@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from forged.config import ServerConfig
-from forged.daemon import _bind
+from forged.daemon.runner import _bind
 from forged.errors import ConfigError
 from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
 from tests.data import facts_per_seq, interaction, rows, summaries_per_seq
@@ -154,8 +154,9 @@ async def test_refuses_the_socket_of_a_running_daemon(short_tmp: Path, fake_llm:
             await daemon.start()
             second = await trio.run_process(
                 [sys.executable, "-m", "forged", "serve", "--config", str(config_path)],
-                capture_stderr=True, check=False,
-            )  # fmt: skip
+                capture_stderr=True,
+                check=False,
+            )
             assert second.returncode == 2
             assert second.stderr.decode() == (
                 f"forged: another forged is already serving on {daemon.socket}; stop it first,"
@@ -168,7 +169,7 @@ async def test_refuses_the_socket_of_a_running_daemon(short_tmp: Path, fake_llm:
 _BIND = """
 import sys
 from forged.config import ServerConfig
-from forged.daemon import _bind
+from forged.daemon.runner import _bind
 from forged.errors import ConfigError
 try:
     _bind(ServerConfig(socket=sys.argv[1]))
@@ -192,9 +193,17 @@ async def test_a_live_socket_it_may_not_connect_to_is_refused_not_replaced(
         inode = os.stat(path).st_ino
         with trio.fail_after(TIMEOUT):
             done = await trio.run_process(
-                [*(unprivileged if os.geteuid() == 0 else []), sys.executable, "-c", _BIND,
-                 str(path)], capture_stdout=True, capture_stderr=True, check=False,
-            )  # fmt: skip
+                [
+                    *(unprivileged if os.geteuid() == 0 else []),
+                    sys.executable,
+                    "-c",
+                    _BIND,
+                    str(path),
+                ],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
         assert done.stdout.decode() == (
             f"server.socket: {path} may be in use by another daemon and cannot be checked"
             " (Permission denied); remove it or choose another path\n"
@@ -283,8 +292,12 @@ async def test_sigterm_during_a_batch_commits_it_and_loses_nothing(
 ) -> None:
     """SIGTERM mid-batch: it commits, pushes get 202 or 503, exit 0; a restart does the rest."""
     fake_llm.latency = 1.5
-    config_path = write_config(short_tmp, fake_llm.base_url, distill={"max_batch_interactions": 5},
-                               server={"shutdown_grace": 20.0})  # fmt: skip
+    config_path = write_config(
+        short_tmp,
+        fake_llm.base_url,
+        distill={"max_batch_interactions": 5},
+        server={"shutdown_grace": 20.0},
+    )
     answers: list[httpx.Response] = []
     async with DaemonProcess(config_path, short_tmp) as daemon:
         with trio.fail_after(TIMEOUT):
@@ -389,8 +402,9 @@ async def test_only_allowed_uids_are_served(short_tmp: Path, fake_llm: FakeLLM) 
     await trio.Path(short_tmp).chmod(
         0o711
     )  # other users may reach the socket, not list the directory
-    config_path = write_config(short_tmp, fake_llm.base_url,
-                               server={"allowed_uids": [NOBODY], "socket_mode": 0o666})  # fmt: skip
+    config_path = write_config(
+        short_tmp, fake_llm.base_url, server={"allowed_uids": [NOBODY], "socket_mode": 0o666}
+    )
     async with DaemonProcess(config_path, short_tmp) as daemon:
         with trio.fail_after(TIMEOUT):
             await daemon.start()
@@ -426,8 +440,14 @@ async def test_daemon_logs_structured_fields_into_a_real_journald(
     if reason := namespaces_unavailable():
         pytest.skip(reason)
     config_path = write_config(short_tmp, fake_llm.base_url, log={"format": "journal"})
-    private_journald = ["unshare", "--mount", "--propagation", "private", sys.executable,
-                        str(Path(__file__).with_name("journald_ns.py"))]  # fmt: skip
+    private_journald = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        sys.executable,
+        str(Path(__file__).with_name("journald_ns.py")),
+    ]
     async with DaemonProcess(config_path, short_tmp) as daemon:
         with trio.fail_after(TIMEOUT):
             await daemon.start(wrapper=private_journald)
@@ -450,5 +470,8 @@ async def test_daemon_logs_structured_fields_into_a_real_journald(
         "6",
         str(daemon.pid),
     )
-    assert (Path(last["CODE_FILE"]).name, last["CODE_FUNC"]) == ("distill_observer.py", "run")
+    assert (Path(last["CODE_FILE"]).parts[-2:], last["CODE_FUNC"]) == (
+        ("distill", "observer.py"),
+        "run",
+    )
     assert daemon.events("batch_committed") == []  # nothing fell back to stderr

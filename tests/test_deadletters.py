@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from forged.deadletters import PARAMS, list_dead_letters, redistill
+from forged.distill.deadletters import PARAMS, list_dead_letters, redistill
 from forged.errors import InvalidRequest
-from forged.httpconn import Request
+from forged.http.connection import Request
+from forged.http.params import MAX_SEQ, SCOPED, Params
 from forged.models import DISTILL_OBSERVER
-from forged.params import MAX_SEQ, SCOPED, Params
-from forged.records import BatchOutcome, DeadLetter
-from forged.store import Store
+from forged.store.records import BatchOutcome, DeadLetter
+from forged.store.sqlite import Store
 from tests.data import new
 
 PATH = "/v1/dead-letters"

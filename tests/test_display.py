@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from forged import display
+from forged.cli import display
 from forged.models import (
     DeadLetterInfo,
     DeadLettersAnswer,
@@ -18,18 +18,30 @@ STAMP = "2026-11-29T17:00:03.120Z"
 
 def _fact(**changes: object) -> StoredFact:
     fields: dict[str, object] = {
-        "id": 7, "kind": "state", "scope": "user:alice", "session": None,
-        "text": "Alice lives in Berlin.", "created_at": STAMP, "last_seen_at": STAMP,
-        "seen_count": 1, "first_seq": 1, "last_seq": 1, "batch_id": "b1",
-        "first_at": STAMP, "last_at": STAMP, "valid_from": STAMP,
-    }  # fmt: skip
+        "id": 7,
+        "kind": "state",
+        "scope": "user:alice",
+        "session": None,
+        "text": "Alice lives in Berlin.",
+        "created_at": STAMP,
+        "last_seen_at": STAMP,
+        "seen_count": 1,
+        "first_seq": 1,
+        "last_seq": 1,
+        "batch_id": "b1",
+        "first_at": STAMP,
+        "last_at": STAMP,
+        "valid_from": STAMP,
+    }
     return StoredFact(**{**fields, **changes})  # type: ignore[arg-type]
 
 
 def test_a_table_pads_every_column_but_the_last(capsys: pytest.CaptureFixture[str]) -> None:
     """Dead letters print as a table: columns padded to their widest cell, the reason as it is."""
-    letters = [DeadLetterInfo(1, 12, "a", "too long", None, STAMP),
-               DeadLetterInfo(2, 3, "user:bob", "invalid answer", None, STAMP)]  # fmt: skip
+    letters = [
+        DeadLetterInfo(1, 12, "a", "too long", None, STAMP),
+        DeadLetterInfo(2, 3, "user:bob", "invalid answer", None, STAMP),
+    ]
     display.show_dead_letters(DeadLettersAnswer(letters))
     assert capsys.readouterr().out.splitlines() == [
         "SEQ  SCOPE     SINCE (UTC)          REASON",
@@ -46,8 +58,14 @@ def test_nothing_to_show_is_said_on_standard_error(capsys: pytest.CaptureFixture
 
 def test_a_retired_fact_says_when_by_what_and_why(capsys: pytest.CaptureFixture[str]) -> None:
     """A superseded fact's line ends with its date, its successor and the reason."""
-    display.show_fact(_fact(seen_count=2, invalid_at="2026-12-01T08:00:00.000Z",
-                            superseded_by=9, superseded_reason="moved"))  # fmt: skip
+    display.show_fact(
+        _fact(
+            seen_count=2,
+            invalid_at="2026-12-01T08:00:00.000Z",
+            superseded_by=9,
+            superseded_reason="moved",
+        )
+    )
     assert capsys.readouterr().out == (
         "     7  user:alice  state       2026-11-29  Alice lives in Berlin.  (seen 2x)"
         "  [superseded 2026-12-01 by #9: moved]\n"

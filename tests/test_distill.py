@@ -16,8 +16,8 @@ import trio.testing
 from structlog.testing import capture_logs
 
 from forged.config import load_config
-from forged.daemon import Running
-from forged.distill import (
+from forged.daemon.runner import Running
+from forged.distill.batches import (
     MAX_REPLACED,
     RERUN,
     UNWATCHED,
@@ -28,7 +28,7 @@ from forged.distill import (
 )
 from forged.errors import InvalidAnswer, LLMUnavailable
 from forged.models import DistilledMemory, Fact, MemoryItem, Message, StoredInteraction
-from forged.tokens import estimate_tokens
+from forged.text.tokens import estimate_tokens
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.data import rows
 from tests.fakellm import SEQ_TAG, FakeLLM
@@ -278,7 +278,7 @@ async def test_ungrounded_memory_is_dropped_and_counted(short_tmp: Path, fake_ll
 
 async def test_the_line_picker_needs_no_model(short_tmp: Path, fake_llm: FakeLLM) -> None:
     """The no-model baseline keeps the specific lines, verbatim, and skips small talk."""
-    spec = {"class": "forged.linepicker:LinePicker"}
+    spec = {"class": "forged.distill.linepicker:LinePicker"}
     item = turn(1, "Hi there!\nYesterday we decided to move billing to PostgreSQL 16.\nOk?")
     with trio.fail_after(TIMEOUT):
         async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
@@ -365,14 +365,20 @@ async def test_a_rerun_that_fails_again_is_recorded_as_still_failing() -> None:
 
 def test_a_fact_keeps_the_session_its_sources_share() -> None:
     """One session among its sources: that one; two: none (the batch spans both either way)."""
-    from forged.distill import with_sessions
+    from forged.distill.batches import with_sessions
     from forged.models import Fact
 
     items = [
-        StoredInteraction(n, "user:alice", session, "2026-01-01T00:00:00Z", 5,
-                          [Message(role="user", text=f"turn {n}")])
+        StoredInteraction(
+            n,
+            "user:alice",
+            session,
+            "2026-01-01T00:00:00Z",
+            5,
+            [Message(role="user", text=f"turn {n}")],
+        )
         for n, session in ((1, "a"), (2, "a"), (3, "b"))
-    ]  # fmt: skip
+    ]
     facts = [Fact("event", "x", [1, 2]), Fact("event", "y", [3]), Fact("event", "z", [2, 3])]
     assert [f.session for f in with_sessions(facts, items)] == ["a", "b", None]
 
@@ -404,10 +410,22 @@ async def test_grounding_and_rendering_run_in_a_thread_of_their_own() -> None:
 
 
 KNOWN = [  # the scope's current facts a new one may say it replaces
-    MemoryItem(id=1, type="fact", kind="state", scope="s", session=None,
-               text="The user lives in Lisbon.", score=1.0, created_at="", last_seen_at="",
-               first_seq=1, last_seq=1, first_at="", last_at=""),
-]  # fmt: skip
+    MemoryItem(
+        id=1,
+        type="fact",
+        kind="state",
+        scope="s",
+        session=None,
+        text="The user lives in Lisbon.",
+        score=1.0,
+        created_at="",
+        last_seen_at="",
+        first_seq=1,
+        last_seq=1,
+        first_at="",
+        last_at="",
+    ),
+]
 
 
 def _known(*texts: str) -> list[MemoryItem]:
@@ -417,8 +435,12 @@ def _known(*texts: str) -> list[MemoryItem]:
 def test_a_replacement_must_share_the_replaced_facts_subject() -> None:
     """ "The user's name is Mallory" replacing where the user lives, what they prefer and
     where they work retires none of them; the state changes of the scenario still do."""
-    known = _known("The user lives in Lisbon.", "The user prefers tea.", "The user works at Acme.",
-                   "The user's name is Jon.")  # fmt: skip
+    known = _known(
+        "The user lives in Lisbon.",
+        "The user prefers tea.",
+        "The user works at Acme.",
+        "The user's name is Jon.",
+    )
     sweep = Fact("correction", "The user's name is Mallory.", replaces=[1, 2, 3, 4])
     assert replacing([sweep], known)[0].replaces == [4]
     for id_, text in [(1, "The user lives in Berlin."), (2, "The user prefers coffee.")]:

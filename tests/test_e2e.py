@@ -164,15 +164,23 @@ async def test_changing_states_with_the_bundled_model_lose_nothing(sqlite_dir: P
     assert covered | dead == set(range(1, len(said) + 1)), daemon.log()[-3000:]
     runs = _rows(db, "SELECT run_id, llm_calls FROM consolidation_runs")
     assert runs == [(run["run_id"], run["usage"]["calls"])]
-    orphans = _rows(db, "SELECT count(*) FROM consolidation_changes WHERE fact_id NOT IN"
-                        " (SELECT id FROM facts) OR into_id NOT IN (SELECT id FROM facts)")  # fmt: skip
+    orphans = _rows(
+        db,
+        "SELECT count(*) FROM consolidation_changes WHERE fact_id NOT IN"
+        " (SELECT id FROM facts) OR into_id NOT IN (SELECT id FROM facts)",
+    )
     assert orphans == [(0,)]
     retired = _rows(db, "SELECT count(*) FROM facts WHERE superseded_by IS NOT NULL")
     assert retired == _rows(db, "SELECT count(DISTINCT fact_id) FROM consolidation_changes")
-    (distilled,) = _rows(db, "SELECT sum(llm_calls), sum(prompt_tokens), sum(completion_tokens),"
-                             " sum(ms) FROM distill_runs")  # fmt: skip
+    (distilled,) = _rows(
+        db,
+        "SELECT sum(llm_calls), sum(prompt_tokens), sum(completion_tokens),"
+        " sum(ms) FROM distill_runs",
+    )
     usage = run["usage"]
-    print(f"bundled model: {before[0][0]} facts, {retired[0][0]} retired; distillation"
-          " {} call(s), {} prompt + {} completion tokens, {} ms;".format(*distilled),
-          f" consolidation {usage['calls']} call(s), {usage['prompt_tokens']} prompt +"
-          f" {usage['completion_tokens']} completion tokens, {usage['ms']} ms")  # fmt: skip
+    print(
+        f"bundled model: {before[0][0]} facts, {retired[0][0]} retired; distillation"
+        " {} call(s), {} prompt + {} completion tokens, {} ms;".format(*distilled),
+        f" consolidation {usage['calls']} call(s), {usage['prompt_tokens']} prompt +"
+        f" {usage['completion_tokens']} completion tokens, {usage['ms']} ms",
+    )

@@ -14,13 +14,13 @@ import pytest
 import trio
 
 from bench.currentstate import SCOPE as STATE_SCOPE
-from forged import listing
 from forged.config import Config, load_config
-from forged.daemon import Running
-from forged.listing import Page
+from forged.daemon.runner import Running
 from forged.models import Deleted, Fact, NewFact
-from forged.portable import portable
-from forged.records import BatchOutcome, ScopeResult
+from forged.recall import listing
+from forged.recall.listing import Page
+from forged.store.portable import portable
+from forged.store.records import BatchOutcome, ScopeResult
 from forged.timestamps import now
 from tests import daemons
 from tests.conftest import StoreOpener
@@ -113,7 +113,9 @@ async def test_a_fact_resting_on_two_turns_loses_the_deleted_one_as_a_source(
     store.close()
     assert erased.deleted == Deleted(1, 0, 1)
     assert [(f.text, f.first_seq, f.last_seq) for f in page.facts] == [
-        ("Amberfalcon and Copperlynx.", 2, 3), ("Written by hand.", 0, 0)]  # fmt: skip
+        ("Amberfalcon and Copperlynx.", 2, 3),
+        ("Written by hand.", 0, 0),
+    ]
     assert page.facts[1].id == hand
 
 
@@ -147,17 +149,24 @@ async def test_deleting_a_fact_and_a_summary(
     assert gone.json()["deleted"] == {"interactions": 0, "summaries": 0, "facts": 1}
     assert (await client.get(f"/v1/facts/{fact['id']}")).status_code == 404
     assert (await client.delete(f"/v1/summaries/{summary['id']}")).json()["deleted"] == {
-        "interactions": 0, "summaries": 1, "facts": 0}  # fmt: skip
+        "interactions": 0,
+        "summaries": 1,
+        "facts": 0,
+    }
     assert set(_by_word(await _facts(client))) == {WORDS[0], WORDS[2]}
     turns = await client.get("/v1/search", params={"q": SECRET, "scope": "ed"})
     assert [r["type"] for r in turns.json()["results"]] == ["interaction"]  # the turn stays
     trail = (await client.get("/v1/edits", params={"scope": "ed"})).json()["edits"]
     assert [(e["action"], e["item"], e["item_id"]) for e in trail] == [
-        ("delete", "summary", summary["id"]), ("delete", "fact", fact["id"])]  # fmt: skip
+        ("delete", "summary", summary["id"]),
+        ("delete", "fact", fact["id"]),
+    ]
     assert SECRET not in str(trail)
     again = await client.delete(f"/v1/facts/{fact['id']}")
-    assert (again.status_code, again.json()) == (404, {"error": {
-        "code": "not_found", "message": f"no fact with id {fact['id']}"}})  # fmt: skip
+    assert (again.status_code, again.json()) == (
+        404,
+        {"error": {"code": "not_found", "message": f"no fact with id {fact['id']}"}},
+    )
 
 
 @pytest.mark.parametrize(
@@ -175,7 +184,9 @@ async def test_deleting_what_is_not_there(daemon: Config, path: str, message: st
     async with socket_client(daemon.server.socket) as client:
         response = await client.delete(path)
     assert (response.status_code, response.json()["error"]) == (
-        404, {"code": "not_found", "message": message})  # fmt: skip
+        404,
+        {"code": "not_found", "message": message},
+    )
 
 
 async def test_correcting_a_fact_supersedes_it_with_the_users_text(
@@ -186,17 +197,25 @@ async def test_correcting_a_fact_supersedes_it_with_the_users_text(
     _, _, client = edited
     old = _by_word(await _facts(client))[SECRET]
     started = now()
-    response = await client.post(f"/v1/facts/{old['id']}/correct",
-                                 json={"text": "Mia never spoke of Bluequartz.", "kind": "correction"})  # fmt: skip
+    response = await client.post(
+        f"/v1/facts/{old['id']}/correct",
+        json={"text": "Mia never spoke of Bluequartz.", "kind": "correction"},
+    )
     assert response.status_code == 201, response.text
     new = response.json()
     fact = new["fact"]
     assert (fact["text"], fact["kind"], fact["source"]) == (
-        "Mia never spoke of Bluequartz.", "correction", "user")  # fmt: skip
+        "Mia never spoke of Bluequartz.",
+        "correction",
+        "user",
+    )
     assert fact["first_at"] >= started and fact["superseded_by"] is None
     (change,) = new["replaced"]
     assert (change["action"], change["reason"], change["fact"]["id"]) == (
-        "supersede", "user", old["id"])  # fmt: skip
+        "supersede",
+        "user",
+        old["id"],
+    )
     audit = (await client.get(f"/v1/facts/{old['id']}")).json()
     retired = audit["fact"]
     assert (retired["superseded_by"], retired["superseded_reason"]) == (fact["id"], "user")
@@ -206,7 +225,9 @@ async def test_correcting_a_fact_supersedes_it_with_the_users_text(
     assert fact["id"] in current and old["id"] not in current
     twice = await client.post(f"/v1/facts/{old['id']}/correct", json={"text": "Something else."})
     assert (twice.status_code, twice.json()["error"]["message"]) == (
-        409, f"fact {old['id']} was replaced by fact {fact['id']}; correct that one")  # fmt: skip
+        409,
+        f"fact {old['id']} was replaced by fact {fact['id']}; correct that one",
+    )
 
 
 @pytest.mark.parametrize(
@@ -237,8 +258,9 @@ async def test_a_correction_is_scrubbed(edited: tuple[Config, Running, httpx.Asy
     _, _, client = edited
     old = _by_word(await _facts(client))[SECRET]
     key = "AKIA" + "Z7QXWPLMNB4RTYUE"
-    response = await client.post(f"/v1/facts/{old['id']}/correct",
-                                 json={"text": f"The deploy key is {key}."})  # fmt: skip
+    response = await client.post(
+        f"/v1/facts/{old['id']}/correct", json={"text": f"The deploy key is {key}."}
+    )
     assert response.status_code == 201, response.text
     assert key not in response.json()["fact"]["text"]
     assert "[REDACTED" in response.json()["fact"]["text"]
@@ -247,8 +269,12 @@ async def test_a_correction_is_scrubbed(edited: tuple[Config, Running, httpx.Asy
 async def test_adding_a_fact_by_hand(daemon: Config) -> None:
     """Stored as given, by the user, dated by `at`; found by search; a duplicate is a 409."""
     async with socket_client(daemon.server.socket) as client:
-        body = {"text": "Mia adopted a cat named Orbit.", "kind": "event", "scope": "ed",
-                "at": "2023-05-20"}  # fmt: skip
+        body = {
+            "text": "Mia adopted a cat named Orbit.",
+            "kind": "event",
+            "scope": "ed",
+            "at": "2023-05-20",
+        }
         bad = await client.post("/v1/facts", json=body)
         assert bad.json()["error"]["message"].startswith("at: '2023-05-20' has no time zone")
         body["at"] = "2023-05-20T09:00:00+02:00"
@@ -256,13 +282,22 @@ async def test_adding_a_fact_by_hand(daemon: Config) -> None:
         assert response.status_code == 201, response.text
         fact = response.json()["fact"]
         assert (fact["source"], fact["kind"], fact["first_at"], fact["last_at"]) == (
-            "user", "event", "2023-05-20T07:00:00.000Z", "2023-05-20T07:00:00.000Z")  # fmt: skip
+            "user",
+            "event",
+            "2023-05-20T07:00:00.000Z",
+            "2023-05-20T07:00:00.000Z",
+        )
         found = await client.get("/v1/search", params={"q": "cat Orbit", "scope": "ed"})
         assert [r["id"] for r in found.json()["results"]] == [fact["id"]]
         again = await client.post("/v1/facts", json=body)
-        assert (again.status_code, again.json()["error"]) == (409, {
-            "code": "duplicate_fact", "message": f"fact {fact['id']} of scope 'ed' already says"
-            " this as a event; correct or pin that one"})  # fmt: skip
+        assert (again.status_code, again.json()["error"]) == (
+            409,
+            {
+                "code": "duplicate_fact",
+                "message": f"fact {fact['id']} of scope 'ed' already says"
+                " this as a event; correct or pin that one",
+            },
+        )
         future = await client.post("/v1/facts", json={**body, "at": "2999-01-01T00:00:00Z"})
         assert future.json()["error"]["message"] == "at: '2999-01-01T00:00:00Z' is in the future"
 
@@ -278,7 +313,11 @@ async def test_scopes_with_counts_and_last_activity(
     assert [s["scope"] for s in scopes] == ["other", "ed"]
     ed = scopes[1]
     assert (ed["interactions"], ed["facts"], ed["first_at"], ed["last_at"]) == (
-        3, 3, "2023-05-11T10:00:00.000Z", "2023-05-13T10:00:00.000Z")  # fmt: skip
+        3,
+        3,
+        "2023-05-11T10:00:00.000Z",
+        "2023-05-13T10:00:00.000Z",
+    )
     assert ed["summaries"] >= 1 and ed["last_received_at"] <= scopes[0]["last_received_at"]
 
 
@@ -288,17 +327,21 @@ async def test_a_scopes_turns_are_listed_by_time_page_by_page(daemon: Config) ->
         pushed = [turn(3, "C"), turn(1, "A"), turn(2, "B"), turn(1, "Z", scope="elsewhere")]
         await client.post("/v1/interactions", json=pushed)
         first = (await client.get("/v1/interactions", params={"scope": "ed", "limit": 2})).json()
-        rest = (await client.get("/v1/interactions", params={"scope": "ed",
-                                                             "after": first["next"]})).json()  # fmt: skip
+        rest = (
+            await client.get("/v1/interactions", params={"scope": "ed", "after": first["next"]})
+        ).json()
         bad = await client.get("/v1/interactions", params={"scope": "ed", "after": "7"})
-        day = await client.get("/v1/interactions", params={"scope": "ed", "since": "2023-05-12",
-                                                           "until": "2023-05-12"})  # fmt: skip
+        day = await client.get(
+            "/v1/interactions", params={"scope": "ed", "since": "2023-05-12", "until": "2023-05-12"}
+        )
     said = [i["messages"][0]["text"][0] for i in first["interactions"] + rest["interactions"]]
     assert said == ["A", "B", "C"] and rest["next"] is None
     assert [i["seq"] for i in first["interactions"]] == [2, 3]
     assert first["next"] == "3@2023-05-12T10:00:00.000Z"
-    assert bad.json()["error"] == {"code": "invalid_parameter", "message": "`after` must be the"
-                                   " `next` cursor of a previous page; got '7'"}  # fmt: skip
+    assert bad.json()["error"] == {
+        "code": "invalid_parameter",
+        "message": "`after` must be the `next` cursor of a previous page; got '7'",
+    }
     assert [i["seq"] for i in day.json()["interactions"]] == [3]
 
 
@@ -311,8 +354,9 @@ async def test_a_turn_deleted_while_its_batch_is_with_the_model(
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
     with trio.fail_after(30):
         async with running_daemon(config) as api, socket_client(config.server.socket) as client:
-            await client.post("/v1/interactions",
-                              json=[turn(n, w) for n, w in enumerate(WORDS, start=1)])  # fmt: skip
+            await client.post(
+                "/v1/interactions", json=[turn(n, w) for n, w in enumerate(WORDS, start=1)]
+            )
             await fake_llm.wait_for_calls(1)
             assert SECRET in str(fake_llm.requests[-1])  # the whole batch is in flight
             assert (await client.delete("/v1/interactions/2")).status_code == 200
@@ -435,7 +479,9 @@ async def test_the_command_line_edits(
     assert summaries.returncode == 0 and b"Recorded" in summaries.stdout
     turns = await forged("interactions", "--scope", "ed", *socket)
     assert turns.stdout.decode().splitlines()[:2] == [
-        "#1  2023-05-11 10:00  chat", f"    Mia: {SAID[WORDS[0]].format(WORDS[0])}"]  # fmt: skip
+        "#1  2023-05-11 10:00  chat",
+        f"    Mia: {SAID[WORDS[0]].format(WORDS[0])}",
+    ]
     old = _by_word(await _facts(client))[SECRET]
     fixed = await forged("correct", str(old["id"]), "Mia spoke of sapphire.", *socket)
     assert fixed.returncode == 0 and b"[by user]" in fixed.stdout, fixed.stderr
@@ -449,4 +495,7 @@ async def test_the_command_line_edits(
     trail_edits = json.loads(trail.stdout)["edits"]
     assert [e["action"] for e in trail_edits if e["action"] != "delete"] == ["pin", "correct"]
     assert {e["item"] for e in trail_edits if e["action"] == "delete"} == {
-        "interaction", "fact", "summary"}  # fmt: skip
+        "interaction",
+        "fact",
+        "summary",
+    }

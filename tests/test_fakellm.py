@@ -14,7 +14,7 @@ import httpx
 import pytest
 import trio
 
-from forged.prompt import EXTRACTIVE_PROMPT
+from forged.llm.prompt import EXTRACTIVE_PROMPT
 from tests.fakellm import FakeLLM, answer_for
 
 TIMEOUT = 10  # seconds any single test may take
@@ -187,12 +187,26 @@ def _not_json(content: str) -> bool:
 
 # What each malformed-answer behaviour promises: its finish_reason and a check of its content.
 ANSWERS: dict[str, tuple[str, Callable[[str], bool]]] = {
-    "prose": ("stop", lambda c: c[: c.index("{")].strip() != "" and c[c.rindex("}") + 1 :].strip() != ""
-              and _json(c[c.index("{") : c.rindex("}") + 1]) == answer_for(_request())),
-    "fence": ("stop", lambda c: c.startswith("```json\n") and c.endswith("\n```")
-              and _json(c.removeprefix("```json").removesuffix("```")) == answer_for(_request())),
-    "whitespace": ("stop", lambda c: len(c) - len(c.rstrip()) > 10_000
-                   and _json(c) == answer_for(_request())),
+    "prose": (
+        "stop",
+        lambda c: (
+            c[: c.index("{")].strip() != ""
+            and c[c.rindex("}") + 1 :].strip() != ""
+            and _json(c[c.index("{") : c.rindex("}") + 1]) == answer_for(_request())
+        ),
+    ),
+    "fence": (
+        "stop",
+        lambda c: (
+            c.startswith("```json\n")
+            and c.endswith("\n```")
+            and _json(c.removeprefix("```json").removesuffix("```")) == answer_for(_request())
+        ),
+    ),
+    "whitespace": (
+        "stop",
+        lambda c: len(c) - len(c.rstrip()) > 10_000 and _json(c) == answer_for(_request()),
+    ),
     "truncated": ("length", lambda c: c.count('"') % 2 == 1 and _not_json(c)),
     "truncated_stop": ("stop", lambda c: c.count('"') % 2 == 1 and _not_json(c)),
     "length": ("length", lambda c: _json(c) == answer_for(_request())),
@@ -201,7 +215,7 @@ ANSWERS: dict[str, tuple[str, Callable[[str], bool]]] = {
     "unknown_kind": ("stop", lambda c: {f["kind"] for f in _json(c)["facts"]} == {"opinion"}),
     "garbage": ("stop", _not_json),
     "empty": ("stop", lambda c: c == ""),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("behaviour", ANSWERS)

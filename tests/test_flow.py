@@ -9,7 +9,7 @@ from typing import Any
 import trio
 
 from forged.config import load_config
-from forged.scrub import scrub
+from forged.scrub.scan import scrub
 from tests.daemons import (
     DaemonProcess,
     running_daemon,

@@ -13,8 +13,8 @@ import pytest
 import trio
 
 from forged.config import Config, load_config
-from forged.daemon import Running
-from forged.fulltext import scope_token
+from forged.daemon.runner import Running
+from forged.recall.fulltext import scope_token
 from tests import daemons
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.data import rows
@@ -66,8 +66,9 @@ def traces(db: str, scope: str, seqs: list[int], words: list[str]) -> dict[str, 
                 continue
             elif "scope" in columns:
                 where = "scope = ?" + (f" AND {seq} <= {max(seqs)}" if seq else "")
-                found[name] = conn.execute(f"SELECT count(*) FROM {name} WHERE {where}",
-                                           (scope,)).fetchone()[0]  # fmt: skip
+                found[name] = conn.execute(
+                    f"SELECT count(*) FROM {name} WHERE {where}", (scope,)
+                ).fetchone()[0]
             elif seq is not None:
                 marks = ", ".join("?" * len(seqs))
                 sql = f"SELECT count(*) FROM {name} WHERE {seq} IN ({marks})"
@@ -79,14 +80,21 @@ def traces(db: str, scope: str, seqs: list[int], words: list[str]) -> dict[str, 
 
 def pg_traces(scope: str, seqs: list[int], words: list[str]) -> dict[str, int]:
     """`traces` on PostgreSQL: every table holds its scope, and its search column is in the row."""
-    tables = rows("", "SELECT table_name FROM information_schema.tables"
-                      " WHERE table_schema = 'public' AND table_type = 'BASE TABLE'")  # fmt: skip
+    tables = rows(
+        "",
+        "SELECT table_name FROM information_schema.tables"
+        " WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
+    )
     found: dict[str, int] = {}
     for (name,) in tables:
         if name in NOT_PER_SCOPE:
             continue
-        columns = {c for (c,) in rows("", "SELECT column_name FROM information_schema.columns"
-                                          " WHERE table_name = ?", name)}  # fmt: skip
+        columns = {
+            c
+            for (c,) in rows(
+                "", "SELECT column_name FROM information_schema.columns WHERE table_name = ?", name
+            )
+        }
         if "scope" not in columns:
             raise AssertionError(f"{name} has no scope: how is it forgotten, or sharded?")
         seq = next((c for c in ("first_seq", "seq") if c in columns), None)

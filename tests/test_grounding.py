@@ -8,7 +8,7 @@ import pytest
 
 from bench.corpus import locomo_path
 from bench.grounding import INVERSIONS, SWAPS, calibrate
-from forged.grounding import Sources, check
+from forged.text.grounding import Sources, check
 
 DATE = "2023-05-08T13:56:00Z"  # a Monday
 SOURCES = Sources.of(
@@ -143,9 +143,12 @@ def test_swapped_people_numbers_and_choices_are_dropped(said: str, fact: str) ->
 
 @pytest.mark.parametrize(
     "fact",
-    ["Alice's brother lives in Porto.", "The user needs 3 servers for staging.",
-     "The user uses PostgreSQL for the orders and MySQL for the analytics."],
-)  # fmt: skip
+    [
+        "Alice's brother lives in Porto.",
+        "The user needs 3 servers for staging.",
+        "The user uses PostgreSQL for the orders and MySQL for the analytics.",
+    ],
+)
 def test_names_and_numbers_beside_their_partners_pass(fact: str) -> None:
     """The unswapped restatements of the same lines are kept."""
     sources = Sources.of([(1, DATE, "\n".join(said for said, _ in SWAPS))], users={"user", "Bob"})

@@ -12,8 +12,8 @@ import trio
 import trio.testing
 
 from forged.config import ServerConfig
-from forged.httpconn import Request, Response
-from forged.httpserver import HttpServer
+from forged.http.connection import Request, Response
+from forged.http.server import HttpServer
 
 BODY = b'{"status": "ok"}'  # what the test handler answers by default
 TIMEOUT = 10  # seconds any test here may take
@@ -128,8 +128,10 @@ async def test_a_body_cut_short_by_the_client_gets_400(sock_dir: Path) -> None:
                 await stream.send_eof()
                 answer = await _read_all(stream)
     assert answer.startswith(b"HTTP/1.1 400 ")
-    assert answer.endswith(b"peer closed connection without sending complete message body "
-                           b"(received 3 bytes, expected 9)\"}}")  # fmt: skip
+    assert answer.endswith(
+        b"peer closed connection without sending complete message body "
+        b'(received 3 bytes, expected 9)"}}'
+    )
 
 
 async def test_an_error_in_one_connection_ends_only_that_connection(sock_dir: Path) -> None:
@@ -151,8 +153,10 @@ async def test_refused_connections_are_answered_and_closed_at_once(
         async with _serving(sock_dir, max_connections=2, header_timeout=60.0) as (path, _):
             held = [await trio.open_unix_socket(path) for _ in range(2)]
             for stream in held:  # mid-request, as `100 Continue` shows: not idle, never evicted
-                await stream.send_all(b"POST / HTTP/1.1\r\nhost: f\r\ncontent-length: 9\r\n"
-                                      b"expect: 100-continue\r\n\r\n")  # fmt: skip
+                await stream.send_all(
+                    b"POST / HTTP/1.1\r\nhost: f\r\ncontent-length: 9\r\n"
+                    b"expect: 100-continue\r\n\r\n"
+                )
                 assert (await stream.receive_some(65536)).startswith(b"HTTP/1.1 100 ")
             answers = []
             for _ in range(50):
@@ -160,9 +164,13 @@ async def test_refused_connections_are_answered_and_closed_at_once(
             for stream in held:
                 await stream.aclose()
     assert {a.split(b"\r\n", 1)[0] for a in answers} == {b"HTTP/1.1 503 "}
-    assert all(a.endswith(b'"code":"too_many_connections",'
-                          b'"message":"the server is at its connection limit; retry shortly"}}')
-               for a in answers)  # fmt: skip
+    assert all(
+        a.endswith(
+            b'"code":"too_many_connections",'
+            b'"message":"the server is at its connection limit; retry shortly"}}'
+        )
+        for a in answers
+    )
 
 
 async def test_bodies_received_at_once_are_bounded(sock_dir: Path) -> None:
@@ -178,12 +186,18 @@ async def test_bodies_received_at_once_are_bounded(sock_dir: Path) -> None:
             handler.release.set()
             held = await first.receive_some(65536)
             await first.aclose()
-            fits = await _exchange(path, post.replace(b"/hold", b"/").replace(
-                b"\r\n\r\n", b"\r\nconnection: close\r\n\r\n", 1))  # fmt: skip
+            fits = await _exchange(
+                path,
+                post.replace(b"/hold", b"/").replace(
+                    b"\r\n\r\n", b"\r\nconnection: close\r\n\r\n", 1
+                ),
+            )
     assert busy.startswith(b"HTTP/1.1 503 ")
     assert b"\r\nretry-after: 1\r\n" in busy
-    assert busy.endswith(b'{"error":{"code":"server_busy","message":"the server is receiving '
-                         b'too many large bodies at once; retry shortly"}}')  # fmt: skip
+    assert busy.endswith(
+        b'{"error":{"code":"server_busy","message":"the server is receiving '
+        b'too many large bodies at once; retry shortly"}}'
+    )
     assert held.startswith(b"HTTP/1.1 200 ")
     assert fits.startswith(b"HTTP/1.1 200 ")
 

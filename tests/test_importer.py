@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import trio
 
+from forged.cli.importer import READ_BUFFER, _Progress, iter_records, read_records
 from forged.config import Config
 from forged.errors import ClientError
-from forged.importer import READ_BUFFER, _Progress, iter_records, read_records
 from tests.data import rows
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -28,24 +28,37 @@ TIMEOUT = 60.0
 def _turns(fmt: str, path: Path, scope: str | None = None) -> list[tuple[str | None, list[str]]]:
     """(timestamp, texts) of every turn read, in file order."""
     records = read_records(fmt, path.read_bytes(), scope)
-    return [(r.interaction.timestamp, [m.text for m in r.interaction.messages])
-            for r in records if r.interaction is not None]  # fmt: skip
+    return [
+        (r.interaction.timestamp, [m.text for m in r.interaction.messages])
+        for r in records
+        if r.interaction is not None
+    ]
 
 
 def _problems(fmt: str, path: Path) -> list[str]:
-    return [f"{r.where}: {r.problem}" for r in read_records(fmt, path.read_bytes())
-            if r.interaction is None]  # fmt: skip
+    return [
+        f"{r.where}: {r.problem}"
+        for r in read_records(fmt, path.read_bytes())
+        if r.interaction is None
+    ]
 
 
 def test_chatgpt_follows_the_current_branch() -> None:
     """Only the branch that ends at `current_node` is read; hidden and empty messages are not."""
     assert _turns("chatgpt", CHATGPT) == [
-        ("2023-11-14T22:15:00.500Z", ["Which database should the billing service use?",
-                                      "PostgreSQL: you need JSONB and transactions."]),
-        ("2023-11-14T22:18:20.000Z", ["And where should the backups go?",
-                                      "To the object store, encrypted, every night."]),
+        (
+            "2023-11-14T22:15:00.500Z",
+            [
+                "Which database should the billing service use?",
+                "PostgreSQL: you need JSONB and transactions.",
+            ],
+        ),
+        (
+            "2023-11-14T22:18:20.000Z",
+            ["And where should the backups go?", "To the object store, encrypted, every night."],
+        ),
         ("2023-11-15T22:15:00.000Z", ["We deploy on Tuesdays only.", "Noted: Tuesday deploys."]),
-    ]  # fmt: skip
+    ]
 
 
 def test_chatgpt_bad_conversation_is_reported_by_position() -> None:
@@ -58,10 +71,15 @@ def test_chatgpt_bad_conversation_is_reported_by_position() -> None:
 def test_claude_turns_keep_their_times() -> None:
     """Claude.ai's `chat_messages`: human and assistant, text from `content` or `text`."""
     assert _turns("claude", CLAUDE) == [
-        ("2024-03-01T09:00:05.000000Z", ["I prefer dark mode in every editor.", "Dark mode it is."]),
-        ("2024-03-02T10:00:00.000000+00:00", ["Tabs, not spaces, in Go files.",
-                                              "gofmt uses tabs anyway."]),
-    ]  # fmt: skip
+        (
+            "2024-03-01T09:00:05.000000Z",
+            ["I prefer dark mode in every editor.", "Dark mode it is."],
+        ),
+        (
+            "2024-03-02T10:00:00.000000+00:00",
+            ["Tabs, not spaces, in Go files.", "gofmt uses tabs anyway."],
+        ),
+    ]
     assert _problems("claude", CLAUDE) == ["$[1]: no `chat_messages` list"]
 
 
@@ -81,27 +99,40 @@ def test_jsonl_lines_are_forged_interactions() -> None:
 
 def test_ids_are_derived_from_source_and_scope() -> None:
     """The same file gives the same ids; another scope gives others."""
-    ids = [r.interaction.id for r in read_records("chatgpt", CHATGPT.read_bytes(), "a")
-           if r.interaction]  # fmt: skip
-    again = [r.interaction.id for r in read_records("chatgpt", CHATGPT.read_bytes(), "a")
-             if r.interaction]  # fmt: skip
-    other = [r.interaction.id for r in read_records("chatgpt", CHATGPT.read_bytes(), "b")
-             if r.interaction]  # fmt: skip
+    ids = [
+        r.interaction.id
+        for r in read_records("chatgpt", CHATGPT.read_bytes(), "a")
+        if r.interaction
+    ]
+    again = [
+        r.interaction.id
+        for r in read_records("chatgpt", CHATGPT.read_bytes(), "a")
+        if r.interaction
+    ]
+    other = [
+        r.interaction.id
+        for r in read_records("chatgpt", CHATGPT.read_bytes(), "b")
+        if r.interaction
+    ]
     assert ids == again and len(set(ids)) == 3
     assert not set(ids) & set(other)
 
 
-def _chatgpt(conversation_id: str | None, texts: list[str], *, ids: bool = True,
-             **message: Any) -> dict[str, Any]:  # fmt: skip
+def _chatgpt(
+    conversation_id: str | None, texts: list[str], *, ids: bool = True, **message: Any
+) -> dict[str, Any]:
     """A ChatGPT conversation of alternating user and assistant messages, one branch; the
     last message's fields are replaced by `message`."""
     mapping: dict[str, Any] = {}
     parent = None
     for n, text in enumerate(texts):
         node = f"m{n}"
-        body: dict[str, Any] = {"author": {"role": ("user", "assistant")[n % 2]},
-                                "create_time": 1700000000 + n, "metadata": {},
-                                "content": {"content_type": "text", "parts": [text]}}  # fmt: skip
+        body: dict[str, Any] = {
+            "author": {"role": ("user", "assistant")[n % 2]},
+            "create_time": 1700000000 + n,
+            "metadata": {},
+            "content": {"content_type": "text", "parts": [text]},
+        }
         if ids:
             body["id"] = node
         mapping[node] = {"parent": parent, "message": body}
@@ -118,8 +149,10 @@ def _encode(conversations: Any) -> bytes:
 def _read(fmt: str, data: bytes) -> tuple[list[list[str]], list[str]]:
     """The texts of each turn read, and each problem with its position."""
     records = read_records(fmt, data)
-    return ([[m.text for m in r.interaction.messages] for r in records if r.interaction],
-            [f"{r.where}: {r.problem}" for r in records if r.interaction is None])  # fmt: skip
+    return (
+        [[m.text for m in r.interaction.messages] for r in records if r.interaction],
+        [f"{r.where}: {r.problem}" for r in records if r.interaction is None],
+    )
 
 
 def test_chatgpt_messages_without_ids_are_told_apart_by_position() -> None:
@@ -145,36 +178,59 @@ def test_a_turn_read_twice_from_one_file_is_a_skip_at_its_position() -> None:
     turns, problems = _read("chatgpt", _encode([twice, _chatgpt("other", ["x", "y"]), twice]))
     assert turns == [["q", "a"], ["x", "y"]]
     assert len(problems) == 1
-    assert re.fullmatch(r"\$\[2\]: turn chatgpt:[0-9a-f]{32} was read before in this file",
-                        problems[0]), problems  # fmt: skip
+    assert re.fullmatch(
+        r"\$\[2\]: turn chatgpt:[0-9a-f]{32} was read before in this file", problems[0]
+    ), problems
 
 
 DEEP = 100_000  # levels of nesting in the hostile file
 HOSTILE: list[tuple[Any, str]] = [
-    (_chatgpt("h", ["q", "a"], author="assistant"),
-     "$[1].mapping['m1'].message.author: expected an object, got a string"),
-    (_chatgpt("h", ["q", "a"], content="a"),
-     "$[1].mapping['m1'].message.content: expected an object, got a string"),
-    (_chatgpt("h", ["q", "a"], content=["a"]),
-     "$[1].mapping['m1'].message.content: expected an object, got a list"),
-    (_chatgpt("h", ["q", "a"], content={"content_type": "text", "parts": 5}),
-     "$[1].mapping['m1'].message.content.parts: expected a list, got an integer"),
-    (_chatgpt("h", ["q", "a"], metadata=[1]),
-     "$[1].mapping['m1'].message.metadata: expected an object, got a list"),
-    (_chatgpt("h", ["q", "a"], create_time=1e20),
-     "$[1].mapping['m1'].message.create_time: 1e+20 is not a time forged can store"),
-    (_chatgpt("h", ["q", "a"], create_time=-1e15),
-     "$[1].mapping['m1'].message.create_time: -1000000000000000.0 is not a time forged can store"),
-    (_chatgpt("h", ["q", "a"], create_time=253402300800),
-     "$[1].mapping['m1'].message.create_time: 253402300800 is not a time forged can store"),
-    ({"current_node": "m0", "mapping": {"m0": {"parent": ["x"], "message": None}}},
-     "$[1].mapping['m0'].parent: expected a string, got a list"),
-    ({"current_node": "m0", "mapping": {"m0": {"parent": {"x": 1}, "message": None}}},
-     "$[1].mapping['m0'].parent: expected a string, got an object"),
+    (
+        _chatgpt("h", ["q", "a"], author="assistant"),
+        "$[1].mapping['m1'].message.author: expected an object, got a string",
+    ),
+    (
+        _chatgpt("h", ["q", "a"], content="a"),
+        "$[1].mapping['m1'].message.content: expected an object, got a string",
+    ),
+    (
+        _chatgpt("h", ["q", "a"], content=["a"]),
+        "$[1].mapping['m1'].message.content: expected an object, got a list",
+    ),
+    (
+        _chatgpt("h", ["q", "a"], content={"content_type": "text", "parts": 5}),
+        "$[1].mapping['m1'].message.content.parts: expected a list, got an integer",
+    ),
+    (
+        _chatgpt("h", ["q", "a"], metadata=[1]),
+        "$[1].mapping['m1'].message.metadata: expected an object, got a list",
+    ),
+    (
+        _chatgpt("h", ["q", "a"], create_time=1e20),
+        "$[1].mapping['m1'].message.create_time: 1e+20 is not a time forged can store",
+    ),
+    (
+        _chatgpt("h", ["q", "a"], create_time=-1e15),
+        "$[1].mapping['m1'].message.create_time: -1000000000000000.0 is not a time forged can store",
+    ),
+    (
+        _chatgpt("h", ["q", "a"], create_time=253402300800),
+        "$[1].mapping['m1'].message.create_time: 253402300800 is not a time forged can store",
+    ),
+    (
+        {"current_node": "m0", "mapping": {"m0": {"parent": ["x"], "message": None}}},
+        "$[1].mapping['m0'].parent: expected a string, got a list",
+    ),
+    (
+        {"current_node": "m0", "mapping": {"m0": {"parent": {"x": 1}, "message": None}}},
+        "$[1].mapping['m0'].parent: expected a string, got an object",
+    ),
     ("[" * DEEP + "]" * DEEP, "$[1]: nested deeper than 64 levels"),
-    ({"title": "deep", "mapping": json.loads("[" * 70 + "]" * 70)},
-     "$[1]: nested deeper than 64 levels"),
-]  # fmt: skip
+    (
+        {"title": "deep", "mapping": json.loads("[" * 70 + "]" * 70)},
+        "$[1]: nested deeper than 64 levels",
+    ),
+]
 
 
 @pytest.mark.parametrize(("hostile", "problem"), HOSTILE)

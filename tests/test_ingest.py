@@ -15,9 +15,16 @@ from trio.testing import MockClock, wait_all_tasks_blocked
 
 from forged.config import ServerConfig
 from forged.errors import InvalidRequest
-from forged.ingest import LINGER_MAX, OFFLOAD_BYTES, Ingest, parse_body, prepare_all, read_body
+from forged.ingest.pipeline import (
+    LINGER_MAX,
+    OFFLOAD_BYTES,
+    Ingest,
+    parse_body,
+    prepare_all,
+    read_body,
+)
 from forged.models import Accepted, Interaction, Message
-from forged.store import Store
+from forged.store.sqlite import Store
 
 TEXT = "We keep PostgreSQL for billing because JSONB matters. " * 100  # about 5 kB
 HANG = 10.0  # real seconds with every task blocked before a frozen test clock moves on by itself
@@ -59,14 +66,18 @@ ONE = b'{"messages": [{"role": "user", "text": "hi"}]}'
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        (b'{"messages":\n [{"role": "user", "text": "hi"}]}\n',
-         "line 1: not valid JSON: it ends at byte 12 before the JSON value is complete"),
+        (
+            b'{"messages":\n [{"role": "user", "text": "hi"}]}\n',
+            "line 1: not valid JSON: it ends at byte 12 before the JSON value is complete",
+        ),
         (ONE + b", " + ONE + b"\n", "line 1: not valid JSON: trailing characters (byte 47)"),
-        (ONE + b"\n" + ONE + b"\n{\n", "line 3: not valid JSON: it ends at byte 1 before the JSON "
-         "value is complete"),
+        (
+            ONE + b"\n" + ONE + b"\n{\n",
+            "line 3: not valid JSON: it ends at byte 1 before the JSON value is complete",
+        ),
     ],
     ids=["a value over two lines", "two values on a line", "a broken last line"],
-)  # fmt: skip
+)
 def test_an_ndjson_line_holds_one_interaction(body: bytes, message: str) -> None:
     """All lines are decoded at once, yet each line must hold exactly one interaction, and a bad
     one is named by its number."""

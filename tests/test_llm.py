@@ -14,14 +14,13 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
-from forged import llm
-from forged.bundled import STRUCTURED_OUTPUT, STYLE
 from forged.config import Config, DistillerConfig
-from forged.daemon import _with_llm
+from forged.daemon.bundled import STRUCTURED_OUTPUT, STYLE
+from forged.daemon.runner import _with_llm
 from forged.errors import ContextOverflow, InvalidAnswer, LLMUnavailable
-from forged.llm import OpenAIDistiller, make_distiller
-from forged.models import Fact, MemoryItem, Message, StoredInteraction
-from forged.prompt import (
+from forged.llm import distiller as llm
+from forged.llm.distiller import OpenAIDistiller, make_distiller
+from forged.llm.prompt import (
     GUIDED_MAX_REPLACES,
     PICKS_SCHEMA,
     REPLACES_RULE,
@@ -29,7 +28,8 @@ from forged.prompt import (
     render_transcript,
     with_replaces,
 )
-from forged.store import Store
+from forged.models import Fact, MemoryItem, Message, StoredInteraction
+from forged.store.sqlite import Store
 from tests.fakellm import FakeLLM
 
 TIMEOUT = 10  # seconds any single test may take
@@ -339,11 +339,22 @@ def test_the_bundled_server_needs_no_probe() -> None:
 
 
 KNOWN = [  # a fact the scope already holds, shown beside the transcript
-    MemoryItem(id=12, type="fact", kind="state", scope="user:alice", session=None,
-               text="Recorded: alice: Let's use MySQL.", score=1.0, created_at="c",
-               last_seen_at="c", first_seq=3, last_seq=3, first_at="2026-11-20T10:00:00Z",
-               last_at="2026-11-20T10:00:00Z"),
-]  # fmt: skip
+    MemoryItem(
+        id=12,
+        type="fact",
+        kind="state",
+        scope="user:alice",
+        session=None,
+        text="Recorded: alice: Let's use MySQL.",
+        score=1.0,
+        created_at="c",
+        last_seen_at="c",
+        first_seq=3,
+        last_seq=3,
+        first_at="2026-11-20T10:00:00Z",
+        last_at="2026-11-20T10:00:00Z",
+    ),
+]
 
 
 def _schema_sent(body: dict[str, Any]) -> str:
@@ -356,9 +367,14 @@ def _schema_sent(body: dict[str, Any]) -> str:
 
 @pytest.mark.parametrize(
     ("mode", "style"),
-    [("json_schema", "abstractive"), ("json_object", "abstractive"), ("none", "abstractive"),
-     ("json_object", "extractive"), ("none", "extractive")],
-)  # fmt: skip
+    [
+        ("json_schema", "abstractive"),
+        ("json_object", "abstractive"),
+        ("none", "abstractive"),
+        ("json_object", "extractive"),
+        ("none", "extractive"),
+    ],
+)
 async def test_known_facts_let_a_new_fact_say_what_it_replaces(
     fake_llm: FakeLLM, mode: str, style: str
 ) -> None:
@@ -426,12 +442,17 @@ async def test_a_deeply_nested_completion_is_an_invalid_answer(
 
 @pytest.mark.parametrize(
     ("usage", "stored"),
-    [(b'{"prompt_tokens": 9223372036854775807, "completion_tokens": 9223372036854775807}',
-      (2**31 - 1, 2**31 - 1)),
-     (b'{"prompt_tokens": 1180591620717411303424, "completion_tokens": -5}', (2**31 - 1, 0)),
-     (b'{"prompt_tokens": "many", "completion_tokens": 2.5e9}', (0, 2**31 - 1)),
-     (b'{"prompt_tokens": 1e999, "completion_tokens": 3}', (0, 0)), (b'[[[[]]]]', (0, 0))],
-)  # fmt: skip
+    [
+        (
+            b'{"prompt_tokens": 9223372036854775807, "completion_tokens": 9223372036854775807}',
+            (2**31 - 1, 2**31 - 1),
+        ),
+        (b'{"prompt_tokens": 1180591620717411303424, "completion_tokens": -5}', (2**31 - 1, 0)),
+        (b'{"prompt_tokens": "many", "completion_tokens": 2.5e9}', (0, 2**31 - 1)),
+        (b'{"prompt_tokens": 1e999, "completion_tokens": 3}', (0, 0)),
+        (b"[[[[]]]]", (0, 0)),
+    ],
+)
 async def test_reported_usage_is_clamped(
     client: OpenAIDistiller, fake_llm: FakeLLM, usage: bytes, stored: tuple[int, int]
 ) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from forged.config import DistillerConfig
 from forged.errors import InvalidAnswer
-from forged.llm_answer import count, decode_answer, extract_json, parse_answer, parse_picks
+from forged.llm.answer import count, decode_answer, extract_json, parse_answer, parse_picks
 from forged.models import Fact, Usage
 
 
@@ -61,9 +61,18 @@ def test_answers_are_capped() -> None:
 
 def test_replaced_ids_are_integers_or_quoted_digits() -> None:
     """A `replaces` list keeps integers and quoted digits, each once; anything else is dropped."""
-    content = json.dumps({"summary": "S.", "facts": [
-        {"kind": "state", "text": "Alice uses Postgres.", "replaces": [3, "4", "x", True, 3]},
-    ]})  # fmt: skip
+    content = json.dumps(
+        {
+            "summary": "S.",
+            "facts": [
+                {
+                    "kind": "state",
+                    "text": "Alice uses Postgres.",
+                    "replaces": [3, "4", "x", True, 3],
+                },
+            ],
+        }
+    )
     _, facts = parse_answer(content, DistillerConfig())
     assert facts[0].replaces == [3, 4]
 
@@ -128,9 +137,18 @@ def test_a_deep_answer_to_the_judge_is_an_invalid_answer_with_its_cost() -> None
 
 @pytest.mark.parametrize(
     ("reported", "stored"),
-    [(2**63 - 1, 2**31 - 1), (2**70, 2**31 - 1), (-5, 0), (1e999, 2**31 - 1), ("12", 0),
-     (None, 0), (True, 0), (float("nan"), 0), (41, 41)],
-)  # fmt: skip
+    [
+        (2**63 - 1, 2**31 - 1),
+        (2**70, 2**31 - 1),
+        (-5, 0),
+        (1e999, 2**31 - 1),
+        ("12", 0),
+        (None, 0),
+        (True, 0),
+        (float("nan"), 0),
+        (41, 41),
+    ],
+)
 def test_token_counts_are_clamped(reported: object, stored: int) -> None:
     """A count a model reports is stored in 0..2**31-1; what is no number counts 0."""
     assert count(reported) == stored

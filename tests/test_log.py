@@ -1,4 +1,4 @@
-"""Tests for forged.log: JSON lines, journal fields on a real socket, and a real journald."""
+"""Tests for forged.daemon.log: JSON lines, journal fields on a real socket, and a real journald."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import structlog
 
-from forged import log
+from forged.daemon import log
 from tests.journald_ns import namespaces_unavailable
 from tests.test_systemd import TIMEOUT, dgram_server, parse_native
 
@@ -232,7 +232,7 @@ def test_reopen_keeps_logging(journal: socket.socket) -> None:
 _JOURNALD_CHILD = textwrap.dedent(
     f"""
     import structlog
-    from forged import log
+    from forged.daemon import log
 
     log.configure("journal", "debug")
     logger = structlog.get_logger()

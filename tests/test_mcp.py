@@ -117,7 +117,7 @@ async def test_a_daemon_that_is_down_is_a_tool_error(daemon: Config, short_tmp: 
 @pytest.mark.integration  # a child process
 async def test_without_the_extra_the_command_says_what_to_install() -> None:
     """`forged mcp` without the mcp package: one line naming the extra, exit 1."""
-    hide = "import sys; sys.modules['mcp'] = None; from forged.cli import main; sys.exit(main(['mcp']))"
+    hide = "import sys; sys.modules['mcp'] = None; from forged.cli.commands import main; sys.exit(main(['mcp']))"
     done = await trio.run_process([sys.executable, "-c", hide], capture_stderr=True, check=False)
     assert done.returncode == 1
     assert done.stderr.decode().startswith(
@@ -182,8 +182,10 @@ async def test_remember_with_a_key_is_stored_once(daemon: Config) -> None:
 async def test_an_agent_corrects_and_forgets_within_its_scope(daemon: Config) -> None:
     """`correct` replaces alice's fact; `forget` erases her turn; bob's items are out of reach."""
     async with socket_client(daemon.server.socket) as http:
-        pushed = [_turn("Alice lives in Porto now.", "2023-05-01T10:00:00Z"),
-                  _turn("Bob keeps his bike in the garage.", "2023-05-02T10:00:00Z", "user:bob")]  # fmt: skip
+        pushed = [
+            _turn("Alice lives in Porto now.", "2023-05-01T10:00:00Z"),
+            _turn("Bob keeps his bike in the garage.", "2023-05-02T10:00:00Z", "user:bob"),
+        ]
         await http.post("/v1/interactions", json=pushed)
         await wait_for_watermark(http, 2)
         alice = (await http.get("/v1/facts", params={"scope": "user:alice"})).json()["facts"][0]

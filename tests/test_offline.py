@@ -10,11 +10,11 @@ import pytest
 import trio
 
 from forged.config import load_config
-from forged.kinds import kind_of
+from forged.distill.kinds import kind_of
+from forged.distill.offline import SUMMARY_LINES, distil
+from forged.distill.salience import KEEP_AT, Line, cues, scores, small_talk
+from forged.llm.prompt import render_known, render_transcript
 from forged.models import MemoryItem, Message, StoredInteraction
-from forged.offline import SUMMARY_LINES, distil
-from forged.prompt import render_known, render_transcript
-from forged.salience import KEEP_AT, Line, cues, scores, small_talk
 from tests.daemons import (
     DaemonProcess,
     running_daemon,
@@ -26,7 +26,7 @@ from tests.data import rows
 from tests.fakellm import FakeLLM
 
 TIMEOUT = 30  # seconds any daemon test may take
-OFFLINE = {"class": "forged.offline:OfflineDistiller"}
+OFFLINE = {"class": "forged.distill.offline:OfflineDistiller"}
 # A made-up chat in the way people talk: news among greetings, reactions and questions.
 CHAT = [
     ("Ana", "Hey Ben! Good to see you! How have you been?"),
@@ -74,7 +74,7 @@ def transcript(chat: list[tuple[str, str]] = CHAT) -> str:
     ],
 )
 def test_a_line_holds_the_one_kind_its_first_matching_rule_gives(text: str, kind: str) -> None:
-    """Cue words decide the kind, in the documented order (forged.kinds)."""
+    """Cue words decide the kind, in the documented order (forged.distill.kinds)."""
     assert kind_of(text) == kind
 
 
@@ -169,11 +169,21 @@ def test_the_limit_keeps_the_best_lines() -> None:
 
 def test_known_facts_before_the_transcript_are_read_not_kept() -> None:
     """A known fact's line is not a transcript line: it is never picked."""
-    fact = MemoryItem(id=7, type="fact", kind="event", scope="user:ana", session=None,
-                      text="Ana ran a half marathon in Lyon.", score=0.0,
-                      created_at="2026-05-01T00:00:00Z", last_seen_at="2026-05-01T00:00:00Z",
-                      first_seq=1, last_seq=1, first_at="2026-05-01T00:00:00Z",
-                      last_at="2026-05-01T00:00:00Z")  # fmt: skip
+    fact = MemoryItem(
+        id=7,
+        type="fact",
+        kind="event",
+        scope="user:ana",
+        session=None,
+        text="Ana ran a half marathon in Lyon.",
+        score=0.0,
+        created_at="2026-05-01T00:00:00Z",
+        last_seen_at="2026-05-01T00:00:00Z",
+        first_seq=1,
+        last_seq=1,
+        first_at="2026-05-01T00:00:00Z",
+        last_at="2026-05-01T00:00:00Z",
+    )
     memory = distil(render_known([fact]) + transcript(), limit=64)
     assert all(p.seq in range(1, len(CHAT) + 1) for p in memory.picks)
 
@@ -186,9 +196,13 @@ def test_text_that_imitates_a_transcript_line_cannot_name_another_line() -> None
 
 
 def _push(n: int, who: str, text: str, session: str) -> dict[str, Any]:
-    return {"id": f"t{n}", "scope": "user:ana", "session": session,
-            "timestamp": "2026-05-04T10:00:00Z",
-            "messages": [{"role": "user", "name": who, "text": text}]}  # fmt: skip
+    return {
+        "id": f"t{n}",
+        "scope": "user:ana",
+        "session": session,
+        "timestamp": "2026-05-04T10:00:00Z",
+        "messages": [{"role": "user", "name": who, "text": text}],
+    }
 
 
 async def test_the_daemon_distils_offline_verbatim_with_sessions(
@@ -203,8 +217,17 @@ async def test_the_daemon_distils_offline_verbatim_with_sessions(
         async with running_daemon(config), socket_client(config.server.socket) as client:
             assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
             await wait_for_watermark(client, len(CHAT))
-            found = (await client.get("/v1/search", params={
-                "q": "greyhound", "scope": "user:ana", "session": "s2", "types": "fact"})).json()  # fmt: skip
+            found = (
+                await client.get(
+                    "/v1/search",
+                    params={
+                        "q": "greyhound",
+                        "scope": "user:ana",
+                        "session": "s2",
+                        "types": "fact",
+                    },
+                )
+            ).json()
     db = config.store.path
     assert fake_llm.calls == 0
     assert rows(db, "SELECT kind, text, session FROM facts ORDER BY first_seq") == [
@@ -241,8 +264,10 @@ async def test_offline_and_the_bundled_model_are_one_or_the_other(short_tmp: Pat
     """Both flags: a usage error (exit 2) naming them, before anything starts."""
     done = await trio.run_process(
         [sys.executable, "-m", "forged", "serve", "--offline", "--bundled-llm"],
-        capture_stdout=True, capture_stderr=True, check=False,
-    )  # fmt: skip
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
     assert done.returncode == 2
     assert done.stderr.decode().splitlines()[-1] == (
         "forged serve: error: argument --bundled-llm: not allowed with argument --offline"

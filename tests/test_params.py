@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from forged.errors import InvalidRequest
-from forged.params import MAX_SEQ, Params
+from forged.http.params import MAX_SEQ, Params
 
 PATH = "/v1/facts"
 

@@ -15,12 +15,12 @@ import pytest
 import trio
 
 from forged.config import StoreConfig, load_config
-from forged.consolidate_observer import NAME
+from forged.consolidate.observer import NAME
 from forged.errors import QueryTimeout, StoreError
 from forged.models import ConsolidationChange, ConsolidationRun, Fact, Usage
-from forged.pgschema import MIGRATIONS as PG_MIGRATIONS
-from forged.pgstore import _INSERT_INTERACTION, LOG_LOCK, PostgresStore
-from forged.records import BatchOutcome, ScopeResult
+from forged.store.postgres import _INSERT_INTERACTION, LOG_LOCK, PostgresStore
+from forged.store.postgres_schema import MIGRATIONS as PG_MIGRATIONS
+from forged.store.records import BatchOutcome, ScopeResult
 from tests import daemons
 from tests.daemons import (
     DaemonProcess,
@@ -124,8 +124,9 @@ async def test_two_daemons_distil_every_acknowledged_push_once(
     pair = []
     for name in ("a", "b"):
         (shared / name).mkdir()
-        config = write_config(shared / name, fake_llm.base_url,
-                              distill={"max_batch_interactions": 4})  # fmt: skip
+        config = write_config(
+            shared / name, fake_llm.base_url, distill={"max_batch_interactions": 4}
+        )
         pair.append(DaemonProcess(config, shared / name))
     pushers = [Pusher(d.socket, d.directory.name) for d in pair]
     mid_batch = 0
@@ -191,8 +192,9 @@ def _hold_two_appends(url: str) -> tuple[tuple[psycopg.Connection[Any], int], ..
 
 
 def _barrier_waiters(url: str) -> int:
-    sql = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s"
-           " AND NOT granted")  # fmt: skip
+    sql = (
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND NOT granted"
+    )
     with psycopg.connect(url, autocommit=True) as conn:
         return int(conn.execute(sql, (LOG_LOCK[0],)).fetchone()[0])  # type: ignore[index]  # count(*) answers one row
 
@@ -340,8 +342,10 @@ async def test_client_ids_become_unique_per_scope_on_a_database_of_version_2(
     """The (scope, id) migration keeps the rows and lets another scope store a stored id."""
     assert daemons.STORE_URL is not None
     with psycopg.connect(daemons.STORE_URL, autocommit=True) as conn:
-        conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY,"
-                     " name text NOT NULL, applied_at text NOT NULL)")  # fmt: skip
+        conn.execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY,"
+            " name text NOT NULL, applied_at text NOT NULL)"
+        )
         for version, (name, sql) in enumerate(PG_MIGRATIONS[:2], start=1):
             conn.execute(sql)
             conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, 'x')", (version, name))
@@ -352,8 +356,9 @@ async def test_client_ids_become_unique_per_scope_on_a_database_of_version_2(
     finally:
         store.close()
     assert sorted(rows("", "SELECT scope, client_id FROM interactions")) == [
-        ("one", "a"), ("two", "a")
-    ]  # fmt: skip
+        ("one", "a"),
+        ("two", "a"),
+    ]
 
 
 async def test_status_totals_come_from_the_shared_store(shared: Path, fake_llm: FakeLLM) -> None:

@@ -12,9 +12,9 @@ import trio
 
 from forged.config import DistillerConfig, load_config, parse_config
 from forged.errors import ConfigError
-from forged.llm import make_distiller
-from forged.plugins import check_observers, load_consolidator, load_observers
-from forged.store import Store
+from forged.llm.distiller import make_distiller
+from forged.observing.plugins import check_observers, load_consolidator, load_observers
+from forged.store.sqlite import Store
 from tests.daemons import running_daemon, socket_client, until, write_config
 from tests.fakellm import FakeLLM
 from tests.observers import Configured, Quitter
@@ -180,8 +180,10 @@ def test_a_consolidation_plugin_is_created_with_its_settings(store: Store) -> No
 
 def test_one_class_runs_under_two_names(store: Store) -> None:
     """Two tables, one class: two observers, each with its own name and settings."""
-    toml = "".join(f"[observers.{n}]\nclass = 'tests.observers:Configured'\nlabel = '{n}'\n"
-                   for n in ("a", "b"))  # fmt: skip
+    toml = "".join(
+        f"[observers.{n}]\nclass = 'tests.observers:Configured'\nlabel = '{n}'\n"
+        for n in ("a", "b")
+    )
     observers = [o for o in _load(toml, store) if isinstance(o, Configured)]
     assert [(o.name, o.context.config.label) for o in observers] == [("a", "a"), ("b", "b")]
 
@@ -200,9 +202,14 @@ def test_a_plugin_is_created_with_its_context(store: Store) -> None:
 
 async def test_the_store_view_reads_what_was_pushed(short_tmp: Path, fake_llm: FakeLLM) -> None:
     """A plugin reads the log and the distilled memory through its read-only view."""
-    config = load_config(write_config(short_tmp, fake_llm.base_url,
-                         observers={"cfg": {"class": "tests.observers:Configured", "label": "x"}}),
-                         {})  # fmt: skip
+    config = load_config(
+        write_config(
+            short_tmp,
+            fake_llm.base_url,
+            observers={"cfg": {"class": "tests.observers:Configured", "label": "x"}},
+        ),
+        {},
+    )
     with trio.fail_after(30):
         async with running_daemon(config) as api:
             async with socket_client(config.server.socket) as client:
@@ -224,8 +231,15 @@ async def test_an_observer_whose_run_returns_is_an_error(
 ) -> None:
     """A `run` that returns is logged and shown as the observer's error, then restarted."""
     Quitter.lives = 0
-    config = load_config(write_config(short_tmp, fake_llm.base_url, distill={"enabled": False},
-                         observers={"quitter": {"class": "tests.observers:Quitter"}}), {})  # fmt: skip
+    config = load_config(
+        write_config(
+            short_tmp,
+            fake_llm.base_url,
+            distill={"enabled": False},
+            observers={"quitter": {"class": "tests.observers:Quitter"}},
+        ),
+        {},
+    )
     with trio.fail_after(30):
         async with running_daemon(config) as api, socket_client(config.server.socket) as client:
             await client.post("/v1/interactions", json=[ONE, ONE])
@@ -283,8 +297,9 @@ def test_serve_with_a_faulty_plugin_exits_2_with_one_line(
 ) -> None:
     """`forged serve` stops at once with status 2 and one line, rather than restarting it."""
     path = sock_dir / "forged.toml"
-    path.write_text(f"[server]\nsocket = '{sock_dir}/s.sock'\n[store]\n"
-                    f"path = '{sock_dir}/f.db'\n{section}\n")  # fmt: skip
+    path.write_text(
+        f"[server]\nsocket = '{sock_dir}/s.sock'\n[store]\npath = '{sock_dir}/f.db'\n{section}\n"
+    )
     command = [sys.executable, "-m", "forged", "serve", "--config", str(path)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert (done.returncode, done.stderr) == (2, f"forged: config error: {message}\n")
@@ -306,9 +321,15 @@ async def test_the_documented_example_plugin_runs(
     module = f"example_{document.replace('/', '_').replace('.', '_')}"
     (short_tmp / f"{module}.py").write_text(example(document))
     monkeypatch.syspath_prepend(str(short_tmp))
-    config = load_config(write_config(short_tmp, fake_llm.base_url, distill={"enabled": False},
-                                      observers={"counter": {"class": f"{module}:Counter"}}),
-                         {})  # fmt: skip
+    config = load_config(
+        write_config(
+            short_tmp,
+            fake_llm.base_url,
+            distill={"enabled": False},
+            observers={"counter": {"class": f"{module}:Counter"}},
+        ),
+        {},
+    )
     with trio.fail_after(30):
         async with running_daemon(config) as api, socket_client(config.server.socket) as client:
             await client.post("/v1/interactions", json=[ONE, ONE, ONE])

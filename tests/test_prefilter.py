@@ -1,4 +1,4 @@
-"""Tests for forged.prefilter: every engine, and no engine, gives exactly the exact scrub's output."""
+"""Tests for forged.scrub.prefilter: every engine, and no engine, gives exactly the exact scrub's output."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench import corpus
-from forged import prefilter
-from forged.scrub import ANCHORS, Scrubber, scrub_all, scrub_exact
+from forged.scrub import prefilter
+from forged.scrub.scan import ANCHORS, Scrubber, scrub_all, scrub_exact
 from tests.profiles import examples
 from tests.secret_corpus import NEAR_MISSES, SECRETS, embed
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from forged.llm.prompt import render_chunks, render_transcript
 from forged.models import Message, StoredInteraction
-from forged.prompt import render_chunks, render_transcript
 
 TIME = "2023-05-08T13:56:00Z"
 

@@ -14,8 +14,8 @@ import trio.testing
 
 from forged.config import load_config
 from forged.errors import QueryTimeout
-from forged.readers import Readers, within
-from forged.store import Store
+from forged.store.readers import Readers, within
+from forged.store.sqlite import Store
 from tests.daemons import running_daemon, socket_client, write_config
 from tests.data import new
 from tests.fakellm import FakeLLM
@@ -63,8 +63,11 @@ async def test_one_scope_holds_every_reader_but_one() -> None:
             await trio.testing.wait_all_tasks_blocked()
             assert held.inside == ["a", "a"]
             assert readers.busy() == 2
-            assert await readers.run(lambda conn: f"b on {conn}", "b") in ("b on r1", "b on r2",
-                                                                           "b on r3")  # fmt: skip
+            assert await readers.run(lambda conn: f"b on {conn}", "b") in (
+                "b on r1",
+                "b on r2",
+                "b on r3",
+            )
             held.release.set()
     assert held.inside == ["a"] * 5
     assert sorted(readers.connections()) == ["r1", "r2", "r3"]
@@ -86,9 +89,12 @@ def test_a_read_past_its_budget_is_stopped() -> None:
     """A statement still running when its budget is spent ends with QueryTimeout, and the
     connection serves the next read in full."""
     conn = sqlite3.connect(":memory:")
-    with pytest.raises(QueryTimeout, match=r"^the query ran past its time budget \(50 ms,"
-                       r" recall.query_timeout_ms\) and was stopped; ask with fewer or rarer"
-                       r" words$"):  # fmt: skip
+    with pytest.raises(
+        QueryTimeout,
+        match=r"^the query ran past its time budget \(50 ms,"
+        r" recall.query_timeout_ms\) and was stopped; ask with fewer or rarer"
+        r" words$",
+    ):
         within(conn, 0.05, lambda c: c.execute(ENDLESS).fetchone())
     assert within(conn, None, lambda c: c.execute("SELECT 1").fetchone()) == (1,)
     conn.close()
@@ -128,8 +134,9 @@ async def test_words_past_the_limit_are_named_in_the_answer(
     """On both stores, a query of more distinct words than `max_query_words` searches the
     first ones; search and context answers name the rest in `dropped_words`, and an ordinary
     query's answer holds no such field."""
-    config = load_config(write_config(short_tmp, fake_llm.base_url,
-                                      recall={"max_query_words": 3}), {})  # fmt: skip
+    config = load_config(
+        write_config(short_tmp, fake_llm.base_url, recall={"max_query_words": 3}), {}
+    )
     words = "alpha beta gamma delta epsilon"
     with trio.fail_after(60):
         async with running_daemon(config), socket_client(config.server.socket) as client:

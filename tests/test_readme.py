@@ -31,8 +31,12 @@ BLOCK = re.compile(
     re.M | re.S,
 )
 EXAMPLE = re.compile(r"^```(sh|python|json)$", re.M)
-CHECKOUT_FILES = ("Makefile", "pyproject.toml", "config/forged.dev.toml",
-                  "tests/fixtures/chatgpt-conversations.json")  # fmt: skip
+CHECKOUT_FILES = (
+    "Makefile",
+    "pyproject.toml",
+    "config/forged.dev.toml",
+    "tests/fixtures/chatgpt-conversations.json",
+)
 PLACEHOLDER = "/path/to/forged"  # the checkout, in the MCP host snippet
 TIMEOUT = 180.0  # the whole tour, on a busy two-core machine
 STOP_TIMEOUT = 15.0  # Ctrl-C must end `make run` well within this
@@ -44,8 +48,9 @@ def call_model(system: str, user: str) -> str:
 
 
 def _blocks() -> dict[str, tuple[str, str]]:
-    return {m["name"]: (m["lang"], m["body"]) for m in BLOCK.finditer(README)
-            if m["mark"] == "test"}  # fmt: skip
+    return {
+        m["name"]: (m["lang"], m["body"]) for m in BLOCK.finditer(README) if m["mark"] == "test"
+    }
 
 
 def test_every_example_is_run_or_says_why_not() -> None:
@@ -77,8 +82,11 @@ def checkout(sock_dir: Path) -> Path:
 
 def _environment(**extra: str) -> dict[str, str]:
     """A newcomer's shell: no FORGED_* or service-manager variables of ours leak in."""
-    keep = {k: v for k, v in os.environ.items()
-            if not k.startswith("FORGED_") and k not in SYSTEMD_VARIABLES}  # fmt: skip
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("FORGED_") and k not in SYSTEMD_VARIABLES
+    }
     return {**keep, **extra}
 
 
@@ -99,19 +107,28 @@ class Tour:
         command = body.split("#")[0].split()
         with open(self.log, "wb") as log:  # noqa: ASYNC230 (local, once)
             self.make = await trio.lowlevel.open_process(
-                command, cwd=self.checkout, env=env, stdout=log, stderr=log,
+                command,
+                cwd=self.checkout,
+                env=env,
+                stdout=log,
+                stderr=log,
                 start_new_session=True,  # its own group, as a terminal's foreground job
                 preexec_fn=_interruptible,
-            )  # fmt: skip
+            )
         await notify.wait_for("READY=1")
 
     async def sh(self, name: str) -> str:
         """Run a shell block; return what it printed, after checking its `# ...` lines."""
         lang, body = self.blocks[name]
         assert lang == "sh"
-        done = await trio.run_process(["bash", "-e", "-c", body], cwd=self.checkout,
-                                      env=_environment(), capture_stdout=True,
-                                      capture_stderr=True, check=False)  # fmt: skip
+        done = await trio.run_process(
+            ["bash", "-e", "-c", body],
+            cwd=self.checkout,
+            env=_environment(),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
         output = done.stdout.decode() + done.stderr.decode()
         assert done.returncode == 0, f"{name}: {output}"
         for line in _expected_output(body):
@@ -127,9 +144,14 @@ class Tour:
     async def python(self, name: str) -> str:
         lang, body = self.blocks[name]
         assert lang == "python"
-        done = await trio.run_process([sys.executable, "-c", MODEL + body], cwd=self.checkout,
-                                      env=_environment(), capture_stdout=True,
-                                      capture_stderr=True, check=False)  # fmt: skip
+        done = await trio.run_process(
+            [sys.executable, "-c", MODEL + body],
+            cwd=self.checkout,
+            env=_environment(),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr.decode()
         return done.stdout.decode()
 
@@ -137,8 +159,9 @@ class Tour:
         """Start the server as an MCP host would from the snippet; remember, then recall."""
         _, body = self.blocks[name]
         server = json.loads(body.replace(PLACEHOLDER, str(self.checkout)))["mcpServers"]["forged"]
-        params = StdioServerParameters(command=server["command"], args=server["args"],
-                                       env=server["env"])  # fmt: skip
+        params = StdioServerParameters(
+            command=server["command"], args=server["args"], env=server["env"]
+        )
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             stored = await session.call_tool(
@@ -212,7 +235,10 @@ async def test_the_readme_tour(tour: Tour, fake_llm: FakeLLM) -> None:
         assert searched.json() == {"results": []}
         status = await tour.ctrl_c()
     assert status != 0  # make reports the interrupt; forged itself stopped cleanly:
-    events = [json.loads(line).get("event") for line in tour.log.read_text().splitlines()
-              if line.startswith("{")]  # fmt: skip
+    events = [
+        json.loads(line).get("event")
+        for line in tour.log.read_text().splitlines()
+        if line.startswith("{")
+    ]
     assert events[-1] == "stopped"
     assert not await trio.Path(tour.socket).exists()

@@ -18,21 +18,21 @@ from hypothesis import strategies as st
 
 from bench import quality
 from bench.corpus import locomo_path
-from forged import fulltext
 from forged.config import RecallConfig, load_config
-from forged.daemon import Running
-from forged.fulltext import RECENCY_FLOOR, SELECTIVE_MIN_ROWS, exact_ids, ranked
-from forged.fusion import RRF_K, by_coverage, fuse
-from forged.listing import Page, list_facts
+from forged.daemon.runner import Running
 from forged.models import MEMORY_TYPES, Fact, MemoryItem, normalise
-from forged.packing import FRAME_TOKENS, TURNS_HEADING, cost, kept_first, pack
-from forged.query import SearchQuery, fts_query, julian_now, query_phrases
-from forged.recall import Recall, search
-from forged.records import BatchOutcome, ScopeResult
-from forged.schema import MIGRATIONS, migrate
-from forged.store import Store
-from forged.tokens import estimate_tokens
-from forged.when import periods
+from forged.recall import fulltext
+from forged.recall.engine import Recall, search
+from forged.recall.fulltext import RECENCY_FLOOR, SELECTIVE_MIN_ROWS, exact_ids, ranked
+from forged.recall.fusion import RRF_K, by_coverage, fuse
+from forged.recall.listing import Page, list_facts
+from forged.recall.packing import FRAME_TOKENS, TURNS_HEADING, cost, kept_first, pack
+from forged.recall.periods import periods
+from forged.recall.query import SearchQuery, fts_query, julian_now, query_phrases
+from forged.store.records import BatchOutcome, ScopeResult
+from forged.store.sqlite import Store
+from forged.store.sqlite_schema import MIGRATIONS, migrate
+from forged.text.tokens import estimate_tokens
 from tests.daemons import (
     running_daemon,
     socket_client,
@@ -49,13 +49,47 @@ NOW_JD = NOW.timestamp() / 86400 + 2440587.5
 HALF_LIFE = 30.0
 FILLER = [f"Filler note {n} about gardening, weather and trains." for n in range(12)]
 NASTY_QUERIES = [
-    '"', '""', '"postgresql', "postgresql*", "*", "^postgresql", "text:postgresql", "scope:a",
-    "(postgresql", "postgresql)", "()", "-postgresql", "+postgresql", "-", "+", "AND", "OR", "NOT",
-    "postgresql AND", "OR postgresql", "NOT postgresql", "NEAR(postgresql jsonb)", "NEAR",
-    "postgresql NEAR/2 jsonb", "a OR b AND NOT c", "{text}: postgresql", "postgresql;--",
-    "'; DROP TABLE facts; --", "\\", "%", "_", "café", "CAFÉ", "日本語のテキスト", "🎉",
-    "🎉 postgresql", "\u0000", "\u200b", "x" * 5000, " ".join(["word"] * 500),
-]  # fmt: skip
+    '"',
+    '""',
+    '"postgresql',
+    "postgresql*",
+    "*",
+    "^postgresql",
+    "text:postgresql",
+    "scope:a",
+    "(postgresql",
+    "postgresql)",
+    "()",
+    "-postgresql",
+    "+postgresql",
+    "-",
+    "+",
+    "AND",
+    "OR",
+    "NOT",
+    "postgresql AND",
+    "OR postgresql",
+    "NOT postgresql",
+    "NEAR(postgresql jsonb)",
+    "NEAR",
+    "postgresql NEAR/2 jsonb",
+    "a OR b AND NOT c",
+    "{text}: postgresql",
+    "postgresql;--",
+    "'; DROP TABLE facts; --",
+    "\\",
+    "%",
+    "_",
+    "café",
+    "CAFÉ",
+    "日本語のテキスト",
+    "🎉",
+    "🎉 postgresql",
+    "\u0000",
+    "\u200b",
+    "x" * 5000,
+    " ".join(["word"] * 500),
+]
 
 
 def stamp(days_ago: float) -> str:
@@ -147,8 +181,10 @@ def test_recency_halves_down_to_its_floor(db: sqlite3.Connection) -> None:
 def test_recency_is_when_it_happened_not_when_it_was_distilled(db: sqlite3.Connection) -> None:
     """A fact about last year distilled today is old; one seen again lately counts as recent."""
     old_news = add_fact(db, "Beta service used Redis.", days_ago=365)
-    db.execute("UPDATE facts SET created_at = ?, last_seen_at = ? WHERE id = ?",
-               (stamp(0), stamp(0), old_news))  # fmt: skip
+    db.execute(
+        "UPDATE facts SET created_at = ?, last_seen_at = ? WHERE id = ?",
+        (stamp(0), stamp(0), old_news),
+    )
     renewed = add_fact(db, "Alpha service now uses Redis.", days_ago=300)
     db.execute("UPDATE facts SET last_at = ? WHERE id = ?", (stamp(0), renewed))
     stale = add_fact(db, "Gamma service now uses Redis.", days_ago=10)
@@ -306,15 +342,23 @@ def test_migration_indexes_existing_rows(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)
     conn.executescript(MIGRATIONS[0][1])
-    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-                 " applied_at TEXT NOT NULL)")  # fmt: skip
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+        " applied_at TEXT NOT NULL)"
+    )
     conn.execute("INSERT INTO schema_migrations VALUES (1, 'v1', '2026-01-01')")
-    conn.execute("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
-                 " created_at, last_seen_at) VALUES ('state', 'Old fact about Cassandra.', 'x',"
-                 " 'a', 'b1', 1, 1, ?, ?)", (stamp(0), stamp(0)))  # fmt: skip
-    conn.execute("INSERT INTO summaries (observer, batch_id, scope, text, first_seq, last_seq,"
-                 " created_at) VALUES ('distill', 'b1', 'a', 'Old summary about Cassandra.', 1, 1,"
-                 " ?)", (stamp(0),))  # fmt: skip
+    conn.execute(
+        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
+        " created_at, last_seen_at) VALUES ('state', 'Old fact about Cassandra.', 'x',"
+        " 'a', 'b1', 1, 1, ?, ?)",
+        (stamp(0), stamp(0)),
+    )
+    conn.execute(
+        "INSERT INTO summaries (observer, batch_id, scope, text, first_seq, last_seq,"
+        " created_at) VALUES ('distill', 'b1', 'a', 'Old summary about Cassandra.', 1, 1,"
+        " ?)",
+        (stamp(0),),
+    )
     fact, summary = 1, 1
     store = Store(str(path))
     store.close()
@@ -326,10 +370,20 @@ def test_migration_indexes_existing_rows(tmp_path: Path) -> None:
 
 def item(n: int, text: str, kind: Any = "state") -> MemoryItem:
     return MemoryItem(
-        id=n, type="fact", kind=kind, scope="a", session=None, text=text, score=1.0,
-        created_at=stamp(0), last_seen_at=stamp(0), first_seq=1, last_seq=1,
-        first_at=stamp(0), last_at=stamp(0),
-    )  # fmt: skip
+        id=n,
+        type="fact",
+        kind=kind,
+        scope="a",
+        session=None,
+        text=text,
+        score=1.0,
+        created_at=stamp(0),
+        last_seen_at=stamp(0),
+        first_seq=1,
+        last_seq=1,
+        first_at=stamp(0),
+        last_at=stamp(0),
+    )
 
 
 def line_cost(text: str, kind: str = "state") -> int:
@@ -379,8 +433,15 @@ def test_an_item_too_big_is_skipped_and_packing_goes_on() -> None:
 
 
 def _outcome(batch: str, first: int, facts: list[Fact]) -> BatchOutcome:
-    result = ScopeResult(batch_id=batch, scope="a", session=None, summary=f"Batch {batch}.",
-                         facts=facts, first_seq=first, last_seq=first)  # fmt: skip
+    result = ScopeResult(
+        batch_id=batch,
+        scope="a",
+        session=None,
+        summary=f"Batch {batch}.",
+        facts=facts,
+        first_seq=first,
+        last_seq=first,
+    )
     return BatchOutcome(results=[result], dead_letters=[], runs=[], watermark=None)
 
 
@@ -427,8 +488,10 @@ async def _insert(api: Running, *facts: tuple[str, str]) -> list[int]:
     """Insert (scope, text) facts through the daemon's own store; return their ids."""
 
     def run(conn: sqlite3.Connection) -> list[int]:
-        return [add_fact(conn, text, scope=scope, days_ago=-(julian_now() - NOW_JD))
-                for scope, text in facts]  # fmt: skip
+        return [
+            add_fact(conn, text, scope=scope, days_ago=-(julian_now() - NOW_JD))
+            for scope, text in facts
+        ]
 
     return await write_rows(api.store.path, run)
 
@@ -441,9 +504,13 @@ async def test_search_answers_the_design_shape(daemon: tuple[Running, httpx.Asyn
     assert response.status_code == 200, response.text
     (result,) = response.json()["results"]
     assert {k: result[k] for k in ("id", "type", "kind", "scope", "session", "text")} == {
-        "id": fact, "type": "fact", "kind": "state", "scope": "default", "session": None,
+        "id": fact,
+        "type": "fact",
+        "kind": "state",
+        "scope": "default",
+        "session": None,
         "text": "We chose PostgreSQL for JSONB.",
-    }  # fmt: skip
+    }
     assert result["score"] > 0
     assert {"created_at", "first_seq", "last_seq"} <= result.keys()
 
@@ -471,9 +538,14 @@ async def test_search_traces_memory_to_its_interactions(
     assert "sources" not in plain[1] and plain[0]["speaker"] == "Caroline"
     traced = (await client.get("/v1/search", params={**params, "sources": "true"})).json()
     assert traced["results"][1]["sources"] == [
-        {"seq": 1, "session": "s1", "timestamp": "2023-05-08T11:56:00.000Z",
-         "speaker": "Caroline", "text": "Caroline: I adopted Biscuit."}
-    ]  # fmt: skip
+        {
+            "seq": 1,
+            "session": "s1",
+            "timestamp": "2023-05-08T11:56:00.000Z",
+            "speaker": "Caroline",
+            "text": "Caroline: I adopted Biscuit.",
+        }
+    ]
     context = (await client.get("/v1/context", params={"q": "biscuit", "scope": "u"})).json()
     assert "\nWhat was said:\n- [2023-05-08] Caroline: I adopted Biscuit.\n" in context["text"]
     listed = (await client.get("/v1/facts", params={"since": "2023-05-08"})).json()["facts"]
@@ -486,10 +558,15 @@ async def test_a_time_the_question_names_lifts_what_happened_then(
 ) -> None:
     """On both stores: the newer, shorter turn ranks first, until the question says "in June"."""
     _, client = daemon
-    for day, text in (("2023-06-10", "Melanie went camping with the kids."),
-                      ("2023-09-01", "Melanie went camping.")):  # fmt: skip
-        pushed = {"scope": "u", "timestamp": f"{day}T12:00:00Z",
-                  "messages": [{"role": "user", "name": "Melanie", "text": text}]}  # fmt: skip
+    for day, text in (
+        ("2023-06-10", "Melanie went camping with the kids."),
+        ("2023-09-01", "Melanie went camping."),
+    ):
+        pushed = {
+            "scope": "u",
+            "timestamp": f"{day}T12:00:00Z",
+            "messages": [{"role": "user", "name": "Melanie", "text": text}],
+        }
         assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
 
     async def days(q: str) -> list[str]:
@@ -521,15 +598,22 @@ async def test_the_context_block_says_which_day_a_relative_time_means(
     pushed = {
         "scope": "u",
         "timestamp": "2023-05-08T13:56:00Z",
-        "messages": [{"role": "user", "name": "Caroline", "text": "I went to a support group"
-                      " yesterday and will paint next week."}],
-    }  # fmt: skip
+        "messages": [
+            {
+                "role": "user",
+                "name": "Caroline",
+                "text": "I went to a support group yesterday and will paint next week.",
+            }
+        ],
+    }
     assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
     await wait_for_watermark(client, 1)
     params = {"q": "support group", "scope": "u", "types": "interaction"}
     block = (await client.get("/v1/context", params=params)).json()["text"]
-    assert ("- [2023-05-08] Caroline: I went to a support group yesterday (2023-05-07) and will"
-            " paint next week (the week after 2023-05-08).\n") in block  # fmt: skip
+    assert (
+        "- [2023-05-08] Caroline: I went to a support group yesterday (2023-05-07) and will"
+        " paint next week (the week after 2023-05-08).\n"
+    ) in block
     (found,) = (await client.get("/v1/search", params=params)).json()["results"]
     assert found["text"].endswith("group yesterday and will paint next week.")
 
@@ -569,56 +653,90 @@ async def test_no_query_is_a_server_error(
 LIMIT = "`limit` must be an integer from 1 to 100; got "
 CURSOR = "`after` must be the `next` cursor of a previous page; got "
 TYPES = "`types` must be a comma-separated list of fact, summary, interaction; got "
-WHEN = ("`{}` must be a date (2023-05-07) or a date and time with a time zone"
-        " (2023-05-07T14:00:00Z); got {}")  # fmt: skip
+WHEN = (
+    "`{}` must be a date (2023-05-07) or a date and time with a time zone"
+    " (2023-05-07T14:00:00Z); got {}"
+)
 BAD_PARAMS: list[tuple[str, dict[str, str], str]] = [
     ("/v1/search", {}, "`q` must not be empty"),
     ("/v1/search", {"q": "  "}, "`q` must not be empty"),
-    ("/v1/search", {"q": "x", "kind": "opinion"},
-     "`kind` must be one of decision, correction, preference, state, event, profile, summary; got 'opinion'"),
+    (
+        "/v1/search",
+        {"q": "x", "kind": "opinion"},
+        "`kind` must be one of decision, correction, preference, state, event, profile, summary; got 'opinion'",
+    ),
     ("/v1/search", {"q": "x", "limit": "ten"}, LIMIT + "'ten'"),
     ("/v1/search", {"q": "x", "limit": "0"}, LIMIT + "'0'"),
     ("/v1/search", {"q": "x", "limit": "101"}, LIMIT + "'101'"),
     ("/v1/search", {"q": "x", "limit": "-1"}, LIMIT + "'-1'"),
     ("/v1/search", {"q": "x", "scope": ""}, "`scope` must be 1 to 512 characters, got 0"),
-    ("/v1/search", {"q": "x", "session": "s" * 513},
-     "`session` must be 1 to 512 characters, got 513"),
-    ("/v1/search", {"q": "x", "colour": "red"},
-     "unknown parameter `colour`; /v1/search accepts q, scope, kind, types, session, since,"
-     " until, history, limit, sources"),
+    (
+        "/v1/search",
+        {"q": "x", "session": "s" * 513},
+        "`session` must be 1 to 512 characters, got 513",
+    ),
+    (
+        "/v1/search",
+        {"q": "x", "colour": "red"},
+        "unknown parameter `colour`; /v1/search accepts q, scope, kind, types, session, since,"
+        " until, history, limit, sources",
+    ),
     ("/v1/search", {"q": "x", "types": "facts"}, TYPES + "'facts'"),
     ("/v1/search", {"q": "x", "types": ""}, TYPES + "''"),
     ("/v1/search", {"q": "x", "types": "fact,,summary"}, TYPES + "'fact,,summary'"),
-    ("/v1/search", {"q": "x", "kind": "decision", "types": "summary,interaction"},
-     "`kind` decision is a fact, which `types` (summary,interaction) leaves out"),
+    (
+        "/v1/search",
+        {"q": "x", "kind": "decision", "types": "summary,interaction"},
+        "`kind` decision is a fact, which `types` (summary,interaction) leaves out",
+    ),
     ("/v1/search", {"q": "x", "since": "yesterday"}, WHEN.format("since", "'yesterday'")),
-    ("/v1/search", {"q": "x", "until": "2023-05-07T14:00:00"},
-     WHEN.format("until", "'2023-05-07T14:00:00'")),
+    (
+        "/v1/search",
+        {"q": "x", "until": "2023-05-07T14:00:00"},
+        WHEN.format("until", "'2023-05-07T14:00:00'"),
+    ),
     ("/v1/search", {"q": "x", "since": "2023-02-30"}, WHEN.format("since", "'2023-02-30'")),
-    ("/v1/search", {"q": "x", "since": "2023-05-08", "until": "2023-05-07"},
-     "`since` (2023-05-08) is after `until` (2023-05-07)"),
-    ("/v1/search", {"q": "x", "sources": "yes"},
-     "`sources` must be one of true, false; got 'yes'"),
+    (
+        "/v1/search",
+        {"q": "x", "since": "2023-05-08", "until": "2023-05-07"},
+        "`since` (2023-05-08) is after `until` (2023-05-07)",
+    ),
+    ("/v1/search", {"q": "x", "sources": "yes"}, "`sources` must be one of true, false; got 'yes'"),
     ("/v1/context", {"q": "x", "types": "turn"}, TYPES + "'turn'"),
     ("/v1/context", {"q": "x", "until": "soon"}, WHEN.format("until", "'soon'")),
     ("/v1/context", {"q": ""}, "`q` must not be empty"),
-    ("/v1/context", {"q": "x", "budget_tokens": "0"},
-     "`budget_tokens` must be an integer from 1 to 100000; got '0'"),
-    ("/v1/context", {"q": "x", "budget_tokens": "1e3"},
-     "`budget_tokens` must be an integer from 1 to 100000; got '1e3'"),
-    ("/v1/context", {"q": "x", "limit": "5"},
-     "unknown parameter `limit`; /v1/context accepts q, scope, kind, types, session, since,"
-     " until, history, budget_tokens"),
-    ("/v1/facts", {"kind": "summary"},
-     "`kind` must be one of decision, correction, preference, state, event, profile; got 'summary'"),
+    (
+        "/v1/context",
+        {"q": "x", "budget_tokens": "0"},
+        "`budget_tokens` must be an integer from 1 to 100000; got '0'",
+    ),
+    (
+        "/v1/context",
+        {"q": "x", "budget_tokens": "1e3"},
+        "`budget_tokens` must be an integer from 1 to 100000; got '1e3'",
+    ),
+    (
+        "/v1/context",
+        {"q": "x", "limit": "5"},
+        "unknown parameter `limit`; /v1/context accepts q, scope, kind, types, session, since,"
+        " until, history, budget_tokens",
+    ),
+    (
+        "/v1/facts",
+        {"kind": "summary"},
+        "`kind` must be one of decision, correction, preference, state, event, profile; got 'summary'",
+    ),
     ("/v1/facts", {"after": "abc"}, CURSOR + "'abc'"),
     ("/v1/facts", {"after": "-3"}, CURSOR + "'-3'"),
     ("/v1/facts", {"limit": "1001"}, "`limit` must be an integer from 1 to 1000; got '1001'"),
     ("/v1/facts", {"since": "May"}, WHEN.format("since", "'May'")),
     ("/v1/summaries", {"after": "x"}, CURSOR + "'x'"),
-    ("/v1/summaries", {"since": "2024-01-01T00:00:00Z", "until": "2023-12-31"},
-     "`since` (2024-01-01T00:00:00Z) is after `until` (2023-12-31)"),
-]  # fmt: skip
+    (
+        "/v1/summaries",
+        {"since": "2024-01-01T00:00:00Z", "until": "2023-12-31"},
+        "`since` (2024-01-01T00:00:00Z) is after `until` (2023-12-31)",
+    ),
+]
 
 
 @pytest.mark.parametrize(("path", "params", "message"), BAD_PARAMS)
@@ -677,8 +795,14 @@ async def test_summaries_are_listed_by_page(daemon: tuple[Running, httpx.AsyncCl
 # Time, types, fusion and the raw conversation.
 
 
-def add_turn(conn: sqlite3.Connection, text: str, *, scope: str = "a", days_ago: float = 0.0,
-             name: str | None = "alice") -> int:  # fmt: skip
+def add_turn(
+    conn: sqlite3.Connection,
+    text: str,
+    *,
+    scope: str = "a",
+    days_ago: float = 0.0,
+    name: str | None = "alice",
+) -> int:
     """Store one interaction said `days_ago`, as ingest would."""
     message = {"role": "user", "text": text, **({"name": name} if name else {})}
     cur = conn.execute(
@@ -695,8 +819,12 @@ def test_interactions_are_found_verbatim_with_speaker_and_date(db: sqlite3.Conne
     seq = add_turn(db, "I adopted a greyhound called Biscuit.", days_ago=10)
     (turn,) = find(db, "greyhound")
     assert (turn.type, turn.kind, turn.id, turn.first_seq, turn.speaker) == (
-        "interaction", "interaction", seq, seq, "alice"
-    )  # fmt: skip
+        "interaction",
+        "interaction",
+        seq,
+        seq,
+        "alice",
+    )
     assert turn.text == "alice: I adopted a greyhound called Biscuit."
     assert turn.first_at == turn.last_at == stamp(10)
 
@@ -727,9 +855,13 @@ def test_fusion_alternates_lists_and_ranks_summaries_lower() -> None:
     turns = [msgspec.structs.replace(item(n, f"turn {n}"), type="interaction") for n in (4, 5)]
     fused = fuse([facts, summaries, turns], 10)
     assert [(i.type, i.id) for i in fused] == [
-        ("interaction", 4), ("fact", 1), ("interaction", 5), ("fact", 2), ("fact", 3),
+        ("interaction", 4),
+        ("fact", 1),
+        ("interaction", 5),
+        ("fact", 2),
+        ("fact", 3),
         ("summary", 9),
-    ]  # fmt: skip
+    ]
     assert fused[0].score == pytest.approx(1 / (RRF_K + 1))
     assert [i.id for i in fuse([facts, turns], 3)] == [4, 1, 5]
 
@@ -754,12 +886,19 @@ def test_since_and_until_keep_what_happened_in_the_period(db: sqlite3.Connection
 
 def test_block_lists_memory_first_then_the_turns_each_dated() -> None:
     """Distilled memory comes first, the supporting turns after a heading; every line dated."""
-    turn = msgspec.structs.replace(item(7, "alice: I moved to Lyon."), type="interaction",
-                                   kind="interaction", first_at="2023-05-07T10:00:00.000Z",
-                                   last_at="2023-05-07T10:00:00.000Z")  # fmt: skip
-    fact = msgspec.structs.replace(item(1, "Alice lives in Lyon now."), kind="event",
-                                   first_at="2023-05-07T10:00:00.000Z",
-                                   last_at="2023-06-02T09:00:00.000Z")  # fmt: skip
+    turn = msgspec.structs.replace(
+        item(7, "alice: I moved to Lyon."),
+        type="interaction",
+        kind="interaction",
+        first_at="2023-05-07T10:00:00.000Z",
+        last_at="2023-05-07T10:00:00.000Z",
+    )
+    fact = msgspec.structs.replace(
+        item(1, "Alice lives in Lyon now."),
+        kind="event",
+        first_at="2023-05-07T10:00:00.000Z",
+        last_at="2023-06-02T09:00:00.000Z",
+    )
     answer = pack([turn, fact], 1000)
     body = answer.text.split("directions found inside them.\n", 1)[1]
     assert body == (
@@ -769,14 +908,18 @@ def test_block_lists_memory_first_then_the_turns_each_dated() -> None:
         "</memory>"
     )
     assert [i.id for i in answer.items] == [1, 7]
-    assert answer.tokens == FRAME_TOKENS + sum(estimate_tokens(line + "\n") for line in
-                                               body.splitlines()[:-1])  # fmt: skip
+    assert answer.tokens == FRAME_TOKENS + sum(
+        estimate_tokens(line + "\n") for line in body.splitlines()[:-1]
+    )
 
 
 def test_an_item_that_repeats_the_block_is_skipped() -> None:
     """An item with under NOVELTY_MIN of its words new to the block takes no room."""
-    turn = msgspec.structs.replace(item(7, "alice: I adopted a greyhound called Biscuit today"),
-                                   type="interaction", kind="interaction")  # fmt: skip
+    turn = msgspec.structs.replace(
+        item(7, "alice: I adopted a greyhound called Biscuit today"),
+        type="interaction",
+        kind="interaction",
+    )
     echo = item(1, "alice: I adopted a greyhound called Biscuit")
     other = item(2, "Biscuit likes long walks.")
     assert [i.id for i in pack([turn, echo, other], 1000).items] == [2, 7]
@@ -786,37 +929,51 @@ def test_a_turn_takes_the_place_of_a_fact_it_repeats() -> None:
     """A turn taken after a fact distilled from it that it repeats replaces that fact, and the
     budget the fact held goes to the next items; a fact from another turn stays."""
     echo = item(1, "Recorded: alice: I adopted a greyhound called Biscuit")  # from seq 1
-    turn = msgspec.structs.replace(item(1, "alice: I adopted a greyhound called Biscuit today"),
-                                   type="interaction", kind="interaction")  # fmt: skip
+    turn = msgspec.structs.replace(
+        item(1, "alice: I adopted a greyhound called Biscuit today"),
+        type="interaction",
+        kind="interaction",
+    )
     elsewhere = msgspec.structs.replace(turn, id=2)  # the same words said again, at seq 2
     other = item(3, "Biscuit likes long walks.")
     assert [i.id for i in pack([echo, turn, other], 1000).items] == [3, 1]
     assert pack([echo, elsewhere], 1000).items == [echo]  # not its source: it only repeats
-    turn_only = FRAME_TOKENS + estimate_tokens(TURNS_HEADING) + estimate_tokens(
-        "- [" + stamp(0)[:10] + "] " + turn.text + "\n"
-    )  # fmt: skip
+    turn_only = (
+        FRAME_TOKENS
+        + estimate_tokens(TURNS_HEADING)
+        + estimate_tokens("- [" + stamp(0)[:10] + "] " + turn.text + "\n")
+    )
     assert pack([echo, turn], turn_only).items == [turn]  # the fact's room pays for the turn
 
 
 def said(seq: int, text: str) -> MemoryItem:
     """A one-message turn at `seq`, as recall lists it."""
-    return msgspec.structs.replace(item(seq, text), type="interaction", kind="interaction",
-                                   first_seq=seq, last_seq=seq)  # fmt: skip
+    return msgspec.structs.replace(
+        item(seq, text), type="interaction", kind="interaction", first_seq=seq, last_seq=seq
+    )
 
 
 def test_a_fact_that_is_its_turn_word_for_word_is_ranked_once_as_the_turn() -> None:
     """A fact whose text is the turn it comes from (an extractive distiller's pick) is left
     out of the fusion: the turn stands at its own rank. A line of a longer turn stays a fact."""
-    greeting = msgspec.structs.replace(item(1, "mel: Hey Caroline!  Good to see you!"),
-                                       first_seq=9, last_seq=9)  # fmt: skip
-    caption = msgspec.structs.replace(item(2, "mel: [shares a photo of a lake]"),
-                                      first_seq=8, last_seq=8)  # fmt: skip
-    turns = [said(4, "mel: I ran a charity race."), said(8, "mel: Look!\n[shares a photo of a lake]"),
-             said(9, "mel: Hey Caroline! Good to see you!")]  # fmt: skip
+    greeting = msgspec.structs.replace(
+        item(1, "mel: Hey Caroline!  Good to see you!"), first_seq=9, last_seq=9
+    )
+    caption = msgspec.structs.replace(
+        item(2, "mel: [shares a photo of a lake]"), first_seq=8, last_seq=8
+    )
+    turns = [
+        said(4, "mel: I ran a charity race."),
+        said(8, "mel: Look!\n[shares a photo of a lake]"),
+        said(9, "mel: Hey Caroline! Good to see you!"),
+    ]
     fused = fuse([[greeting, caption], turns], 10)
     assert [(i.type, i.id) for i in fused] == [
-        ("interaction", 4), ("interaction", 8), ("fact", 2), ("interaction", 9)
-    ]  # fmt: skip
+        ("interaction", 4),
+        ("interaction", 8),
+        ("fact", 2),
+        ("interaction", 9),
+    ]
     alone = fuse([[greeting], turns[:1]], 10)  # its turn not found: the fact is all there is
     assert [(i.type, i.id) for i in alone] == [("interaction", 4), ("fact", 1)]
 
@@ -835,14 +992,18 @@ def test_a_picked_greeting_does_not_push_a_better_turn_out_of_the_block() -> Non
     """Regression: a greeting an extractive distiller kept ranked first among the few picked
     lines and held room in the block until its own low-ranked turn replaced it; the third
     best turn had not fitted meanwhile."""
-    best = [said(1, "mel: The charity race raised money for mental health"),
-            said(2, "mel: Running that race taught me self-care matters"),
-            said(3, "mel: My kids cheered at the finish line of the race")]  # fmt: skip
+    best = [
+        said(1, "mel: The charity race raised money for mental health"),
+        said(2, "mel: Running that race taught me self-care matters"),
+        said(3, "mel: My kids cheered at the finish line of the race"),
+    ]
     greeting = said(9, "mel: Hey Caroline! Good to see you! How are the kids?")
     picked = msgspec.structs.replace(item(1, greeting.text, "event"), first_seq=9, last_seq=9)
-    budget = FRAME_TOKENS + estimate_tokens(TURNS_HEADING) + sum(
-        estimate_tokens(f"- [{stamp(0)[:10]}] {t.text}\n") for t in best
-    )  # fmt: skip
+    budget = (
+        FRAME_TOKENS
+        + estimate_tokens(TURNS_HEADING)
+        + sum(estimate_tokens(f"- [{stamp(0)[:10]}] {t.text}\n") for t in best)
+    )
     block = pack(fuse([[picked], [*best, greeting]], 100), budget)
     assert [(i.type, i.id) for i in block.items] == [("interaction", n) for n in (1, 2, 3)]
 
@@ -854,9 +1015,11 @@ def test_a_block_takes_first_what_holds_more_of_the_question() -> None:
     bye, answer = said(1, "Nate: Take care!"), said(2, "Joanna: Nate's app finds dog walkers.")
     fused = fuse([[item(3, "Nate likes tea.")], [bye, answer]], 100)
     assert [i.id for i in fused] == [1, 3, 2]
-    one_line = FRAME_TOKENS + estimate_tokens(TURNS_HEADING) + estimate_tokens(
-        f"- [{stamp(0)[:10]}] {answer.text}\n"
-    )  # fmt: skip
+    one_line = (
+        FRAME_TOKENS
+        + estimate_tokens(TURNS_HEADING)
+        + estimate_tokens(f"- [{stamp(0)[:10]}] {answer.text}\n")
+    )
     assert [i.id for i in pack(by_coverage(fused, question), one_line).items] == [2]
     assert by_coverage(fused, "Which did?") == fused  # no word to hold: the fused order
 
@@ -870,22 +1033,42 @@ async def test_context_ranks_by_how_much_of_the_question_an_item_holds(
     said_ = [("Nate", "Take care!"), ("Joanna", "His app finds dog walkers for owners.")]
     said_ += [("Joanna", f"Dog owners and walkers use an app, day {n}.") for n in range(6)]
     for name, text in said_:
-        pushed = {"scope": "u", "timestamp": "2023-06-10T12:00:00Z",
-                  "messages": [{"role": "user", "name": name, "text": text}]}  # fmt: skip
+        pushed = {
+            "scope": "u",
+            "timestamp": "2023-06-10T12:00:00Z",
+            "messages": [{"role": "user", "name": name, "text": text}],
+        }
         assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
     line = f"- [2023-06-10] Joanna: {said_[1][1]}\n"
     budget = FRAME_TOKENS + estimate_tokens(TURNS_HEADING) + estimate_tokens(line)
-    params = {"q": "Which app did Nate find for dog walkers and owners?", "scope": "u",
-              "types": "interaction", "budget_tokens": budget}  # fmt: skip
+    params = {
+        "q": "Which app did Nate find for dog walkers and owners?",
+        "scope": "u",
+        "types": "interaction",
+        "budget_tokens": budget,
+    }
     answer = (await client.get("/v1/context", params=params)).json()
     assert [i["text"] for i in answer["items"]] == [f"Joanna: {said_[1][1]}"]
 
 
 def _turn(n: int, text: str, score: float) -> MemoryItem:
     at = stamp(0)
-    return MemoryItem(id=n, type="interaction", kind="interaction", scope="a", session=None,
-                      text=text, score=score, created_at=at, last_seen_at=at, first_seq=n,
-                      last_seq=n, first_at=at, last_at=at, speaker="u")  # fmt: skip
+    return MemoryItem(
+        id=n,
+        type="interaction",
+        kind="interaction",
+        scope="a",
+        session=None,
+        text=text,
+        score=score,
+        created_at=at,
+        last_seen_at=at,
+        first_seq=n,
+        last_seq=n,
+        first_at=at,
+        last_at=at,
+        speaker="u",
+    )
 
 
 def test_the_block_holds_search_s_first_results_when_they_fit_together() -> None:
@@ -925,8 +1108,9 @@ def _missing(found: list[dict[str, Any]], block: dict[str, Any]) -> list[tuple[s
             return any(i["id"] in span for span in spans)
         return bool(turns & set(range(i["first_seq"], i["last_seq"] + 1)))
 
-    return [(i["type"], i["id"]) for i in found if (i["type"], i["id"]) not in held
-            and not by_source(i)]  # fmt: skip
+    return [
+        (i["type"], i["id"]) for i in found if (i["type"], i["id"]) not in held and not by_source(i)
+    ]
 
 
 async def test_locomo_the_block_holds_what_search_ranks_first(
@@ -965,8 +1149,13 @@ def test_a_date_in_the_query_ranks_what_happened_then_first(db: sqlite3.Connecti
     newer = add_fact(db, "Kiwi went to the lake.", days_ago=10)
     plain = [i.id for i in find(db, "Where did Kiwi go?")]
     assert plain == [newer, older]
-    for named in (f"{then:%B} {then.day}, {then.year}", f"{then.day} {then:%B}", f"{then:%B}",
-                  f"{then:%Y-%m}", f"{then:%Y-%m-%d}"):  # fmt: skip
+    for named in (
+        f"{then:%B} {then.day}, {then.year}",
+        f"{then.day} {then:%B}",
+        f"{then:%B}",
+        f"{then:%Y-%m}",
+        f"{then:%Y-%m-%d}",
+    ):
         assert [i.id for i in find(db, f"Where did Kiwi go on {named}?")] == [older, newer], named
 
 
@@ -1009,9 +1198,11 @@ def test_the_search_that_stops_early_gives_the_exact_ranking(
         migrate(conn)
         conn.executemany(
             _INSERT[table],
-            ({"text": " ".join(w), "norm": f"{n}", "scope": s, "at": stamp(d)}
-             for n, (w, s, d) in enumerate(rows)),
-        )  # fmt: skip
+            (
+                {"text": " ".join(w), "norm": f"{n}", "scope": s, "at": stamp(d)}
+                for n, (w, s, d) in enumerate(rows)
+            ),
+        )
         q = " ".join(words)
         query = SearchQuery(q=q, scope="a", limit=limit)
         found = [i.id for i in ranked(conn, table, query, HALF_LIFE, NOW_JD)]
@@ -1046,9 +1237,11 @@ def test_the_search_over_every_scope_s_matches_gives_the_exact_ranking(
         migrate(conn)
         conn.executemany(
             _INSERT[table],
-            ({"text": " ".join(w), "norm": f"{n}", "scope": s, "at": stamp(d)}
-             for n, (w, s, d) in enumerate(rows)),
-        )  # fmt: skip
+            (
+                {"text": " ".join(w), "norm": f"{n}", "scope": s, "at": stamp(d)}
+                for n, (w, s, d) in enumerate(rows)
+            ),
+        )
         statements: list[str] = []
         conn.set_trace_callback(statements.append)
         query = SearchQuery(q=" ".join(words), scope="a", limit=limit)
@@ -1065,11 +1258,20 @@ def _skewed(
     """Rows of scope "a" that all say "report", some "grafana" too; `others` of scope "b"."""
     conn.executemany(
         _INSERT[table],
-        [{"text": "grafana " * rare + "report " * (1 + extra) + "note", "norm": f"a{n}",
-          "scope": "a", "at": stamp(d)} for n, (rare, extra, d) in enumerate(rows)]
-        + [{"text": "other note", "norm": f"b{n}", "scope": "b", "at": stamp(0)}
-           for n in range(others)],
-    )  # fmt: skip
+        [
+            {
+                "text": "grafana " * rare + "report " * (1 + extra) + "note",
+                "norm": f"a{n}",
+                "scope": "a",
+                "at": stamp(d),
+            }
+            for n, (rare, extra, d) in enumerate(rows)
+        ]
+        + [
+            {"text": "other note", "norm": f"b{n}", "scope": "b", "at": stamp(0)}
+            for n in range(others)
+        ],
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -1131,9 +1333,11 @@ def test_a_row_with_only_the_common_word_still_wins_when_its_bm25_can() -> None:
         rows += [("report " + "other " * 200, "b", 0.0)] * 10 + [("other " * 200, "b", 0.0)] * 50
         conn.executemany(
             _INSERT["fact"],
-            [{"text": t, "norm": f"{n}", "scope": s, "at": stamp(d)}
-             for n, (t, s, d) in enumerate(rows)],
-        )  # fmt: skip
+            [
+                {"text": t, "norm": f"{n}", "scope": s, "at": stamp(d)}
+                for n, (t, s, d) in enumerate(rows)
+            ],
+        )
         query = SearchQuery(q="grafana report", scope="a", limit=1)
         assert [i.id for i in ranked(conn, "fact", query, HALF_LIFE, NOW_JD)] == [1]
         assert exact_ids(conn, "fact", query, HALF_LIFE, NOW_JD) == [1]
@@ -1162,8 +1366,10 @@ def test_lists_read_only_as_deep_as_fusion_reaches_give_the_same_answer(
     conn = sqlite3.connect(":memory:", isolation_level=None)
     migrate(conn)
     for n, (table, text, days) in enumerate(rows):
-        conn.execute(_INSERT[table], {"text": " ".join(text), "norm": f"{n}", "scope": "a",
-                                      "at": stamp(days)})  # fmt: skip
+        conn.execute(
+            _INSERT[table],
+            {"text": " ".join(text), "norm": f"{n}", "scope": "a", "at": stamp(days)},
+        )
     q = " ".join(words) + (f" in {stamp(30)[:7]}" if named else "")
     query = SearchQuery(q=q, scope="a", limit=limit)
     every = [ranked(conn, t, query, HALF_LIFE, NOW_JD) for t in MEMORY_TYPES]
@@ -1198,8 +1404,10 @@ def test_the_context_block_is_the_one_packed_from_ranking_every_match(
     conn = sqlite3.connect(":memory:", isolation_level=None)
     migrate(conn)
     for n, (table, text, scope, days) in enumerate(rows):
-        conn.execute(_INSERT[table], {"text": " ".join(text), "norm": f"{n}", "scope": scope,
-                                      "at": stamp(days)})  # fmt: skip
+        conn.execute(
+            _INSERT[table],
+            {"text": " ".join(text), "norm": f"{n}", "scope": scope, "at": stamp(days)},
+        )
     query = SearchQuery(q=" ".join(words), scope="a", limit=candidates)
     answers = []
     for streamed_from in (0, len(rows) + 1):  # every table streamed; every table scored at once
@@ -1248,9 +1456,23 @@ def test_a_fact_that_is_a_turn_below_the_read_depth_is_still_left_out(
 
 
 SCOPES_ALIKE = [
-    "a", "A", "ab", "b", "user:alice", "user alice", "user-alice", "user:alice:x", "é", "e", "",
-    "日本", '"', "s0", "OR", "x" * 2000,
-]  # fmt: skip
+    "a",
+    "A",
+    "ab",
+    "b",
+    "user:alice",
+    "user alice",
+    "user-alice",
+    "user:alice:x",
+    "é",
+    "e",
+    "",
+    "日本",
+    '"',
+    "s0",
+    "OR",
+    "x" * 2000,
+]
 
 
 def test_scopes_the_tokenizer_would_fold_together_stay_apart(db: sqlite3.Connection) -> None:

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from forged.config import Config, load_config
-from forged.daemon import Running
+from forged.daemon.runner import Running
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.data import write_rows
 from tests.fakellm import FakeLLM
@@ -83,11 +83,21 @@ async def test_pushed_conversation_is_found_by_search(daemon: Daemon) -> None:
     assert "  interaction  20" in turn
     assert fact.endswith("Recorded: alice: Let's use PostgreSQL, we need JSONB.")
     assert "  state        20" in fact
-    only = await daemon.forged("search", "PostgreSQL", "--scope", "user:alice", "--types", "fact",
-                               "--since", "2020-01-01", "--json")  # fmt: skip
+    only = await daemon.forged(
+        "search",
+        "PostgreSQL",
+        "--scope",
+        "user:alice",
+        "--types",
+        "fact",
+        "--since",
+        "2020-01-01",
+        "--json",
+    )
     assert {r["type"] for r in json.loads(only.stdout)} == {"fact"}
-    later = await daemon.forged("search", "PostgreSQL", "--scope", "user:alice", "--since",
-                                "2999-01-01")  # fmt: skip
+    later = await daemon.forged(
+        "search", "PostgreSQL", "--scope", "user:alice", "--since", "2999-01-01"
+    )
     assert (later.returncode, later.stdout) == (0, b"")
 
 
@@ -172,8 +182,12 @@ async def test_every_listing_follows_one_scope_rule(daemon: Daemon) -> None:
     assert await listed("/v1/dead-letters", "dead_letters", all_scopes="true") == set()
     fact = (await daemon.client.get("/v1/facts", params={"scope": "user:alice"})).json()
     path = f"/v1/facts/{fact['facts'][0]['id']}"
-    for query, status in (({}, 404), ({"scope": "user:bob"}, 404),
-                          ({"scope": "user:alice"}, 200), ({"all_scopes": "true"}, 200)):  # fmt: skip
+    for query, status in (
+        ({}, 404),
+        ({"scope": "user:bob"}, 404),
+        ({"scope": "user:alice"}, 200),
+        ({"all_scopes": "true"}, 200),
+    ):
         assert (await daemon.client.get(path, params=query)).status_code == status, query
     other = await daemon.client.get(path, params={"scope": "user:bob"})
     assert other.json()["error"]["message"] == f"no fact with id '{fact['facts'][0]['id']}'"
@@ -230,9 +244,11 @@ async def test_export_writes_summaries_and_facts_as_json_lines(
     everything = await daemon.forged("export", "--all-scopes")
     lines = [json.loads(line) for line in everything.stdout.splitlines()]
     assert {(row["type"], row["scope"]) for row in lines} == {
-        ("summary", "user:alice"), ("fact", "user:alice"),
-        ("summary", "user:bob"), ("fact", "user:bob"),
-    }  # fmt: skip
+        ("summary", "user:alice"),
+        ("fact", "user:alice"),
+        ("summary", "user:bob"),
+        ("fact", "user:bob"),
+    }
     assert sum(row["type"] == "fact" for row in lines) == 4
     output = short_tmp / "alice.jsonl"
     done = await daemon.forged("export", "--scope", "user:alice", "--output", str(output))

@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 
 from forged.models import MemoryItem
-from forged.relative import resolved, with_times_resolved
+from forged.recall.relative_times import resolved, with_times_resolved
 
 FRIDAY = date(2023, 6, 9)
 
@@ -43,9 +43,15 @@ def test_a_relative_time_is_followed_by_what_it_means(said: str, meant: str) -> 
 
 @pytest.mark.parametrize(
     "said",
-    ["the last week of May", "over the last year", "this Friday", "this weekend",
-     "lastweek", "recently"],
-)  # fmt: skip
+    [
+        "the last week of May",
+        "over the last year",
+        "this Friday",
+        "this weekend",
+        "lastweek",
+        "recently",
+    ],
+)
 def test_what_names_no_other_day_is_left_as_said(said: str) -> None:
     assert resolved(said, FRIDAY) == said
 
@@ -57,10 +63,21 @@ def test_months_and_years_roll_over() -> None:
 
 
 def item(first_at: str, last_at: str) -> MemoryItem:
-    return MemoryItem(id=1, type="fact", kind="event", scope="u", session=None,
-                      text="Went hiking yesterday.", score=1.0, created_at=first_at,
-                      last_seen_at=first_at, first_seq=1, last_seq=2, first_at=first_at,
-                      last_at=last_at)  # fmt: skip
+    return MemoryItem(
+        id=1,
+        type="fact",
+        kind="event",
+        scope="u",
+        session=None,
+        text="Went hiking yesterday.",
+        score=1.0,
+        created_at=first_at,
+        last_seen_at=first_at,
+        first_seq=1,
+        last_seq=2,
+        first_at=first_at,
+        last_at=last_at,
+    )
 
 
 def test_an_item_of_one_day_is_resolved_against_it() -> None:
@@ -76,11 +93,17 @@ def test_an_item_spanning_days_is_left_as_said() -> None:
 
 @pytest.mark.parametrize(
     ("said", "on"),
-    [("See you tomorrow.", date(9999, 12, 31)), ("the day after tomorrow", date(9999, 12, 30)),
-     ("I left yesterday.", date(1, 1, 1)), ("ten weeks ago", date(1, 2, 1)),
-     ("two years ago", date(1, 6, 1)), ("next year", date(9999, 6, 1)),
-     ("last month", date(1, 1, 5)), ("next Friday", date(9999, 12, 31))],
-)  # fmt: skip
+    [
+        ("See you tomorrow.", date(9999, 12, 31)),
+        ("the day after tomorrow", date(9999, 12, 30)),
+        ("I left yesterday.", date(1, 1, 1)),
+        ("ten weeks ago", date(1, 2, 1)),
+        ("two years ago", date(1, 6, 1)),
+        ("next year", date(9999, 6, 1)),
+        ("last month", date(1, 1, 5)),
+        ("next Friday", date(9999, 12, 31)),
+    ],
+)
 def test_a_time_past_the_calendar_stays_as_said(said: str, on: date) -> None:
     """Near year 1 or 9999 a relative time that names no representable day is left alone:
     resolving never raises (every recall of such a turn would answer 500)."""

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from forged.config import load_config
-from forged.daemon import Running
+from forged.daemon.runner import Running
 from tests.daemons import (
     READY_TIMEOUT,
     running_daemon,

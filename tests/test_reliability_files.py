@@ -27,13 +27,30 @@ pytestmark = [pytest.mark.integration, pytest.mark.sqlite_only]
 def _export(path: Path, turns: int) -> None:
     """A ChatGPT export of one-turn conversations."""
     conversations = [
-        {"id": f"c{n}", "current_node": "a", "mapping": {
-            "q": {"parent": None, "message": {"id": "q", "author": {"role": "user"},
-                  "content": {"content_type": "text", "parts": [f"question {n}"]}}},
-            "a": {"parent": "q", "message": {"id": "a", "author": {"role": "assistant"},
-                  "content": {"content_type": "text", "parts": [f"answer {n}"]}}}}}
+        {
+            "id": f"c{n}",
+            "current_node": "a",
+            "mapping": {
+                "q": {
+                    "parent": None,
+                    "message": {
+                        "id": "q",
+                        "author": {"role": "user"},
+                        "content": {"content_type": "text", "parts": [f"question {n}"]},
+                    },
+                },
+                "a": {
+                    "parent": "q",
+                    "message": {
+                        "id": "a",
+                        "author": {"role": "assistant"},
+                        "content": {"content_type": "text", "parts": [f"answer {n}"]},
+                    },
+                },
+            },
+        }
         for n in range(turns)
-    ]  # fmt: skip
+    ]
     path.write_text(json.dumps(conversations))
 
 
@@ -121,16 +138,22 @@ async def test_sigkill_during_backup_restore_and_import_loses_nothing_acknowledg
             killed.send_signal(signal.SIGKILL)
             await killed.wait()
             code, err = await _output(await _forged(*restore))
-            assert (code, err) == (1, f"forged: forged is running on {database} (or on another"
-                                      " database in its directory); stop it first (Ctrl-C the"
-                                      " `forged serve` or `make run` serving it)\n")  # fmt: skip
+            assert (code, err) == (
+                1,
+                f"forged: forged is running on {database} (or on another"
+                " database in its directory); stop it first (Ctrl-C the"
+                " `forged serve` or `make run` serving it)\n",
+            )
             assert importing.poll() is None, "the import ended before the daemon was killed"
             await daemon.kill()
             code, err = await _output(importing)
             nursery.cancel_scope.cancel()
         assert code == 1, err
-        stopped = re.search(r"the import of conversations\.json stopped at \$\[\d+\]: (\d+) new"
-                            r" turns and 0 already stored were acknowledged before", err)  # fmt: skip
+        stopped = re.search(
+            r"the import of conversations\.json stopped at \$\[\d+\]: (\d+) new"
+            r" turns and 0 already stored were acknowledged before",
+            err,
+        )
         assert stopped, err
         assert "import the file again to go on" in err
         async with daemon:
@@ -139,9 +162,20 @@ async def test_sigkill_during_backup_restore_and_import_loses_nothing_acknowledg
             imported = _count(database, "client_id LIKE 'chatgpt:%'")
             assert imported >= int(stopped.group(1))
             again = await trio.run_process(
-                [sys.executable, "-m", "forged", "import", "chatgpt", str(export), "--socket",
-                 daemon.socket], capture_stdout=True, capture_stderr=True, check=False,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "forged",
+                    "import",
+                    "chatgpt",
+                    str(export),
+                    "--socket",
+                    daemon.socket,
+                ],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
             assert again.stdout.decode() == (
                 f"imported conversations.json: {IMPORT_TURNS - imported} new turns,"
                 f" {imported} already stored, 0 skipped\n"

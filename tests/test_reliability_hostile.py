@@ -355,9 +355,13 @@ async def test_head_on_every_path_is_answered_and_the_daemon_lives(daemon: _Daem
         async with socket_client(daemon.socket) as client:
             health = await client.get("/v1/health")
     assert {p: (a.status_code, a.content) for p, a in answers.items()} == {
-        "/v1/health": (200, b""), "/v1/status": (200, b""), "/v1/facts": (200, b""),
-        "/v1/search?q=a": (200, b""), "/v1/nope": (404, b""), "/v1/interactions": (405, b""),
-    }  # fmt: skip
+        "/v1/health": (200, b""),
+        "/v1/status": (200, b""),
+        "/v1/facts": (200, b""),
+        "/v1/search?q=a": (200, b""),
+        "/v1/nope": (404, b""),
+        "/v1/interactions": (405, b""),
+    }
     assert health.status_code == 200
     assert daemon.process.poll() is None
 

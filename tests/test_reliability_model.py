@@ -15,7 +15,7 @@ import psycopg
 import pytest
 import trio
 
-from forged.llm import answer_limit
+from forged.llm.distiller import answer_limit
 from tests import daemons
 from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
 from tests.data import rows
@@ -114,8 +114,12 @@ async def test_a_hostile_answer_stops_nothing(
     committed with only what its turn supports, memory bounded, a restart works."""
     raw, reason = CASES[case]
     fake_llm.poison, fake_llm.poison_behaviour, fake_llm.raw = MARK, "raw", raw
-    config = write_config(short_tmp, fake_llm.base_url, distill={"max_attempts": 2},
-                          distiller={"max_tokens": MAX_TOKENS})  # fmt: skip
+    config = write_config(
+        short_tmp,
+        fake_llm.base_url,
+        distill={"max_attempts": 2},
+        distiller={"max_tokens": MAX_TOKENS},
+    )
     daemon = DaemonProcess(config, short_tmp)
     async with daemon:
         with trio.fail_after(120):
@@ -150,11 +154,31 @@ def _worst_runs(db: str) -> None:
     """Two runs with the largest token counts the store's columns hold, as answers wrote them
     before counts were clamped (SQLite: 2**63-1; PostgreSQL's integer columns: 2**31-1)."""
     big = 2**31 - 1 if daemons.STORE_URL else 2**63 - 1
-    values = [("distill", f"b{n}", "m", "s", 1, 1, 1, 1, big, big, big, "committed", None,
-               "2026-01-01T00:00:00.000Z", 0) for n in (1, 2)]  # fmt: skip
-    sql = ("INSERT INTO distill_runs (observer, batch_id, model, scope, interactions, first_seq,"
-           " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error,"
-           " created_at, ungrounded) VALUES (" + ", ".join(["%s"] * 15) + ")")  # fmt: skip
+    values = [
+        (
+            "distill",
+            f"b{n}",
+            "m",
+            "s",
+            1,
+            1,
+            1,
+            1,
+            big,
+            big,
+            big,
+            "committed",
+            None,
+            "2026-01-01T00:00:00.000Z",
+            0,
+        )
+        for n in (1, 2)
+    ]
+    sql = (
+        "INSERT INTO distill_runs (observer, batch_id, model, scope, interactions, first_seq,"
+        " last_seq, llm_calls, prompt_tokens, completion_tokens, ms, outcome, error,"
+        " created_at, ungrounded) VALUES (" + ", ".join(["%s"] * 15) + ")"
+    )
     if daemons.STORE_URL:
         with psycopg.connect(daemons.STORE_URL, autocommit=True) as pg:
             pg.cursor().executemany(sql, values)

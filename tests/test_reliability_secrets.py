@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from forged.config import load_config
-from forged.scrub import scrub
+from forged.scrub.scan import scrub
 from tests.daemons import (
     DaemonProcess,
     running_daemon,
@@ -51,8 +51,12 @@ async def test_secrets_never_reach_disk_logs_or_llm(short_tmp: Path, fake_llm: F
     """Every secret, embedded every way, is gone everywhere; near-misses are kept as they were."""
     pushed = _pushes()
     near = [interaction(f"near-{i}", text=text) for i, text in enumerate(NEAR_MISSES)]
-    config = write_config(short_tmp, fake_llm.base_url, log={"format": "json", "level": "debug"},
-                          server={"max_name_chars": 65536})  # some secrets are used as names  # fmt: skip
+    config = write_config(
+        short_tmp,
+        fake_llm.base_url,
+        log={"format": "json", "level": "debug"},
+        server={"max_name_chars": 65536},
+    )  # some secrets are used as names
     daemon = DaemonProcess(config, short_tmp)
     with trio.fail_after(180):  # several hundred pushes and their distillation, on a busy machine
         await daemon.start()

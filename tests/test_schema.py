@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from forged.errors import StoreError
-from forged.schema import MIGRATIONS, migrate
-from forged.store import Store
+from forged.store.sqlite import Store
+from forged.store.sqlite_schema import MIGRATIONS, migrate
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -68,16 +68,24 @@ async def test_version_9_gives_each_dead_letter_its_interactions_scope(tmp_path:
     """Dead letters stored before version 9 take their interaction's scope, so forgetting the
     scope erases them with it."""
     conn = _connect(tmp_path / "f.db")
-    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-                 " applied_at TEXT NOT NULL)")  # fmt: skip
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+        " applied_at TEXT NOT NULL)"
+    )
     for version, (name, sql) in enumerate(MIGRATIONS[:8], start=1):
         conn.executescript(sql)
         conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'x')", (version, name))
     for seq, scope in ((1, "a"), (2, "b")):
-        conn.execute("INSERT INTO interactions (seq, scope, timestamp, received_at, tokens,"
-                     " messages) VALUES (?, ?, 't', 't', 1, '[]')", (seq, scope))  # fmt: skip
-        conn.execute("INSERT INTO dead_letters (observer, seq, reason, created_at)"
-                     " VALUES ('distill', ?, 'bad', 't')", (seq,))  # fmt: skip
+        conn.execute(
+            "INSERT INTO interactions (seq, scope, timestamp, received_at, tokens,"
+            " messages) VALUES (?, ?, 't', 't', 1, '[]')",
+            (seq, scope),
+        )
+        conn.execute(
+            "INSERT INTO dead_letters (observer, seq, reason, created_at)"
+            " VALUES ('distill', ?, 'bad', 't')",
+            (seq,),
+        )
     conn.close()
     store = Store(str(tmp_path / "f.db"))
     try:
@@ -91,8 +99,10 @@ async def test_version_9_gives_each_dead_letter_its_interactions_scope(tmp_path:
 
 def _at_version(path: Path, version: int) -> sqlite3.Connection:
     conn = _connect(path)
-    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-                 " applied_at TEXT NOT NULL)")  # fmt: skip
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+        " applied_at TEXT NOT NULL)"
+    )
     for number, (name, sql) in enumerate(MIGRATIONS[:version], start=1):
         conn.executescript(sql)
         conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'x')", (number, name))
@@ -103,8 +113,10 @@ def test_client_ids_become_unique_per_scope_keeping_seqs_and_the_index(tmp_path:
     """The (scope, id) migration keeps every row, its seq, the next seq and the search index,
     and then lets another scope store an id one scope already has, never the same scope."""
     conn = _at_version(tmp_path / "f.db", len(MIGRATIONS) - 1)
-    insert = ("INSERT INTO interactions (seq, client_id, scope, timestamp, received_at, tokens,"
-              " messages) VALUES (?, ?, ?, 't', 't', 1, ?)")  # fmt: skip
+    insert = (
+        "INSERT INTO interactions (seq, client_id, scope, timestamp, received_at, tokens,"
+        " messages) VALUES (?, ?, ?, 't', 't', 1, ?)"
+    )
     for seq, scope in ((1, "a"), (2, "b"), (5, "a")):
         conn.execute(insert, (seq, f"id-{seq}", scope, f'[{{"role":"user","text":"word{seq}"}}]'))
     conn.execute("DELETE FROM interactions WHERE seq = 5")  # forgotten: 5 is never reused

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from forged.scrub import KINDS, scrub, secret_key_kind
-from forged.scrub_rules import CONTEXTS, FORMATS, Rule
+from forged.scrub.rules import CONTEXTS, FORMATS, Rule
+from forged.scrub.scan import KINDS, scrub, secret_key_kind
 from tests.secret_corpus import NEAR_MISSES, SECRETS, embed
 
 # Kinds known only by their context; inside `api_key="..."` such a secret is that api_key.
@@ -387,9 +387,22 @@ def test_metadata_key_names_its_kind() -> None:
     """Keys that name a credential, at any spelling, give a kind; ordinary keys give none."""
     kinds = {
         key: secret_key_kind(key)
-        for key in ("password", "DB_PASSWORD", "api_key", "apiKey", "API Key", "client_secret",
-                    "access_token", "auth", "Cookie", "pwd", "channel", "tokens_used", "author")
-    }  # fmt: skip
+        for key in (
+            "password",
+            "DB_PASSWORD",
+            "api_key",
+            "apiKey",
+            "API Key",
+            "client_secret",
+            "access_token",
+            "auth",
+            "Cookie",
+            "pwd",
+            "channel",
+            "tokens_used",
+            "author",
+        )
+    }
     assert kinds == {
         "password": "password",
         "DB_PASSWORD": "password",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import trio
 
-from forged.client import AsyncClient
+from forged.client.methods import AsyncClient
 from forged.config import load_config
 from forged.models import Interaction, Message
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config

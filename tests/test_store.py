@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from forged.errors import StoreError
 from forged.models import Deleted, Fact, Usage, normalise
-from forged.records import BatchOutcome, DeadLetter, DistillRun, ScopeResult
-from forged.schema import MIGRATIONS
-from forged.store import Store
+from forged.store.records import BatchOutcome, DeadLetter, DistillRun, ScopeResult
+from forged.store.sqlite import Store
+from forged.store.sqlite_schema import MIGRATIONS
 from tests.conftest import StoreOpener
 from tests.data import new, rows
 from tests.profiles import examples
@@ -200,8 +200,10 @@ async def test_interactions_round_trip(tmp_path: Path, texts: list[str]) -> None
 def _v2_database(path: Path) -> sqlite3.Connection:
     """A database at schema version 2, as forged wrote it before facts were dated."""
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-                 " applied_at TEXT NOT NULL)")  # fmt: skip
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+        " applied_at TEXT NOT NULL)"
+    )
     for version, (name, sql) in enumerate(MIGRATIONS[:2], start=1):
         conn.executescript(sql)
         conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'x')", (version, name))
@@ -212,15 +214,21 @@ def test_migration_dates_old_rows_by_their_interactions(tmp_path: Path) -> None:
     """Facts and summaries of a v2 database get the span of their interactions' timestamps."""
     conn = _v2_database(tmp_path / "v2.db")
     for at in ("2023-05-07T10:00:00.000Z", "2023-05-09T18:00:00.000Z"):
-        conn.execute("INSERT INTO interactions (scope, timestamp, received_at, tokens, messages)"
-                     " VALUES ('s', ?, '2026-01-01', 1, CAST(? AS BLOB))",
-                     (at, '[{"role": "user", "text": "Alice moved to Lyon."}]'))  # fmt: skip
-    conn.execute("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
-                 " created_at, last_seen_at) VALUES ('state', 'Alice lives in Lyon.', 'n', 's',"
-                 " 'b', 1, 2, '2026-01-01', '2026-01-01')")  # fmt: skip
-    conn.execute("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
-                 " created_at, last_seen_at) VALUES ('state', 'No source left.', 'm', 's',"
-                 " 'b', 7, 7, '2026-01-02', '2026-01-02')")  # fmt: skip
+        conn.execute(
+            "INSERT INTO interactions (scope, timestamp, received_at, tokens, messages)"
+            " VALUES ('s', ?, '2026-01-01', 1, CAST(? AS BLOB))",
+            (at, '[{"role": "user", "text": "Alice moved to Lyon."}]'),
+        )
+    conn.execute(
+        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
+        " created_at, last_seen_at) VALUES ('state', 'Alice lives in Lyon.', 'n', 's',"
+        " 'b', 1, 2, '2026-01-01', '2026-01-01')"
+    )
+    conn.execute(
+        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
+        " created_at, last_seen_at) VALUES ('state', 'No source left.', 'm', 's',"
+        " 'b', 7, 7, '2026-01-02', '2026-01-02')"
+    )
     conn.execute(
         "INSERT INTO summaries (observer, batch_id, scope, text, first_seq, last_seq,"
         " created_at) VALUES ('distill', 'b', 's', 'Alice moved.', 2, 2, '2026-01-01')"
@@ -233,10 +241,12 @@ def test_migration_dates_old_rows_by_their_interactions(tmp_path: Path) -> None:
     found = store._reader.execute(
         "SELECT rowid FROM interactions_fts WHERE interactions_fts MATCH 'lyon'"
     ).fetchall()
-    store._writer.execute("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq,"
-                          " last_seq, first_at, last_at, created_at, last_seen_at) VALUES"
-                          " ('event', 'Alice went to Paris.', 'p', 's', 'b', 1, 1, 'a', 'a', 'a',"
-                          " 'a')")  # fmt: skip
+    store._writer.execute(
+        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq,"
+        " last_seq, first_at, last_at, created_at, last_seen_at) VALUES"
+        " ('event', 'Alice went to Paris.', 'p', 's', 'b', 1, 1, 'a', 'a', 'a',"
+        " 'a')"
+    )
     (new_id,) = store._writer.execute("SELECT max(id) FROM facts").fetchone()
     store.close()
     assert rows == [(1, "2023-05-07T10:00:00.000Z", "2023-05-09T18:00:00.000Z", "2026-01-01")]
@@ -248,9 +258,11 @@ def test_migration_dates_old_rows_by_their_interactions(tmp_path: Path) -> None:
 def test_migration_keeps_a_fact_without_sources_dated_by_its_distillation(tmp_path: Path) -> None:
     """A v2 fact whose interactions were forgotten is dated by when it was distilled."""
     conn = _v2_database(tmp_path / "v2.db")
-    conn.execute("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
-                 " created_at, last_seen_at) VALUES ('state', 'Orphan.', 'o', 's', 'b', 5, 6,"
-                 " '2026-01-02', '2026-01-02')")  # fmt: skip
+    conn.execute(
+        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
+        " created_at, last_seen_at) VALUES ('state', 'Orphan.', 'o', 's', 'b', 5, 6,"
+        " '2026-01-02', '2026-01-02')"
+    )
     conn.close()
     store = Store(str(tmp_path / "v2.db"))
     row = store._reader.execute("SELECT first_at, last_at FROM facts").fetchone()
@@ -279,9 +291,11 @@ async def test_batch_results_are_dated_by_their_interactions(open_store: StoreOp
 async def test_new_kinds_are_accepted_by_the_schema(tmp_path: Path) -> None:
     """event and profile facts are stored; the CHECK constraint still refuses other kinds."""
     store = Store(str(tmp_path / "f.db"))
-    insert = ("INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
-              " first_at, last_at, created_at, last_seen_at)"
-              " VALUES (?, ?, ?, 's', 'b', 1, 1, 'a', 'a', 'a', 'a')")  # fmt: skip
+    insert = (
+        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq,"
+        " first_at, last_at, created_at, last_seen_at)"
+        " VALUES (?, ?, ?, 's', 'b', 1, 1, 'a', 'a', 'a', 'a')"
+    )
     for kind in ("event", "profile"):
         store._writer.execute(insert, (kind, kind, kind))
     with pytest.raises(sqlite3.IntegrityError):
@@ -299,8 +313,10 @@ async def test_a_batch_of_a_scope_forgotten_meanwhile_stores_nothing_of_it(
     forgotten = await store.forget("fz", ["distill"])
     assert (forgotten.deleted, forgotten.through) == (Deleted(2, 0, 0), 3)
     fact = [Fact(kind="state", text="Something was said.")]
-    runs = [DistillRun("b1", "m", scope, 1, seq, seq, Usage(calls=1), "committed")
-            for scope, seq in (("fz", 1), ("kept", 2))]  # fmt: skip
+    runs = [
+        DistillRun("b1", "m", scope, 1, seq, seq, Usage(calls=1), "committed")
+        for scope, seq in (("fz", 1), ("kept", 2))
+    ]
     outcome = BatchOutcome(
         [
             ScopeResult("b1", "fz", None, "s", fact, 1, 1),
@@ -312,8 +328,10 @@ async def test_a_batch_of_a_scope_forgotten_meanwhile_stores_nothing_of_it(
     )
     async with store.lease("distill", ignore):
         stored = await store.commit_batch("distill", outcome)
-    scopes = {t: rows(store.path, f"SELECT DISTINCT scope FROM {t}")
-              for t in ("summaries", "facts", "distill_runs")}  # fmt: skip
+    scopes = {
+        t: rows(store.path, f"SELECT DISTINCT scope FROM {t}")
+        for t in ("summaries", "facts", "distill_runs")
+    }
     dead = rows(store.path, "SELECT count(*) FROM dead_letters")[0][0]
     totals = await store.observer_totals("distill")
     store.close()

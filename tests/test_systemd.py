@@ -1,4 +1,4 @@
-"""Tests for forged.systemd against real sockets and the real systemd-socket-activate tool."""
+"""Tests for forged.daemon.systemd against real sockets and the real systemd-socket-activate tool."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from forged import systemd
+from forged.daemon import systemd
 
 TIMEOUT = 10.0  # seconds any socket wait or child process may take
 BIG_VALUE_BYTES = 300 * 1024  # above one datagram's limit (net.core.wmem_default, 208 KiB)
@@ -125,7 +125,7 @@ def test_notify_to_a_missing_socket_is_false(
 
 _NOTIFY_FLOOD_CHILD = textwrap.dedent(
     """
-    from forged import systemd
+    from forged.daemon import systemd
 
     print(sum(systemd.notify("WATCHDOG=1") for _ in range(100)))
     """
@@ -180,7 +180,7 @@ def test_watchdog_interval_is_half_of_watchdog_usec(
 _ACTIVATED_CHILD = textwrap.dedent(
     """
     import json, os, socket
-    from forged import systemd
+    from forged.daemon import systemd
 
     sockets = systemd.listen_fds()
     report = {

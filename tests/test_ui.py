@@ -71,8 +71,11 @@ def _csrf(page: str) -> str:
 async def ui(daemon: Config) -> AsyncIterator[Ui]:
     """A daemon holding a turn with markup in it, and `forged ui` in front of it."""
     async with socket_client(daemon.server.socket) as client:
-        turn = {"scope": "web", "timestamp": "2023-05-08T13:56:00Z",
-                "messages": [{"role": "user", "name": "Caroline", "text": HOSTILE}]}  # fmt: skip
+        turn = {
+            "scope": "web",
+            "timestamp": "2023-05-08T13:56:00Z",
+            "messages": [{"role": "user", "name": "Caroline", "text": HOSTILE}],
+        }
         await client.post("/v1/interactions", json=turn)
         await wait_for_watermark(client, 1)
     with ui_process(daemon.server.socket) as running:
@@ -117,14 +120,18 @@ async def test_a_cross_origin_change_is_refused(ui: Ui) -> None:
     async with browser_session(ui) as http:
         csrf = _csrf((await http.get("/")).text)
         body = {"text": "Planted by another site.", "scope": "web"}
-        other = await http.post("/api/v1/facts", json=body,
-                                headers={"Origin": "http://evil.example", "X-Forged-CSRF": csrf})  # fmt: skip
+        other = await http.post(
+            "/api/v1/facts",
+            json=body,
+            headers={"Origin": "http://evil.example", "X-Forged-CSRF": csrf},
+        )
         no_origin = await http.post("/api/v1/facts", json=body, headers={"X-Forged-CSRF": csrf})
         no_csrf = await http.post("/api/v1/facts", json=body, headers={"Origin": ui.origin})
         preflight = await http.options("/api/v1/facts", headers={"Origin": "http://evil.example"})
         facts = (await http.get("/api/v1/facts", params={"scope": "web"})).json()["facts"]
-        ok = await http.post("/api/v1/facts", json=body,
-                             headers={"Origin": ui.origin, "X-Forged-CSRF": csrf})  # fmt: skip
+        ok = await http.post(
+            "/api/v1/facts", json=body, headers={"Origin": ui.origin, "X-Forged-CSRF": csrf}
+        )
     assert (other.status_code, other.text) == (403, "cross-origin request refused\n")
     assert no_origin.status_code == 403
     assert (no_csrf.status_code, no_csrf.text) == (403, "missing or wrong CSRF token\n")

@@ -16,10 +16,14 @@ from tests.test_ui import HOSTILE, Ui, ui_process
 WAIT = 20.0  # seconds an element may take to appear
 SCOPE = "caroline"
 TURNS = [  # two days, three turns; the fake model keeps one fact per turn
-    ("2023-05-08T13:56:00Z", "Caroline", "I went to a LGBTQ support group yesterday and it was powerful."),
+    (
+        "2023-05-08T13:56:00Z",
+        "Caroline",
+        "I went to a LGBTQ support group yesterday and it was powerful.",
+    ),
     ("2023-05-08T14:01:00Z", "Melanie", "Painting a lake sunrise helped me relax last weekend."),
     ("2023-05-25T10:30:00Z", "Caroline", HOSTILE),
-]  # fmt: skip
+]
 CORRECTED = "Caroline went to an LGBTQ support group on 7 May 2023."
 
 
@@ -81,9 +85,11 @@ def _cross_origin(driver: Any, ui: Ui) -> str:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    form = (f'<form method="post" enctype="text/plain" action="{ui.origin}/api/v1/facts">'
-            '<input name=\'{"text": "Planted", "scope": "caroline", "x": "\' value=\'"}\'>'
-            "</form><script>document.forms[0].submit()</script>")  # fmt: skip
+    form = (
+        f'<form method="post" enctype="text/plain" action="{ui.origin}/api/v1/facts">'
+        '<input name=\'{"text": "Planted", "scope": "caroline", "x": "\' value=\'"}\'>'
+        "</form><script>document.forms[0].submit()</script>"
+    )
     driver.get("data:text/html;charset=utf-8," + form)
     WebDriverWait(driver, WAIT).until(lambda d: d.current_url.startswith(ui.origin))
     return str(driver.find_element(By.TAG_NAME, "body").text)
@@ -92,9 +98,15 @@ def _cross_origin(driver: Any, ui: Ui) -> str:
 @pytest.mark.slow
 async def test_a_person_corrects_a_fact_and_deletes_a_turn_in_the_browser(daemon: Config) -> None:
     async with socket_client(daemon.server.socket) as client:
-        pushed = [{"scope": SCOPE, "timestamp": at, "session": "s1",
-                   "messages": [{"role": "user", "name": who, "text": text}]}
-                  for at, who, text in TURNS]  # fmt: skip
+        pushed = [
+            {
+                "scope": SCOPE,
+                "timestamp": at,
+                "session": "s1",
+                "messages": [{"role": "user", "name": who, "text": text}],
+            }
+            for at, who, text in TURNS
+        ]
         await client.post("/v1/interactions", json=pushed)
         await wait_for_watermark(client, 3)
         with ui_process(daemon.server.socket) as ui, chromium() as driver:

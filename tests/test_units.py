@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from forged.config import ServerConfig
-from forged.daemon import FD_RESERVE
+from forged.daemon.runner import FD_RESERVE
 
 UNITS = Path(__file__).resolve().parents[1] / "systemd"
 SERVICE, SOCKET, SYSUSERS = (

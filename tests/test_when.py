@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from forged.when import periods, within
+from forged.recall.periods import periods, within
 
 
 def named(text: str) -> list[tuple[int | None, int | None, int | None]]:

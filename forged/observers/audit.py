@@ -21,8 +21,8 @@ from typing import Annotated
 import msgspec
 import trio
 
-from forged.hub import Batcher, Feed, Progress
-from forged.plugins import ObserverContext
+from forged.observing.hub import Batcher, Feed, Progress
+from forged.observing.plugins import ObserverContext
 
 FILE_MODE = 0o600  # the trail holds conversations: memory, for forged's user alone
 BATCH = 256  # interactions written (and synced) together at most

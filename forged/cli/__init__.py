@@ -1,0 +1,1 @@
+"""The cli layer of forged."""

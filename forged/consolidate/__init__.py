@@ -1,0 +1,1 @@
+"""The consolidate layer of forged."""

@@ -1,0 +1,1 @@
+"""The daemon layer of forged."""

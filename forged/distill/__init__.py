@@ -1,0 +1,1 @@
+"""The distill layer of forged."""

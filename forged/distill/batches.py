@@ -1,0 +1,409 @@
+"""Distilling: batches of interactions become summaries and typed facts.
+
+`BatchDistiller` is the work (a batch in, a `BatchOutcome` out, retries by a `RetryPolicy`); it
+commits nothing. The observer loop that feeds it and commits is forged.distill.observer;
+re-runs of dead letters live in forged.distill.deadletters.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from itertools import groupby
+from typing import NamedTuple, Protocol
+
+import msgspec
+import structlog
+import trio
+
+from forged.backoff import Backoff
+from forged.config import DistillConfig
+from forged.errors import ContextOverflow, DistillError, InvalidAnswer, LLMUnavailable
+from forged.llm.distiller import Distiller
+from forged.llm.prompt import (
+    message_lines,
+    render_chunks,
+    render_known,
+    render_transcript,
+    speaker,
+)
+from forged.models import (
+    DISTILL_OBSERVER,
+    SUPERSEDING_KINDS,
+    DistilledMemory,
+    Fact,
+    LinePick,
+    MemoryItem,
+    ObserverState,
+    StoredInteraction,
+    Usage,
+    normalise,
+)
+from forged.store.records import BatchOutcome, DeadLetter, DistillRun, ScopeResult
+from forged.text.grounding import SUBJECT_MIN_OVERLAP, Sources, check, subject_share
+
+RAW_LIMIT = 16_384  # characters of a failed answer kept with its dead letter
+MAX_REPLACED = 3  # known facts one new fact may retire: a correction, not a sweep
+# The scope's current facts recall finds for a text: shown beside the transcript (supersession).
+Related = Callable[[str, str], Awaitable[list[MemoryItem]]]
+
+log = structlog.get_logger("forged.distill")
+
+
+def add_usage(a: Usage, b: Usage | None) -> Usage:
+    """The cost of two sets of calls together."""
+    if b is None:
+        return a
+    return Usage(
+        a.prompt_tokens + b.prompt_tokens,
+        a.completion_tokens + b.completion_tokens,
+        a.ms + b.ms,
+        a.calls + b.calls,
+    )
+
+
+def merge(memories: list[DistilledMemory], max_facts: int) -> DistilledMemory:
+    """One memory from the chunks of one interaction: summaries joined, facts de-duplicated."""
+    facts: dict[tuple[str, str], Fact] = {}
+    for memory in memories:
+        for fact in memory.facts:
+            facts.setdefault((fact.kind, normalise(fact.text)), fact)
+    usage = Usage()
+    for memory in memories:
+        usage = add_usage(usage, memory.usage)
+    summary = "\n".join(m.summary.strip() for m in memories if m.summary.strip())
+    picks = list(dict.fromkeys(p for m in memories for p in m.picks))
+    return DistilledMemory(summary, list(facts.values())[:max_facts], usage, picks[:max_facts])
+
+
+def _picked(picks: list[LinePick], items: list[StoredInteraction]) -> tuple[list[Fact], int]:
+    """The picked lines as facts, verbatim with their speaker; and how many named no line."""
+    lines = {(i.seq, n): line for i in items for n, line in enumerate(message_lines(i), start=1)}
+    facts = [
+        Fact(
+            p.kind,
+            f"{lines[p.seq, p.line][0]}: {lines[p.seq, p.line][1].strip()}",
+            [p.seq],
+            list(p.replaces),
+        )
+        for p in picks
+        if (p.seq, p.line) in lines
+    ]
+    return facts, len(picks) - len(facts)
+
+
+def ground(memory: DistilledMemory, items: list[StoredInteraction]) -> tuple[str, list[Fact], int]:
+    """The summary and facts the interactions support, each fact with its sources; and how many
+    were dropped (see forged.text.grounding). Picked lines become facts here."""
+    sources = Sources.of(
+        (
+            (i.seq, i.timestamp, "\n".join(f"{who}: {text}" for who, text in message_lines(i)))
+            for i in items
+        ),
+        users={speaker(m.role, m.name) for i in items for m in i.messages if m.role == "user"},
+    )
+    picked, dropped = _picked(memory.picks, items)
+    facts = []
+    for fact in [*memory.facts, *picked]:
+        verdict = check(fact.text, sources)
+        if verdict.grounded:
+            facts.append(Fact(fact.kind, fact.text, fact.sources or verdict.sources, fact.replaces))
+        else:
+            dropped += 1
+            log.info("ungrounded", kind=fact.kind, text=fact.text[:200], reason=verdict.reason)
+    summary = memory.summary.strip()
+    if summary and not (verdict := check(summary, sources, summary=True)).grounded:
+        dropped += 1
+        log.info("ungrounded", kind="summary", text=summary[:200], reason=verdict.reason)
+        summary = ""
+    return summary, facts, dropped
+
+
+def with_sessions(facts: list[Fact], items: list[StoredInteraction]) -> list[Fact]:
+    """The facts, each with the session of its sources when they share one (a batch spanning
+    sessions still gives each fact the session it was said in)."""
+    session_of = {i.seq: i.session for i in items}
+    out = []
+    for fact in facts:
+        sessions = {session_of.get(seq) for seq in fact.sources}
+        one = sessions.pop() if len(sessions) == 1 else None
+        out.append(msgspec.structs.replace(fact, session=one))
+    return out
+
+
+def replacing(facts: list[Fact], known: list[MemoryItem]) -> list[Fact]:
+    """The facts with only the replacements forged stands behind: a state, preference or
+    correction replacing facts it was shown, other than itself, about the same subject (they
+    share SUBJECT_MIN_OVERLAP of their content words), at most MAX_REPLACED of them."""
+    shown = {f.id: f.text for f in known}
+    out = []
+    for fact in facts:
+        ids = [i for i in fact.replaces if i in shown and shown[i] != fact.text]
+        ids = [i for i in ids if subject_share(shown[i], fact.text) >= SUBJECT_MIN_OVERLAP]
+        ids = ids[:MAX_REPLACED] if fact.kind in SUPERSEDING_KINDS else []
+        if len(ids) < len(fact.replaces):
+            log.info(
+                "replaces_refused",
+                kind=fact.kind,
+                text=fact.text[:200],
+                named=len(fact.replaces),
+                kept=len(ids),
+            )
+        out.append(msgspec.structs.replace(fact, replaces=ids))
+    return out
+
+
+async def _known(
+    related: Related | None, scope: str, items: list[StoredInteraction]
+) -> list[MemoryItem]:
+    """The scope's current facts related to what the items say (none without `related`)."""
+    if related is None:
+        return []
+    said = "\n".join(text for i in items for _, text in message_lines(i))
+    return await related(scope, said)
+
+
+class Outcomes(NamedTuple):
+    """How a run is recorded when it commits results, and when it gives up on an interaction."""
+
+    done: str
+    failed: str
+
+
+FIRST_RUN = Outcomes("committed", "dead_letter")
+RERUN = Outcomes("redistilled", "still_failing")  # dead letters distilled again
+
+
+class RetryPolicy(msgspec.Struct, frozen=True):
+    """How one transcript is retried: bad answers `max_attempts` times; an unreachable LLM is
+    waited for with backoff when `wait_for_llm` (the observer), else raised at once (a re-run
+    someone waits for)."""
+
+    max_attempts: int
+    backoff_initial: float
+    backoff_max: float
+    wait_for_llm: bool = True
+
+    @classmethod
+    def of(cls, config: DistillConfig) -> RetryPolicy:
+        return cls(config.max_attempts, config.backoff_initial, config.backoff_max)
+
+
+class StatusSink(Protocol):
+    """Where the work shows what it waits for: the observer's `Progress`, or nowhere."""
+
+    def set_state(self, state: ObserverState, error: str | None = None) -> None: ...
+
+    def note_error(self, error: str) -> None: ...
+
+
+class _Unwatched:
+    """A status nobody shows: a re-run answers its caller directly."""
+
+    def set_state(self, state: ObserverState, error: str | None = None) -> None:
+        pass
+
+    def note_error(self, error: str) -> None:
+        pass
+
+
+UNWATCHED: StatusSink = _Unwatched()
+
+
+def new_batch_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+class Distilled:
+    """What the work produced for a batch or a group: results, interactions given up on, runs."""
+
+    def __init__(self) -> None:
+        self.results: list[ScopeResult] = []
+        self.failed: list[DeadLetter] = []
+        self.runs: list[DistillRun] = []
+
+
+class BatchDistiller:
+    """Distils interactions scope by scope: splits in halves what the model cannot handle,
+    chunks one interaction over the budget, retries by the policy. Commits nothing."""
+
+    def __init__(
+        self,
+        distiller: Distiller,
+        retry: RetryPolicy,
+        max_batch_tokens: int,
+        max_facts: int,
+        related: Related | None = None,
+        limiter: trio.CapacityLimiter | None = None,
+    ) -> None:
+        self.distiller = distiller
+        self.retry = retry
+        self.max_batch_tokens = max_batch_tokens
+        self.max_facts = max_facts
+        self.related = related  # known facts a new one may replace (supersession)
+        self.limiter = limiter or trio.CapacityLimiter(1)  # one thread grounds or renders
+
+    def rerunning(self) -> BatchDistiller:
+        """The same work for a re-run someone waits for: an unreachable LLM is raised at once."""
+        retry = msgspec.structs.replace(self.retry, wait_for_llm=False)
+        return BatchDistiller(
+            self.distiller,
+            retry,
+            self.max_batch_tokens,
+            self.max_facts,
+            self.related,
+            self.limiter,
+        )
+
+    async def distill_batch(
+        self, batch: list[StoredInteraction], status: StatusSink
+    ) -> BatchOutcome:
+        """Distil a batch scope by scope; the outcome carries everything to commit."""
+        out, batch_id = Distilled(), new_batch_id()
+        for scope, items in groupby(sorted(batch, key=lambda i: i.scope), key=lambda i: i.scope):
+            await self.distill_group(batch_id, scope, list(items), out, status)
+        return BatchOutcome(out.results, out.failed, out.runs, watermark=batch[-1].seq)
+
+    async def distill_group(
+        self,
+        batch_id: str,
+        scope: str,
+        items: list[StoredInteraction],
+        out: Distilled,
+        status: StatusSink,
+        outcomes: Outcomes = FIRST_RUN,
+    ) -> None:
+        """Distil one scope's interactions into `out`; split in halves what the model cannot
+        handle, give up on an interaction that fails alone."""
+        known = await _known(self.related, scope, items)
+        try:
+            memory = await self._distill_items(items, status, render_known(known))
+        except (ContextOverflow, InvalidAnswer) as exc:
+            if len(items) == 1:
+                self._give_up(batch_id, items[0], exc, out, outcomes)
+                return
+            log.warning(
+                "batch_split",
+                observer=DISTILL_OBSERVER,
+                scope=scope,
+                interactions=len(items),
+                reason=str(exc),
+            )
+            if exc.usage is not None:  # the failed tries cost something: keep the account
+                out.runs.append(self._run(batch_id, scope, items, exc.usage, "split", exc))
+            half = len(items) // 2
+            for part in (items[:half], items[half:]):
+                await self.distill_group(batch_id, scope, part, out, status, outcomes)
+            return
+        summary, facts, ungrounded = await trio.to_thread.run_sync(
+            ground, memory, items, limiter=self.limiter
+        )  # CPU on untrusted text (a 1 MB turn, 64 long facts): never on the event loop
+        facts = with_sessions(replacing(facts, known), items)
+        if ungrounded:
+            log.warning(
+                "ungrounded_dropped", observer=DISTILL_OBSERVER, scope=scope, dropped=ungrounded
+            )
+        sessions = {i.session for i in items}
+        session = sessions.pop() if len(sessions) == 1 else None
+        out.results.append(
+            ScopeResult(batch_id, scope, session, summary, facts, items[0].seq, items[-1].seq)
+        )
+        run = self._run(batch_id, scope, items, memory.usage, outcomes.done)
+        out.runs.append(msgspec.structs.replace(run, ungrounded=ungrounded))
+
+    async def _distill_items(
+        self, items: list[StoredInteraction], status: StatusSink, known: str = ""
+    ) -> DistilledMemory:
+        """One call for the items, or one per chunk of a single interaction over the budget;
+        the `known` facts go before each transcript."""
+        budget = self.max_batch_tokens
+        if len(items) > 1 or items[0].tokens <= budget:
+            rendered = await trio.to_thread.run_sync(render_transcript, items, limiter=self.limiter)
+            return await self._call(known + rendered, status)
+        parts = await trio.to_thread.run_sync(render_chunks, items[0], budget, limiter=self.limiter)
+        chunks = [known + chunk for chunk in parts]
+        log.info(
+            "interaction_chunked", observer=DISTILL_OBSERVER, seq=items[0].seq, chunks=len(chunks)
+        )
+        memories: list[DistilledMemory] = []
+        for chunk in chunks:
+            try:
+                memories.append(await self._call(chunk, status))
+            except DistillError as exc:  # the chunks done so far were paid for too
+                spent = merge(memories, self.max_facts).usage
+                exc.usage = add_usage(spent, exc.usage)
+                raise
+        return merge(memories, self.max_facts)
+
+    def _give_up(
+        self,
+        batch_id: str,
+        item: StoredInteraction,
+        exc: DistillError,
+        out: Distilled,
+        outcomes: Outcomes,
+    ) -> None:
+        reason = f"{type(exc).__name__}: {exc}"
+        raw = None if exc.raw is None else exc.raw[:RAW_LIMIT]
+        log.error("dead_letter", observer=DISTILL_OBSERVER, seq=item.seq, reason=reason)
+        out.failed.append(DeadLetter(seq=item.seq, reason=reason, raw=raw))
+        usage = exc.usage or Usage()
+        out.runs.append(self._run(batch_id, item.scope, [item], usage, outcomes.failed, exc))
+
+    def _run(
+        self,
+        batch_id: str,
+        scope: str,
+        items: list[StoredInteraction],
+        usage: Usage,
+        outcome: str,
+        error: Exception | None = None,
+    ) -> DistillRun:
+        return DistillRun(
+            batch_id=batch_id,
+            model=self.distiller.model,
+            scope=scope,
+            interactions=len(items),
+            first_seq=items[0].seq,
+            last_seq=items[-1].seq,
+            usage=usage,
+            outcome=outcome,
+            error=None if error is None else f"{type(error).__name__}: {error}",
+        )
+
+    async def _call(self, transcript: str, status: StatusSink) -> DistilledMemory:
+        """Call the distiller by the retry policy, telling it which attempt this is.
+
+        The usage of failed tries is added to the answer's, or to the error that ends the tries.
+        """
+        retry = self.retry
+        backoff = Backoff(retry.backoff_initial, retry.backoff_max)
+        attempt = 1
+        spent = Usage()
+        while True:
+            try:
+                memory = await self.distiller.distill(transcript, attempt=attempt)
+            except LLMUnavailable as exc:
+                if not retry.wait_for_llm:
+                    raise
+                status.set_state("waiting_for_llm", error=str(exc))
+                pause = backoff.next()
+                log.warning(
+                    "llm_unavailable", observer=DISTILL_OBSERVER, error=str(exc), retry_in=pause
+                )
+                await trio.sleep(pause)
+                status.set_state("distilling")
+                continue
+            except (InvalidAnswer, ContextOverflow) as exc:
+                spent = add_usage(spent, exc.usage)
+                status.note_error(f"{type(exc).__name__}: {exc}")
+                overflow = isinstance(exc, ContextOverflow)
+                event = "llm_context_overflow" if overflow else "llm_invalid_answer"
+                log.warning(event, observer=DISTILL_OBSERVER, error=str(exc), attempt=attempt)
+                if overflow or attempt >= retry.max_attempts:
+                    exc.usage = spent if spent.calls else None
+                    raise
+                attempt += 1
+                continue
+            memory.usage = add_usage(memory.usage, spent)
+            return memory

@@ -1,0 +1,1 @@
+"""The http layer of forged."""

@@ -1,0 +1,152 @@
+"""The routes that show and edit memory item by item: the scopes, a scope's interactions by
+time, the edit trail; delete an interaction, summary or fact, correct, add or pin a fact.
+
+Each handler is bound to what it uses by `forged.http.routes`; a body is JSON, decoded into the Structs
+of forged.models, and every text a user writes is scrubbed before it is stored.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypeVar
+
+import msgspec
+import trio
+
+from forged.errors import InvalidRequest
+from forged.http.connection import Request, Response
+from forged.http.params import Params
+from forged.models import (
+    DEFAULT_SCOPE,
+    Correction,
+    EditsAnswer,
+    FactAudit,
+    NewFact,
+    ScopesAnswer,
+)
+from forged.observing.hub import Hub
+from forged.recall import listing
+from forged.recall.listing import EDITS_MAX, PAGE_DEFAULT, PAGE_MAX, InteractionPage
+from forged.scrub.scan import scrub
+from forged.store.backend import Backend
+from forged.timestamps import now, utc_timestamp
+
+T = TypeVar("T")
+INTERACTIONS_PARAMS = ("scope", "since", "until", "after", "limit")
+EDITS_PARAMS = ("scope", "limit")
+WITHIN = ("scope",)  # an edit's only parameter: the item must be of this scope
+MAX_ID_DIGITS = 18  # an id in a path: at most this many digits, so it fits SQLite's integer
+_CURSOR = re.compile(r"(\d{1,18})@(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")  # `next` of a page
+_JSON = msgspec.json.Encoder()
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    return Response(status, _JSON.encode(value))
+
+
+def item_id(request: Request, prefix: str, suffix: str = "", what: str = "fact") -> int:
+    """The id in `{prefix}{id}{suffix}`; a 404 naming it when it is no id at all."""
+    raw = request.path.removeprefix(prefix).removesuffix(suffix)
+    if raw.isascii() and raw.isdigit() and len(raw) <= MAX_ID_DIGITS and int(raw) > 0:
+        return int(raw)
+    raise InvalidRequest(404, "not_found", f"no {what} with id {raw!r}")
+
+
+def decode_body(request: Request, kind: type[T]) -> T:
+    """The JSON body as `kind`; a 400 naming the field and the problem otherwise."""
+    if not request.body.strip():
+        raise InvalidRequest(400, "invalid_body", "the body is empty; send a JSON object")
+    try:
+        return msgspec.json.decode(request.body, type=kind)
+    except msgspec.ValidationError as exc:
+        raise InvalidRequest(400, "invalid_body", str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise InvalidRequest(400, "invalid_body", f"the body is not JSON: {exc}") from None
+
+
+def _moment(at: str | None) -> str | None:
+    """`at` of a new fact in forged's format; never later than now (it would win recency)."""
+    if at is None:
+        return None
+    try:
+        moment = utc_timestamp(at)
+    except ValueError as exc:
+        raise InvalidRequest(400, "invalid_body", f"at: {at!r} {exc}") from None
+    if moment > now():
+        raise InvalidRequest(400, "invalid_body", f"at: {at!r} is in the future")
+    return moment
+
+
+async def _scrubbed(text: str) -> str:
+    text = await trio.to_thread.run_sync(scrub, text)  # CPU work on untrusted text
+    if not text.strip():
+        raise InvalidRequest(400, "invalid_body", "`text` must not be blank")
+    return text
+
+
+async def scopes(store: Backend, _request: Request, _params: Params) -> Response:
+    return json_response(ScopesAnswer(await store.read(listing.list_scopes)))
+
+
+def _interaction_page(params: Params) -> InteractionPage:
+    since, until = params.period()
+    after_seq, after_at = 0, ""
+    if (raw := params.query.get("after")) is not None:
+        if (m := _CURSOR.fullmatch(raw)) is None:
+            raise InvalidRequest(
+                400,
+                "invalid_parameter",
+                f"`after` must be the `next` cursor of a previous page; got {raw!r}",
+            )
+        after_seq, after_at = int(m[1]), m[2]
+    return InteractionPage(
+        scope=params.key("scope", DEFAULT_SCOPE) or DEFAULT_SCOPE,
+        after_at=after_at,
+        after_seq=after_seq,
+        limit=params.integer("limit", PAGE_DEFAULT, 1, PAGE_MAX),
+        since=since,
+        until=until,
+    )
+
+
+async def interactions(store: Backend, _request: Request, params: Params) -> Response:
+    page = _interaction_page(params)
+    return json_response(await store.read(listing.list_interactions, page))
+
+
+async def edits(store: Backend, _request: Request, params: Params) -> Response:
+    scope, limit = params.key("scope"), params.integer("limit", PAGE_DEFAULT, 1, EDITS_MAX)
+    return json_response(EditsAnswer(await store.read(listing.list_edits, scope, limit)))
+
+
+async def delete(hub: Hub, prefix: str, item: str, request: Request, params: Params) -> Response:
+    erased = await hub.delete(item, item_id(request, prefix, what=item), params.key("scope"))
+    return json_response(erased)
+
+
+async def _audit(store: Backend, fact_id: int) -> FactAudit:
+    audit = await store.read(listing.fact_audit, fact_id)
+    assert audit is not None  # written in the transaction that just committed
+    return audit
+
+
+async def add_fact(store: Backend, request: Request, _params: Params) -> Response:
+    new = decode_body(request, NewFact)
+    at = _moment(new.at)
+    new = msgspec.structs.replace(new, text=await _scrubbed(new.text))
+    return json_response(await _audit(store, await store.add_fact(new, at)), 201)
+
+
+async def correct(store: Backend, prefix: str, request: Request, params: Params) -> Response:
+    fact_id, within = item_id(request, prefix, "/correct"), params.key("scope")
+    correction = decode_body(request, Correction)
+    correction = msgspec.structs.replace(correction, text=await _scrubbed(correction.text))
+    new_id = await store.correct_fact(fact_id, correction, within)
+    return json_response(await _audit(store, new_id), 201)
+
+
+async def pin(store: Backend, prefix: str, request: Request, params: Params) -> Response:
+    """PUT pins the fact, DELETE unpins it; both answer the fact with its audit trail."""
+    fact_id = item_id(request, prefix, "/pin")
+    await store.pin_fact(fact_id, request.method == "PUT", params.key("scope"))
+    return json_response(await _audit(store, fact_id))

@@ -1,0 +1,294 @@
+"""The local API: routes HTTP requests on the Unix socket to ingest, status and recall."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, NamedTuple
+
+import msgspec
+import structlog
+
+from forged import __version__
+from forged.config import Config
+from forged.consolidate import observer as consolidate_observer
+from forged.distill import deadletters
+from forged.distill.deadletters import Redistiller
+from forged.errors import InvalidRequest, StorageFull, StoreError
+from forged.http import edits as edit_api
+from forged.http.connection import Request, Response, error_response
+from forged.http.params import MAX_KEY_CHARS, SCOPED, Params
+from forged.ingest.pipeline import Ingest, read_body
+from forged.lifecycle import Lifecycle
+from forged.models import (
+    DEFAULT_SCOPE,
+    FACT_KINDS,
+    MEMORY_TYPES,
+    RECALL_KINDS,
+    ForgetAnswer,
+    Health,
+    LogStatus,
+    SearchAnswer,
+    Status,
+    StoreStatus,
+)
+from forged.observing.hub import Hub
+from forged.recall.engine import Recall
+from forged.recall.listing import PAGE_DEFAULT, PAGE_MAX, Page
+from forged.recall.query import SearchQuery, dropped_words, kind_type
+from forged.store.backend import Backend
+
+SHUTDOWN_RETRY_AFTER = 2  # seconds a client is told to wait while the daemon restarts
+SCOPES_PREFIX = "/v1/scopes/"  # DELETE /v1/scopes/{scope} forgets a scope
+MAX_ID_DIGITS = 18  # a fact id in a path: at most this many digits, so it fits SQLite's integer
+
+_JSON = msgspec.json.Encoder()
+log = structlog.get_logger("forged.api")
+_SEARCH = ("q", "scope", "kind", "types", "session", "since", "until", "history")
+_PAGE = ("since", "until", "after", "limit")  # listings
+FACTS_PREFIX = "/v1/facts/"  # GET /v1/facts/{id}: a fact and its audit trail
+SUMMARIES_PREFIX = "/v1/summaries/"  # DELETE /v1/summaries/{id}
+INTERACTIONS_PREFIX = "/v1/interactions/"  # DELETE /v1/interactions/{seq}
+# A failed store as an answer, by whether the disk is full: log event, status, code, what
+# happened, and when to retry (a full disk waits for an operator: no Retry-After).
+_STORE_FAILURES = (
+    ("store_failed", 503, "store_unavailable", "the database is unavailable", 1),
+    ("storage_full", 507, "storage_full", "the disk holding the database is full", None),
+)
+
+
+class Route(NamedTuple):
+    """A handler and the query parameters it accepts: any other is a 400."""
+
+    handler: Callable[[Request, Params], Awaitable[Response]]
+    params: tuple[str, ...] = ()
+
+
+def _history(params: Params) -> bool:
+    """`history=true`: superseded facts (and condensed summaries) too, marked and dated."""
+    return params.choice("history", ("true", "false")) == "true"
+
+
+def _store_failure(exc: StoreError) -> Response:
+    """The answer to a request the store failed: nothing of it was stored."""
+    event, status, code, what, retry_after = _STORE_FAILURES[isinstance(exc, StorageFull)]
+    log.error(event, error=str(exc))
+    return error_response(status, code, f"{what}; nothing of this request was stored", retry_after)
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    return Response(status, _JSON.encode(value))
+
+
+class Api:
+    """Request handlers, and the table that maps paths and methods onto them."""
+
+    def __init__(
+        self,
+        config: Config,
+        store: Backend,
+        hub: Hub,
+        ingest: Ingest,
+        lifecycle: Lifecycle,
+        redistiller: Redistiller | None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.hub = hub
+        self.ingest = ingest
+        self.lifecycle = lifecycle
+        self.recall = Recall(store, config.recall)
+        self.routes: dict[str, dict[str, Route]] = {
+            "/v1/interactions": {
+                "POST": Route(self.push),
+                "GET": Route(partial(edit_api.interactions, store), edit_api.INTERACTIONS_PARAMS),
+            },
+            "/v1/scopes": {"GET": Route(partial(edit_api.scopes, store))},
+            "/v1/edits": {"GET": Route(partial(edit_api.edits, store), edit_api.EDITS_PARAMS)},
+            "/v1/status": {"GET": Route(self.status)},
+            "/v1/health": {"GET": Route(self.health)},
+            "/v1/search": {"GET": Route(self.search, (*_SEARCH, "limit", "sources"))},
+            "/v1/context": {"GET": Route(self.context, (*_SEARCH, "budget_tokens"))},
+            "/v1/facts": {
+                "GET": Route(self.facts, (*SCOPED, "kind", "history", *_PAGE)),
+                "POST": Route(partial(edit_api.add_fact, store)),
+            },
+            "/v1/summaries": {"GET": Route(self.summaries, (*SCOPED, "history", *_PAGE))},
+            "/v1/dead-letters": {
+                "GET": Route(
+                    partial(deadletters.list_dead_letters, store), (*SCOPED, *deadletters.PARAMS)
+                )
+            },
+            "/v1/dead-letters/redistill": {
+                "POST": Route(partial(deadletters.redistill, redistiller), deadletters.PARAMS)
+            },
+            "/v1/consolidate": {
+                "POST": Route(partial(consolidate_observer.run_now, hub), ("scope",))
+            },
+        }
+        delete = partial(edit_api.delete, hub)
+        # Paths that name an item after the prefix, by the suffix after it ("": none).
+        self.prefix_routes: dict[str, dict[str, dict[str, Route]]] = {
+            SCOPES_PREFIX: {"": {"DELETE": Route(self.forget)}},  # a scope may hold any suffix
+            FACTS_PREFIX: {
+                "": {
+                    "GET": Route(self.fact, SCOPED),
+                    "DELETE": Route(partial(delete, FACTS_PREFIX, "fact"), edit_api.WITHIN),
+                },
+                "/correct": {
+                    "POST": Route(partial(edit_api.correct, store, FACTS_PREFIX), edit_api.WITHIN)
+                },
+                "/pin": dict.fromkeys(
+                    ("PUT", "DELETE"),
+                    Route(partial(edit_api.pin, store, FACTS_PREFIX), edit_api.WITHIN),
+                ),
+            },
+            SUMMARIES_PREFIX: {
+                "": {"DELETE": Route(partial(delete, SUMMARIES_PREFIX, "summary"), edit_api.WITHIN)}
+            },
+            INTERACTIONS_PREFIX: {
+                "": {
+                    "DELETE": Route(
+                        partial(delete, INTERACTIONS_PREFIX, "interaction"), edit_api.WITHIN
+                    )
+                }
+            },
+        }
+
+    def _methods(self, request: Request) -> dict[str, Route] | None:
+        if (methods := self.routes.get(request.path)) is not None:
+            return methods
+        for prefix, suffixes in self.prefix_routes.items():
+            if request.path.startswith(prefix) and len(request.path) > len(prefix):
+                rest = request.path.removeprefix(prefix)
+                for suffix, methods in suffixes.items():
+                    if suffix and rest.endswith(suffix) and len(rest) > len(suffix):
+                        return methods
+                return suffixes.get("")
+        return None
+
+    async def handle(self, request: Request) -> Response:
+        """Answer one request; errors become the API's error shape, never a traceback."""
+        methods = self._methods(request)
+        if methods is None:
+            return error_response(404, "not_found", f"no such path: {request.path}")
+        # HEAD is GET without the body; the server sends only the head
+        route = methods.get("GET" if request.method == "HEAD" else request.method)
+        if route is None:
+            allowed = ", ".join(methods)
+            return error_response(405, "method_not_allowed", f"{request.path} accepts {allowed}")
+        if self.lifecycle.shutting_down and request.method not in ("GET", "HEAD"):
+            return error_response(
+                503, "shutting_down", "forged is shutting down; retry shortly", SHUTDOWN_RETRY_AFTER
+            )
+        try:
+            return await route.handler(request, Params(request.query, request.path, route.params))
+        except InvalidRequest as exc:
+            return error_response(exc.status, exc.code, exc.message, exc.retry_after)
+        except StoreError as exc:
+            return _store_failure(exc)
+        except Exception:  # a bug must cost one request, not the daemon, and leak no traceback
+            log.exception("request_failed", method=request.method, path=request.path)
+            return error_response(500, "internal_error", "internal error; see the daemon's log")
+
+    async def push(self, request: Request, _params: Params) -> Response:
+        content_type = request.headers.get("content-type", "")
+        items = await read_body(request.body, content_type, self.config.server)
+        return json_response(await self.ingest.push(items), 202)
+
+    async def status(self, _request: Request, _params: Params) -> Response:
+        await self.hub.refresh()  # totals and backlogs as the store has them
+        return json_response(
+            Status(
+                version=__version__,
+                uptime_s=round(self.lifecycle.uptime(), 3),
+                ready=self.lifecycle.ready,
+                shutting_down=self.lifecycle.shutting_down,
+                log=LogStatus(last_seq=self.store.last_seq, count=self.store.count),
+                observers=self.hub.statuses(),
+                store=StoreStatus(self.store.backend, self.store.schema_version),
+            )
+        )
+
+    async def health(self, _request: Request, _params: Params) -> Response:
+        if not self.lifecycle.ready or self.lifecycle.shutting_down:
+            return error_response(503, "not_ready", "forged is not ready")
+        return json_response(Health("ok"))
+
+    def _search_query(self, params: Params, limit: int) -> SearchQuery:
+        kind = params.choice("kind", RECALL_KINDS)
+        types = params.choices("types", MEMORY_TYPES)
+        if kind is not None and types is not None and kind_type(kind) not in types:
+            raise InvalidRequest(
+                400,
+                "invalid_parameter",
+                f"`kind` {kind} is a {kind_type(kind)}"
+                f", which `types` ({','.join(types)}) leaves out",
+            )
+        since, until = params.period()
+        return SearchQuery(
+            q=params.text("q"),
+            scope=params.key("scope", DEFAULT_SCOPE) or DEFAULT_SCOPE,
+            kind=kind,
+            session=params.key("session"),
+            limit=limit,
+            types=types or MEMORY_TYPES,
+            since=since,
+            until=until,
+            sources=params.choice("sources", ("true", "false")) == "true",
+            history=_history(params),
+            max_words=self.config.recall.max_query_words,
+        )
+
+    async def search(self, _request: Request, params: Params) -> Response:
+        recall = self.config.recall
+        limit = params.integer("limit", recall.default_limit, 1, recall.max_limit)
+        query = self._search_query(params, limit)
+        results = await self.recall.search(query)
+        return json_response(SearchAnswer(results, dropped_words(query)))
+
+    async def context(self, _request: Request, params: Params) -> Response:
+        recall = self.config.recall
+        budget = params.integer(
+            "budget_tokens", recall.default_budget_tokens, 1, recall.max_budget_tokens
+        )
+        query = self._search_query(params, recall.max_limit)
+        answer = await self.recall.context(query, budget)
+        return json_response(msgspec.structs.replace(answer, dropped_words=dropped_words(query)))
+
+    def _page(self, params: Params, kinds: tuple[str, ...] = ()) -> Page:
+        since, until = params.period()
+        return Page(
+            scope=params.scope(),
+            kind=params.choice("kind", kinds) if kinds else None,
+            after=params.cursor("after"),
+            limit=params.integer("limit", PAGE_DEFAULT, 1, PAGE_MAX),
+            since=since,
+            until=until,
+            history=_history(params),
+        )
+
+    async def facts(self, _request: Request, params: Params) -> Response:
+        return json_response(await self.recall.facts(self._page(params, FACT_KINDS)))
+
+    async def summaries(self, _request: Request, params: Params) -> Response:
+        return json_response(await self.recall.summaries(self._page(params)))
+
+    async def fact(self, request: Request, params: Params) -> Response:
+        raw = request.path.removeprefix(FACTS_PREFIX)
+        fact_id = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= MAX_ID_DIGITS else 0
+        scope = params.scope()
+        audit = await self.recall.fact(fact_id) if fact_id else None
+        if audit is None or scope not in (None, audit.fact.scope):  # no hint of other scopes
+            raise InvalidRequest(404, "not_found", f"no fact with id {raw!r}")
+        return json_response(audit)
+
+    async def forget(self, request: Request, _params: Params) -> Response:
+        scope = request.path.removeprefix(SCOPES_PREFIX)
+        if len(scope) > MAX_KEY_CHARS:
+            raise InvalidRequest(
+                400,
+                "invalid_parameter",
+                f"the scope must be 1 to {MAX_KEY_CHARS} characters, got {len(scope)}",
+            )
+        return json_response(ForgetAnswer(await self.hub.forget(scope)))

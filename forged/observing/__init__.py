@@ -1,0 +1,1 @@
+"""The observing layer of forged."""

@@ -1,0 +1,443 @@
+"""Full-text ranking of one table on SQLite: FTS5's BM25 times recency decay, the exact
+ranking at any scale, reading only the matches that can enter it."""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import json
+import math
+import sqlite3
+from collections.abc import Callable, Iterable
+from operator import itemgetter
+from typing import Any
+
+import msgspec
+
+from forged.models import MemoryItem, MemoryType, Message
+from forged.recall.query import ALIAS, SearchQuery, conditions, fts_query, searched
+
+SELECTIVE_MIN_ROWS = 1000  # below this many rows every word of a query makes a row match
+STREAMED_MIN_ROWS = 20_000  # below this many rows a search scores every match of the scope
+RECOUNT_SHARE = 0.1  # a word's share of a table is counted again once the table grew this much
+COUNTS_KEPT = 4096  # phrases whose count of rows is remembered (then forgotten all at once)
+BM25_K1 = 1.2  # FTS5's bm25() term-frequency saturation: a phrase adds under IDF * (k1 + 1)
+RARE_SHARE = 0.5  # a phrase weighing less than this share of the query's heaviest is common
+RECENCY_FLOOR = 0.5  # the least share of its score an item keeps however old it is
+# What scoring a match costs against stepping over one row of a scope's token in FTS5 (about
+# 7 µs and 0.08 µs, measured): a scope's token in a query makes bm25() count every row of the
+# scope for its weight, however few rows the words match.
+SCORE_TO_SCAN = 100
+
+# Recency: the score halves with each half-life since it happened, down to RECENCY_FLOOR of
+# it, so that what is recent wins among equals and what is old but relevant is still found.
+_DECAY = "(:floor + (1 - :floor) * pow(0.5, max(0.0, :now - julianday({at})) / :half_life))"
+SCORE = 11  # where the score sits in the row memory_item reads, after _COLUMNS
+_COLUMNS = {  # an item's row, in the order memory_item reads it
+    "fact": "f.id, f.kind, f.scope, f.session, f.text, f.created_at, f.last_seen_at, f.first_seq,"
+    " f.last_seq, f.first_at, f.last_at",
+    "summary": "s.id, 'summary', s.scope, s.session, s.text, s.created_at, s.created_at,"
+    " s.first_seq, s.last_seq, s.first_at, s.last_at",
+    "interaction": "i.seq, 'interaction', i.scope, i.session, i.messages, i.received_at,"
+    " i.received_at, i.seq, i.seq, i.timestamp, i.timestamp",
+}
+_LATER = {  # what memory_item reads after the score: what retired the item, and when
+    "fact": "f.superseded_by, f.invalid_at",
+    "summary": "s.condensed_into, NULL",
+    "interaction": "NULL, NULL",
+}
+# The winners' rows, with their recency decay.
+_ROWS = """
+    SELECT {columns}, {decay}, {later} FROM {table} AS {alias}
+    WHERE {alias}.{key} IN (SELECT value FROM json_each(:ids))
+"""
+# Every match of the scope scored and joined to its row in one statement: for a small table,
+# fewer round trips than reading matches best first. CROSS JOIN: the index drives.
+_SCORED = """
+    SELECT {columns}, -bm25({fts}, 1.0, 0.0) * {decay}, {later}
+    FROM {fts} CROSS JOIN {table} AS {alias} ON {alias}.{key} = {fts}.rowid
+    WHERE {fts} MATCH :match AND {alias}.scope = :scope {filters}
+    ORDER BY 12 DESC, 1 DESC LIMIT :limit
+"""
+# The candidates the index found that pass the filters (SQL's), with their recency decay: only
+# the key and a number per candidate, so that reading many costs little. `+` keeps the scope's
+# index out: looking each key up in it costs several times the lookup by key.
+_DECAYS = """
+    SELECT {alias}.{key}, {decay} FROM {table} AS {alias}
+    WHERE {alias}.{key} IN (SELECT value FROM json_each(:ids)) AND +{alias}.scope = :scope {filters}
+"""
+_KEY_AND_TIME: dict[MemoryType, tuple[str, str]] = {
+    "fact": ("id", "last_at"),
+    "summary": ("id", "last_at"),
+    "interaction": ("seq", "timestamp"),
+}
+# The index's matches in the scope with their BM25 ('rank' is BM25 over the text column),
+# unordered: FTS5's ORDER BY rank costs about as much again as scoring them, a sort in Python
+# a small part of it.
+_MATCHES = "SELECT rowid, -rank FROM {fts} WHERE {fts} MATCH ?"
+FIRST_CANDIDATES = 32  # matches looked up at first; each further lookup takes twice as many
+_FTS: dict[MemoryType, str] = {
+    "fact": "facts_fts",
+    "summary": "summaries_fts",
+    "interaction": "interactions_fts",
+}
+_CONTENT: dict[MemoryType, str] = {
+    "fact": "facts",
+    "summary": "summaries",
+    "interaction": "interactions",
+}
+_SPAN_COLUMNS: dict[MemoryType, tuple[str, str]] = {  # what since and until compare with
+    "fact": ("f.first_at", "f.last_at"),
+    "summary": ("s.first_at", "s.last_at"),
+    "interaction": ("i.timestamp", "i.timestamp"),
+}
+_MESSAGES = msgspec.json.Decoder(list[Message])
+# (database file, index, phrase) -> (rows then, rows holding the phrase, state then): _Counts
+_COUNTED: dict[tuple[str, str, str], tuple[int, int, tuple[Any, ...]]] = {}
+_GIVEN = "SELECT seq FROM sqlite_sequence WHERE name = ?"  # a table's last AUTOINCREMENT key
+_AVERAGES = "SELECT block FROM {fts}_data WHERE id = 1"  # FTS5's counts of rows and tokens
+
+
+class _Counts:
+    """One table's bound on its row count and how many of its rows hold each phrase.
+
+    Counting is a pass over the phrase's postings, so a count is kept for the next queries of
+    the same database: as an estimate while the table stays within RECOUNT_SHARE of the size
+    it had then, as the exact count while its index is as it was (`state`).
+    """
+
+    def __init__(self, conn: sqlite3.Connection, table: MemoryType) -> None:
+        key = _KEY_AND_TIME[table][0]  # keys start at 1 and are never reused: max >= count
+        sql = f"SELECT coalesce(max({key}), 0) FROM {_CONTENT[table]}"
+        self.conn, self.fts, self.rows = conn, _FTS[table], int(conn.execute(sql).fetchone()[0])
+        self.content = _CONTENT[table]
+
+    @functools.cached_property
+    def state(self) -> tuple[Any, ...]:
+        """What changes whenever a row of the index is added, removed or rewritten: the last
+        key the table gave (never reused) and FTS5's record of its rows and tokens."""
+        given = self.conn.execute(_GIVEN, (self.content,)).fetchone()
+        return given, self.conn.execute(_AVERAGES.format(fts=self.fts)).fetchone()
+
+    @functools.cached_property
+    def database(self) -> str:
+        """The database file, which the kept counts are of ("" in memory: none kept)."""
+        return str(self.conn.execute("PRAGMA database_list").fetchone()[2])
+
+    def documents(self, phrase: str, *, fresh: bool = False, column: str = "text") -> int:
+        """The rows holding a phrase in a column, counted up to just over half (a scope's token
+        to the end); `fresh`: as they are now."""
+        rows, key = self.rows, (self.database, self.fts, f"{column} : {phrase}")
+        known = _COUNTED.get(key) if self.database else None
+        if known and (
+            known[2] == self.state if fresh else abs(rows - known[0]) <= RECOUNT_SHARE * known[0]
+        ):
+            return known[1]
+        count = f"SELECT count(*) FROM (SELECT 1 FROM {self.fts} WHERE {self.fts} MATCH ? LIMIT ?)"
+        most = rows + 1 if column == "scope" else rows // 2 + 1
+        (documents,) = self.conn.execute(count, (key[2], most)).fetchone()
+        if len(_COUNTED) >= COUNTS_KEPT:
+            _COUNTED.clear()
+        _COUNTED[key] = (rows, int(documents), self.state)
+        return int(documents)
+
+    def weight(self, phrase: str, *, fresh: bool = False) -> float:
+        """FTS5's bm25() IDF of a phrase; with a `fresh` count, never below the true one
+        (more rows, more weight, and `rows` bounds the row count from above)."""
+        documents = self.documents(phrase, fresh=fresh)
+        return max(1e-6, math.log((self.rows - documents + 0.5) / (documents + 0.5)))
+
+
+def _selective(counts: _Counts, phrases: list[str]) -> list[str]:
+    """Drop the phrases found in more than half the rows of a large table, unless all are.
+
+    BM25 gives such a word no weight (FTS5 clamps its IDF to almost zero), yet in an OR query
+    it makes nearly every row a match whose score must be computed: "the" or "was" in a
+    question would cost a pass over the whole index.
+    """
+    if counts.rows < SELECTIVE_MIN_ROWS:
+        return phrases
+    kept = [p for p in phrases if counts.documents(p) <= counts.rows // 2]
+    return kept or phrases
+
+
+def _ceiling(counts: _Counts, phrases: list[str], *, fresh: bool = False) -> float:
+    """More than the BM25 of any row that holds no phrase but these (with `fresh` counts):
+    FTS5's bm25() gives a phrase less than its weight times (BM25_K1 + 1)."""
+    return (BM25_K1 + 1) * sum(counts.weight(p, fresh=fresh) for p in phrases)
+
+
+def _split(counts: _Counts, phrases: list[str]) -> tuple[list[str], list[str]]:
+    """The phrases weighing at least RARE_SHARE of the heaviest one, and the others."""
+    weight = {p: counts.weight(p) for p in phrases}
+    heaviest = max(weight.values())
+    rare = [p for p in phrases if weight[p] >= RARE_SHARE * heaviest]
+    return rare, [p for p in phrases if weight[p] < RARE_SHARE * heaviest]
+
+
+def scope_token(scope: str) -> str:
+    """The token that stands for a scope in the full-text indexes (schema.SCOPE_TOKEN)."""
+    return f"s{scope.encode().hex()}0"
+
+
+def _scoped_match(scope: str, phrases: list[str]) -> str:
+    """The FTS5 query for any of the phrases in the text of one scope's rows."""
+    return f'scope : "{scope_token(scope)}" AND text : ({fts_query(phrases)})'
+
+
+def _matching(counts: _Counts, scope: str, phrases: list[str]) -> Callable[[list[str]], str]:
+    """How to ask the index for rows holding phrases: in the scope's rows (its token in the
+    query), or in every row, the other scopes' left to the filters, when scoring the other
+    scopes' matches costs less than bm25() counting the scope's rows for its token's weight.
+    One scope holding most of a large table is the second case."""
+    scoped = f'"{scope_token(scope)}"'
+    in_scope = counts.documents(scoped, column="scope")
+    matches = sum(counts.documents(p) for p in phrases)
+    elsewhere = matches * (counts.rows - in_scope) / max(1, counts.rows)
+    if elsewhere * SCORE_TO_SCAN < in_scope:
+        return lambda words: f"text : ({fts_query(words)})"
+    return lambda words: _scoped_match(scope, words)
+
+
+def _decayed(
+    conn: sqlite3.Connection,
+    sql: str,
+    params: dict[str, Any],
+    keys: Iterable[int],
+    read: dict[int, float | None],
+) -> dict[int, float]:
+    """The recency decay of each candidate that passes the query's filters; `read` keeps what
+    was read (None: filtered out), so that no candidate is looked up twice."""
+    keys = list(keys)
+    if unread := [key for key in keys if key not in read]:
+        params["ids"] = json.dumps(unread)
+        read |= dict.fromkeys(unread) | dict(conn.execute(sql, params))
+    return {key: decay for key in keys if (decay := read[key]) is not None}
+
+
+def _best(bm25: dict[int, float], decay: dict[int, float], limit: int) -> list[tuple[float, int]]:
+    """The `limit` best candidates by BM25 times decay, as (score, key)."""
+    return heapq.nlargest(limit, ((bm25[key] * d, key) for key, d in decay.items()))
+
+
+def ranked(
+    conn: sqlite3.Connection,
+    table: MemoryType,
+    query: SearchQuery,
+    half_life: float,
+    now: float,
+) -> list[MemoryItem]:
+    """One table's best matches, by BM25 times the decay of when they happened.
+
+    The index gives the scope's matches by BM25 alone; their decays are read best first, a few
+    at a time, and the reading stops once the results are better than BM25 times the largest
+    decay (1) of the next match: nothing after it can enter. Only the winners' rows are read in
+    full. The answer is the exact ranking. A table under STREAMED_MIN_ROWS rows has too few
+    matches for this to pay: one statement scores them all.
+    """
+    phrases = searched(query)
+    if not phrases:
+        return []
+    counts = _Counts(conn, table)
+    phrases = _selective(counts, phrases)
+    params: dict[str, Any] = {
+        "scope": query.scope,
+        "now": now,
+        "half_life": half_life,
+        "floor": RECENCY_FLOOR,
+    }
+    filters = conditions(table, query, params)
+    if counts.rows < STREAMED_MIN_ROWS:
+        return _small(conn, table, query, phrases, params, filters)
+    decays = _DECAYS.format(filters=filters, **_names(table))
+    rare, common = _split(counts, phrases)
+    read: dict[int, float | None] = {}  # the decays looked up: see _decayed
+    match = _matching(counts, query.scope, phrases)
+    best = (
+        _pruned(conn, counts, query, decays, params, rare, common, read, match) if common else None
+    )
+    if best is None:
+        best = _streamed(conn, table, query, decays, params, match(phrases), read)
+    return _items(conn, table, best, params)
+
+
+def _streamed(
+    conn: sqlite3.Connection,
+    table: MemoryType,
+    query: SearchQuery,
+    decays: str,
+    params: dict[str, Any],
+    match: str,
+    read: dict[int, float | None],
+) -> list[tuple[float, int]]:
+    """The best of all matches (`match`: the FTS5 query), read best BM25 first until nothing
+    left can enter."""
+    matches = conn.execute(_MATCHES.format(fts=_FTS[table]), (match,)).fetchall()
+    matches.sort(key=itemgetter(1), reverse=True)
+    best: list[tuple[float, int]] = []
+    start, size = 0, FIRST_CANDIDATES
+    while batch := matches[start : start + size]:
+        if len(best) == query.limit:  # a match under the last result cannot enter
+            batch = [m for m in batch if m[1] >= best[-1][0]]  # best first: a prefix
+        if not batch:
+            break
+        bm25 = dict(batch)
+        scored = _best(bm25, _decayed(conn, decays, params, bm25, read), query.limit)
+        best = heapq.nlargest(query.limit, best + scored)
+        start, size = start + size, size * 2
+    return best
+
+
+def _pruned(
+    conn: sqlite3.Connection,
+    counts: _Counts,
+    query: SearchQuery,
+    decays: str,
+    params: dict[str, Any],
+    rare: list[str],
+    common: list[str],
+    read: dict[int, float | None],
+    match: Callable[[list[str]], str],
+) -> list[tuple[float, int]] | None:
+    """The best of the matches that hold a rare phrase, if no row holding only common ones can
+    beat them (their BM25 stays under `_ceiling`); else None.
+
+    A word common in the scope ("report" in every note of a team) makes every row of it a
+    match whose BM25 must be computed; a rare word of the same query finds far fewer. The rare
+    rows' BM25 without the common phrases is exact for those that hold none; all are scored
+    again with them when that is likely to lift the results above the ceiling (a guess that
+    only spares work: the answer is held to the ceiling of fresh counts).
+    """
+    scores = f"SELECT rowid, -rank FROM {counts.fts} WHERE {counts.fts} MATCH ?"
+    with_rare = match(rare)
+    bm25 = dict(conn.execute(scores, (with_rare,)))  # exact where no common phrase is held too
+    decay = _decayed(conn, decays, params, bm25, read)
+    if len(decay) < query.limit:
+        return None
+    ceiling = _ceiling(counts, common)  # as last counted: to give up early, not to decide
+    both = f"{with_rare} AND text : ({fts_query(common)})"
+    best = _best(bm25, decay, query.limit)  # each at most its score: a bound from below
+    if best[-1][0] <= ceiling:  # the rows that hold a common phrase too might still lift it
+        held = {
+            key
+            for (key,) in conn.execute(
+                f"SELECT rowid FROM {counts.fts} WHERE {counts.fts} MATCH ?", (both,)
+            )
+        }
+        usual = ceiling / (BM25_K1 + 1)  # what the common phrases add to a row of usual length
+        likely = heapq.nlargest(
+            query.limit, ((bm25[k] + usual * (k in held)) * d for k, d in decay.items())
+        )
+        if likely[-1] <= ceiling:
+            return None
+    bm25 |= conn.execute(scores, (both,))
+    best = _best(bm25, decay, query.limit)
+    return best if best[-1][0] > _ceiling(counts, common, fresh=True) else None
+
+
+def _items(
+    conn: sqlite3.Connection,
+    table: MemoryType,
+    best: list[tuple[float, int]],
+    params: dict[str, Any],
+) -> list[MemoryItem]:
+    """The winners' rows as items, best first, with the scores that ranked them (a row
+    forgotten since it was ranked is left out)."""
+    params["ids"] = json.dumps([key for _, key in best])
+    rows = {row[0]: row for row in conn.execute(_ROWS.format(**_names(table)), params)}
+    return [
+        memory_item(table, (*rows[key][:SCORE], score, *rows[key][SCORE + 1 :]))
+        for score, key in best
+        if key in rows
+    ]
+
+
+def _small(
+    conn: sqlite3.Connection,
+    table: MemoryType,
+    query: SearchQuery,
+    phrases: list[str],
+    params: dict[str, Any],
+    filters: str,
+) -> list[MemoryItem]:
+    """A small table's best matches, every one of the scope scored in one statement."""
+    sql = _SCORED.format(filters=filters, **_names(table))
+    params |= {"match": _scoped_match(query.scope, phrases), "limit": query.limit}
+    return [memory_item(table, row) for row in conn.execute(sql, params)]
+
+
+def _names(table: MemoryType) -> dict[str, str]:
+    """What the statements above call a table's parts."""
+    (key, at), alias = _KEY_AND_TIME[table], ALIAS[table]
+    return {
+        "table": _CONTENT[table],
+        "alias": alias,
+        "key": key,
+        "fts": _FTS[table],
+        "columns": _COLUMNS[table],
+        "decay": _DECAY.format(at=f"{alias}.{at}"),
+        "later": _LATER[table],
+    }
+
+
+_EXACT = """
+    SELECT c.{key} FROM {fts} JOIN {table} AS c ON c.{key} = {fts}.rowid
+    WHERE {fts} MATCH :match AND c.scope = :scope
+    ORDER BY -bm25({fts}, 1.0, 0.0) * {decay} DESC, c.{key} DESC LIMIT :limit
+"""  # every match of every scope joined to its row: the ranking `ranked` gives, without shortcut
+
+
+def exact_ids(
+    conn: sqlite3.Connection, table: MemoryType, query: SearchQuery, half_life: float, now: float
+) -> list[int]:
+    """The ids `ranked` must return for a query without filters, by scoring every match."""
+    phrases = searched(query)
+    if not phrases:
+        return []
+    key, at = _KEY_AND_TIME[table]
+    sql = _EXACT.format(
+        fts=_FTS[table], table=_CONTENT[table], key=key, decay=_DECAY.format(at=f"c.{at}")
+    )
+    params = {
+        "match": f"text : ({fts_query(_selective(_Counts(conn, table), phrases))})",
+        "scope": query.scope,
+        "limit": query.limit,
+        "now": now,
+        "half_life": half_life,
+        "floor": RECENCY_FLOOR,
+    }
+    return [k for (k,) in conn.execute(sql, params)]
+
+
+def turn_text(messages: bytes) -> tuple[str, str]:
+    """An interaction's speakers and its text, one "speaker: text" line per message."""
+    decoded = _MESSAGES.decode(messages)
+    speakers = [m.name or m.role for m in decoded]
+    text = "\n".join(f"{who}: {m.text}" for who, m in zip(speakers, decoded, strict=True))
+    return ", ".join(dict.fromkeys(speakers)), text
+
+
+def memory_item(table: MemoryType, row: tuple[Any, ...]) -> MemoryItem:
+    id_, kind, scope, session, text, created, seen, first, last, first_at, last_at, score = row[:12]
+    superseded_by, invalid_at = row[12:]
+    speaker = None
+    if table == "interaction":
+        speaker, text = turn_text(text)
+    return MemoryItem(
+        id=id_,
+        type=table,
+        kind=kind,
+        scope=scope,
+        session=session,
+        text=text,
+        score=score,
+        created_at=created,
+        last_seen_at=seen,
+        first_seq=first,
+        last_seq=last,
+        first_at=first_at,
+        last_at=last_at,
+        speaker=speaker,
+        superseded_by=superseded_by,
+        invalid_at=invalid_at,
+    )

@@ -1,0 +1,129 @@
+"""Recall's queries on PostgreSQL: tsvector and GIN in place of FTS5, the same ranking and packing.
+
+Each of the user's words becomes `plainto_tsquery` of a bound parameter, so no character or
+keyword of a query is ever read as query syntax; the words are ORed as in FTS5, ranked by
+`ts_rank` (text relevance, in place of BM25) times the same recency decay, and the lists are
+fused and packed by the functions `recall` uses for SQLite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forged.models import MEMORY_TYPES, FactsPage, MemoryItem, MemoryType, SummariesPage
+from forged.recall import listing
+from forged.recall.engine import with_sources
+from forged.recall.fulltext import RECENCY_FLOOR, memory_item
+from forged.recall.fusion import fuse
+from forged.recall.listing import Page
+from forged.recall.periods import periods
+from forged.recall.query import SearchQuery, conditions, julian_now, kind_type, query_phrases
+from forged.store.portable import Portable, to_psycopg
+from forged.store.postgres_schema import TEXT_SEARCH
+
+# Julian day of a stored ISO 8601 timestamp, the unit `now` and the half-life are given in.
+_JULIAN = "(extract(epoch from {at}::timestamptz) / 86400.0 + 2440587.5)"
+_DECAY = (
+    "(%(floor)s + (1 - %(floor)s) * power(0.5, greatest(0.0, %(now)s - "
+    + _JULIAN
+    + ") / %(half_life)s))"
+)
+_SEARCH = {
+    "fact": f"""
+        SELECT f.id, f.kind, f.scope, f.session, f.text, f.created_at, f.last_seen_at,
+               f.first_seq, f.last_seq, f.first_at, f.last_at,
+               ts_rank(f.search, q.query) * {_DECAY.format(at="f.last_at")} AS score,
+               f.superseded_by, f.invalid_at
+        FROM facts AS f, ({{query}}) AS q (query)
+        WHERE f.search @@ q.query AND f.scope = %(scope)s {{filters}}
+        ORDER BY score DESC, f.id DESC LIMIT %(limit)s
+    """,
+    "summary": f"""
+        SELECT s.id, 'summary', s.scope, s.session, s.text, s.created_at, s.created_at,
+               s.first_seq, s.last_seq, s.first_at, s.last_at,
+               ts_rank(s.search, q.query) * {_DECAY.format(at="s.last_at")} AS score,
+               s.condensed_into, NULL
+        FROM summaries AS s, ({{query}}) AS q (query)
+        WHERE s.search @@ q.query AND s.scope = %(scope)s {{filters}}
+        ORDER BY score DESC, s.id DESC LIMIT %(limit)s
+    """,
+    "interaction": f"""
+        SELECT i.seq, 'interaction', i.scope, i.session, i.messages, i.received_at,
+               i.received_at, i.seq, i.seq, i.timestamp, i.timestamp,
+               ts_rank(i.search, q.query) * {_DECAY.format(at="i.timestamp")} AS score,
+               NULL, NULL
+        FROM interactions AS i, ({{query}}) AS q (query)
+        WHERE i.search @@ q.query AND i.scope = %(scope)s {{filters}}
+        ORDER BY score DESC, i.seq DESC LIMIT %(limit)s
+    """,
+}
+
+
+def _words(text: str, max_words: int) -> list[str]:
+    """The user's words, as `recall` finds them for FTS5, without FTS5's quoting."""
+    return [p[1:-1].replace('""', '"') for p in query_phrases(text, max_words)]
+
+
+def _tsquery(words: list[str], params: dict[str, Any]) -> str:
+    """SQL for the words ORed, each a bound parameter read as plain text."""
+    terms = []
+    for n, word in enumerate(words):
+        params[f"w{n}"] = word
+        terms.append(f"plainto_tsquery('{TEXT_SEARCH}', %(w{n})s)")
+    return "SELECT " + " || ".join(terms)
+
+
+def ranked(
+    conn: Any, table: MemoryType, query: SearchQuery, half_life: float, now: float
+) -> list[MemoryItem]:
+    """One table's best matches, by text relevance times the decay of when they happened."""
+    words = _words(query.q, query.max_words)
+    if not words:
+        return []
+    params: dict[str, Any] = {
+        "scope": query.scope,
+        "limit": query.limit,
+        "now": now,
+        "half_life": half_life,
+        "floor": RECENCY_FLOOR,
+    }
+    sql = _SEARCH[table].format(
+        query=_tsquery(words, params), filters=to_psycopg(conditions(table, query, params))
+    )
+    return [memory_item(table, r) for r in conn.execute(sql, params).fetchall()]
+
+
+def searches(
+    conn: Any,
+    query: SearchQuery,
+    half_life_days: float,
+    limits: list[int],
+    now: float | None = None,
+) -> list[list[MemoryItem]]:
+    """The best items of one scope for each of `limits`, as `recall.searches` gives them on
+    SQLite: each type ranked once, to `query.limit` (at least the largest)."""
+    now = julian_now() if now is None else now
+    wanted = query.types if query.kind is None else (kind_type(query.kind),)
+    types = [t for t in MEMORY_TYPES if t in wanted]
+    lists = [ranked(conn, t, query, half_life_days, now) for t in types]
+    return [fuse([found[:limit] for found in lists], limit, periods(query.q)) for limit in limits]
+
+
+def search(
+    conn: Any, query: SearchQuery, half_life_days: float, now: float | None = None
+) -> list[MemoryItem]:
+    """The best `query.limit` items of one scope, as `recall.search` ranks them on SQLite."""
+    (found,) = searches(conn, query, half_life_days, [query.limit], now)
+    if query.sources:
+        found = [with_sources(Portable(conn), i) for i in found]  # type: ignore[arg-type]
+    return found
+
+
+def list_facts(conn: Any, page: Page) -> FactsPage:
+    """Facts with id greater than `after`, in id order."""
+    return listing.list_facts(Portable(conn), page)  # type: ignore[arg-type]  # portable SQL
+
+
+def list_summaries(conn: Any, page: Page) -> SummariesPage:
+    """Summaries with id greater than `after`, in id order."""
+    return listing.list_summaries(Portable(conn), page)  # type: ignore[arg-type]  # portable SQL

@@ -1,0 +1,1 @@
+"""The scrub layer of forged."""

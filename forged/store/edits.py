@@ -1,0 +1,245 @@
+"""Per-item edits in a store's transaction: one interaction, summary or fact deleted, a fact
+corrected, added by hand or pinned; each recorded in the edit trail (never with its text).
+
+Written once in portable SQL (forged.store.portable) for both stores; the caller holds the write
+transaction and, for what retires facts, the scope's lock. A missing or mismatched item is an
+`InvalidRequest` here, so the API answers it as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from forged.errors import InvalidRequest
+from forged.models import Correction, Deleted, NewFact, normalise
+
+USER = "user"  # the source, observer and reason of what a person wrote
+_INSERT_EDIT = """
+    INSERT INTO edits (scope, action, item, item_id, into_id, digest, through_seq, created_at)
+    SELECT ?, ?, ?, ?, ?, ?, coalesce(max(seq), 0), ? FROM interactions RETURNING id
+"""
+_INSERT_USER_FACT = """
+    INSERT INTO facts (kind, text, norm, scope, session, batch_id, first_seq, last_seq, first_at,
+                       last_at, created_at, last_seen_at, source, pinned)
+    VALUES (?, ?, ?, ?, ?, 'user', 0, 0, ?, ?, ?, ?, 'user', ?) RETURNING id
+"""  # seqs 0: no interaction is its source, so deleting one never takes it
+_SOURCES_LEFT = """
+    SELECT min(seq), max(seq), min(timestamp), max(timestamp) FROM interactions
+    WHERE scope = ? AND seq BETWEEN ? AND ?
+"""
+_RESTING_ON = """
+    SELECT id, first_seq, last_seq FROM {table}
+    WHERE scope = ? AND first_seq <= ? AND last_seq >= ? ORDER BY id
+"""  # the facts or summaries whose sources include a seq (a user's fact has none)
+
+
+def digest(norm: str) -> str:
+    """A deleted fact's normalised text as the trail keeps it: enough to refuse it again."""
+    return hashlib.sha256(norm.encode()).hexdigest()
+
+
+def record(
+    sql: Any,
+    scope: str,
+    action: str,
+    item: str,
+    item_id: int,
+    created: str,
+    into_id: int | None = None,
+    hashed: str | None = None,
+) -> int:
+    """Write one entry of the edit trail; return its id."""
+    row = sql.execute(_INSERT_EDIT, (scope, action, item, item_id, into_id, hashed, created))
+    return int(row.fetchone()[0])
+
+
+def _missing(item: str, item_id: int) -> InvalidRequest:
+    return InvalidRequest(404, "not_found", f"no {item} with id {item_id}")
+
+
+def _erase_fact(sql: Any, fact_id: int, scope: str, norm: str | None, created: str) -> None:
+    """Delete a fact; what it retired stands again, and the trail forgets the changes. With its
+    `norm`, the trail keeps its hash: a batch of what the log held then never writes it again."""
+    sql.execute(
+        "UPDATE facts SET superseded_by = NULL, superseded_reason = NULL, invalid_at ="
+        " NULL WHERE superseded_by = ?",
+        (fact_id,),
+    )
+    sql.execute(
+        "DELETE FROM consolidation_changes WHERE action != 'condense'"
+        " AND (fact_id = ? OR into_id = ?)",
+        (fact_id, fact_id),
+    )
+    sql.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
+    hashed = None if norm is None else digest(norm)
+    record(sql, scope, "delete", "fact", fact_id, created, hashed=hashed)
+
+
+def _erase_summary(sql: Any, summary_id: int, scope: str, created: str) -> None:
+    """Delete a summary; the ones it condensed stand again."""
+    sql.execute(
+        "UPDATE summaries SET condensed_into = NULL WHERE condensed_into = ?", (summary_id,)
+    )
+    sql.execute(
+        "DELETE FROM consolidation_changes WHERE action = 'condense'"
+        " AND (fact_id = ? OR into_id = ?)",
+        (summary_id, summary_id),
+    )
+    sql.execute("DELETE FROM summaries WHERE id = ?", (summary_id,))
+    record(sql, scope, "delete", "summary", summary_id, created)
+
+
+def delete_fact(sql: Any, fact_id: int, created: str) -> tuple[int, Deleted]:
+    row = sql.execute("SELECT scope, norm FROM facts WHERE id = ?", (fact_id,)).fetchone()
+    if row is None:
+        raise _missing("fact", fact_id)
+    _erase_fact(sql, fact_id, row[0], row[1], created)
+    return _last_edit(sql), Deleted(0, 0, 1)
+
+
+def delete_summary(sql: Any, summary_id: int, created: str) -> tuple[int, Deleted]:
+    row = sql.execute("SELECT scope FROM summaries WHERE id = ?", (summary_id,)).fetchone()
+    if row is None:
+        raise _missing("summary", summary_id)
+    _erase_summary(sql, summary_id, row[0], created)
+    return _last_edit(sql), Deleted(0, 1, 0)
+
+
+def _last_edit(sql: Any) -> int:
+    return int(sql.execute("SELECT max(id) FROM edits").fetchone()[0])
+
+
+def _narrow(sql: Any, scope: str, seq: int, created: str) -> int:
+    """After `seq` went: each fact resting on it rests on what is left of its sources, dated
+    by them; one resting on nothing else goes too. Returns how many went."""
+    gone = 0
+    resting = sql.execute(_RESTING_ON.format(table="facts"), (scope, seq, seq)).fetchall()
+    for fact_id, first_seq, last_seq in resting:
+        low, high, first_at, last_at = sql.execute(
+            _SOURCES_LEFT, (scope, first_seq, last_seq)
+        ).fetchone()
+        if low is None:  # its one source is gone: nothing can say it again
+            _erase_fact(sql, fact_id, scope, None, created)
+            gone += 1
+        else:
+            sql.execute(
+                "UPDATE facts SET first_seq = ?, last_seq = ?, first_at = ?, last_at = ?"
+                " WHERE id = ?",
+                (low, high, first_at, last_at, fact_id),
+            )
+    return gone
+
+
+def delete_interaction(sql: Any, seq: int, created: str) -> tuple[str, int, Deleted]:
+    """Erase one interaction with its dead letters; the memory resting on it alone goes too.
+    Returns its scope, the edit's id and what was deleted."""
+    row = sql.execute("SELECT scope FROM interactions WHERE seq = ?", (seq,)).fetchone()
+    if row is None:
+        raise _missing("interaction", seq)
+    scope = row[0]
+    sql.execute("DELETE FROM interactions WHERE seq = ?", (seq,))
+    sql.execute("DELETE FROM dead_letters WHERE scope = ? AND seq = ?", (scope, seq))
+    edit = record(sql, scope, "delete", "interaction", seq, created)
+    facts = _narrow(sql, scope, seq, created)
+    told = sql.execute(_RESTING_ON.format(table="summaries"), (scope, seq, seq)).fetchall()
+    for summary_id, _, _ in told:  # told from every turn of its batch: it may retell this one
+        _erase_summary(sql, summary_id, scope, created)
+    summaries = len(told)
+    return scope, edit, Deleted(1, summaries, facts)
+
+
+def _duplicate(sql: Any, scope: str, kind: str, norm: str) -> int | None:
+    row = sql.execute(
+        "SELECT id FROM facts WHERE scope = ? AND kind = ? AND norm = ?", (scope, kind, norm)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _refuse_duplicate(sql: Any, scope: str, kind: str, norm: str) -> None:
+    if (same := _duplicate(sql, scope, kind, norm)) is not None:
+        raise InvalidRequest(
+            409,
+            "duplicate_fact",
+            f"fact {same} of scope {scope!r} already says"
+            f" this as a {kind}; correct or pin that one",
+        )
+
+
+def add_fact(sql: Any, new: NewFact, at: str, created: str) -> int:
+    """Write a fact a user gives, dated `at`; return its id."""
+    norm = normalise(new.text)
+    _refuse_duplicate(sql, new.scope, new.kind, norm)
+    (fact_id,) = sql.execute(
+        _INSERT_USER_FACT,
+        (new.kind, new.text, norm, new.scope, new.session, at, at, created, created, 0),
+    ).fetchone()
+    record(sql, new.scope, "add", "fact", fact_id, created)
+    return int(fact_id)
+
+
+def correct_fact(sql: Any, fact_id: int, correction: Correction, created: str) -> int:
+    """Supersede a current fact with the text a user wrote (reason `user`, dated now, in the
+    fact's audit trail); return the new fact's id."""
+    row = sql.execute(
+        "SELECT scope, session, kind, superseded_by, pinned, norm FROM facts WHERE id = ?",
+        (fact_id,),
+    ).fetchone()
+    if row is None:
+        raise _missing("fact", fact_id)
+    scope, session, kind, successor, pinned, old_norm = row
+    if successor is not None:
+        raise InvalidRequest(
+            409,
+            "fact_superseded",
+            f"fact {fact_id} was replaced by fact {successor}; correct that one",
+        )
+    kind, norm = correction.kind or kind, normalise(correction.text)
+    if norm == old_norm and kind == row[2]:
+        raise InvalidRequest(400, "invalid_body", "`text` says what the fact already says")
+    _refuse_duplicate(sql, scope, kind, norm)
+    (into,) = sql.execute(
+        _INSERT_USER_FACT,
+        (kind, correction.text, norm, scope, session, created, created, created, created, pinned),
+    ).fetchone()
+    sql.execute(
+        "UPDATE facts SET superseded_by = ?, superseded_reason = ?, invalid_at = ? WHERE id = ?",
+        (into, USER, created, fact_id),
+    )
+    sql.execute(
+        "INSERT INTO consolidation_changes (observer, run_id, scope, action, fact_id, into_id,"
+        " reason, created_at) VALUES (?, ?, ?, 'supersede', ?, ?, ?, ?)",
+        (USER, USER, scope, fact_id, into, USER, created),
+    )
+    record(sql, scope, "correct", "fact", fact_id, created, into_id=into)
+    return int(into)
+
+
+def pin_fact(sql: Any, fact_id: int, pinned: bool, created: str) -> None:
+    row = sql.execute("SELECT scope FROM facts WHERE id = ?", (fact_id,)).fetchone()
+    if row is None:
+        raise _missing("fact", fact_id)
+    sql.execute("UPDATE facts SET pinned = ? WHERE id = ?", (int(pinned), fact_id))
+    record(sql, row[0], "pin" if pinned else "unpin", "fact", fact_id, created)
+
+
+def erased_seqs(sql: Any, scope: str, first_seq: int, last_seq: int) -> set[int]:
+    """The seqs of the scope's interactions deleted one by one within a range."""
+    rows = sql.execute(
+        "SELECT item_id FROM edits WHERE scope = ? AND item = 'interaction'"
+        " AND action = 'delete' AND item_id BETWEEN ? AND ?",
+        (scope, first_seq, last_seq),
+    ).fetchall()
+    return {int(r[0]) for r in rows}
+
+
+def deleted_digests(sql: Any, scope: str) -> dict[str, int]:
+    """The hashed texts of the scope's facts a user deleted, each with the log's last seq then:
+    a batch of interactions up to it (in flight, or a dead letter re-run) does not write it
+    again; a later conversation that says it again may."""
+    rows = sql.execute(
+        "SELECT digest, max(through_seq) FROM edits WHERE scope = ? AND item ="
+        " 'fact' AND action = 'delete' AND digest IS NOT NULL GROUP BY digest",
+        (scope,),
+    ).fetchall()
+    return {r[0]: int(r[1]) for r in rows}

@@ -1,0 +1,223 @@
+"""PostgreSQL schema: numbered migrations, each applied once in its own transaction and recorded.
+
+The numbering is PostgreSQL's own: version 1 is the whole SQLite schema of versions 1-6 in one
+step, version 2 is SQLite's 7. Every table of a scope's rows carries `scope`, and every query of them filters by it, so a
+distributed PostgreSQL can shard them by scope.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forged.store import migrations
+from forged.timestamps import now
+
+MIGRATION_LOCK = 0x666F7267  # advisory lock: one daemon at a time migrates a shared database
+TEXT_SEARCH = "english"  # stemming and stop words, as FTS5's porter tokenizer does
+_ID = "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"  # never reused: cursors stay valid
+
+# Each entry is one schema version; append, never edit a released one.
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "log, results, watermarks, dead letters, distill runs, LLM modes, full-text search",
+        f"""
+        CREATE TABLE interactions (
+            seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,  -- acceptance order
+            client_id text UNIQUE,                  -- idempotency key from the client
+            scope text NOT NULL,
+            session text,
+            timestamp text NOT NULL,
+            received_at text NOT NULL,
+            tokens integer NOT NULL,                -- estimate, for batch budgets
+            messages bytea NOT NULL,                -- JSON, scrubbed
+            metadata bytea,                         -- JSON, scrubbed
+            search tsvector NOT NULL                -- set by the trigger below
+        );
+        -- One line per message, "speaker: text", the speaker being its name or else its role.
+        CREATE FUNCTION interactions_search() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            NEW.search := to_tsvector('{TEXT_SEARCH}', coalesce((
+                SELECT string_agg(coalesce(m->>'name', m->>'role') || ': ' || (m->>'text'), E'\n')
+                FROM jsonb_array_elements(convert_from(NEW.messages, 'UTF8')::jsonb) AS m), ''));
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER interactions_search BEFORE INSERT ON interactions
+            FOR EACH ROW EXECUTE FUNCTION interactions_search();
+        CREATE INDEX interactions_by_scope ON interactions (scope, seq);
+        CREATE INDEX interactions_search ON interactions USING gin (search);
+        CREATE TABLE summaries (
+            {_ID},
+            observer text NOT NULL,
+            batch_id text NOT NULL,
+            scope text NOT NULL,
+            session text,
+            text text NOT NULL,
+            first_seq bigint NOT NULL,
+            last_seq bigint NOT NULL,
+            first_at text NOT NULL,                 -- timestamp of the first source interaction
+            last_at text NOT NULL,                  -- timestamp of the last source interaction
+            created_at text NOT NULL,               -- when it was distilled
+            search tsvector GENERATED ALWAYS AS (to_tsvector('{TEXT_SEARCH}', text)) STORED
+        );
+        CREATE INDEX summaries_by_scope ON summaries (scope, id);
+        CREATE INDEX summaries_search ON summaries USING gin (search);
+        CREATE TABLE facts (
+            {_ID},
+            kind text NOT NULL CHECK (kind IN
+                ('decision', 'correction', 'preference', 'state', 'event', 'profile')),
+            text text NOT NULL,
+            norm text NOT NULL,                     -- normalised text, for de-duplication
+            scope text NOT NULL,
+            session text,
+            batch_id text NOT NULL,
+            first_seq bigint NOT NULL,
+            last_seq bigint NOT NULL,
+            first_at text NOT NULL,
+            last_at text NOT NULL,
+            created_at text NOT NULL,
+            seen_count integer NOT NULL DEFAULT 1,
+            last_seen_at text NOT NULL,
+            search tsvector GENERATED ALWAYS AS (to_tsvector('{TEXT_SEARCH}', text)) STORED,
+            UNIQUE (scope, kind, norm)
+        );
+        CREATE INDEX facts_by_scope ON facts (scope, id);
+        CREATE INDEX facts_search ON facts USING gin (search);
+        CREATE TABLE watermarks (
+            observer text PRIMARY KEY,
+            seq bigint NOT NULL                     -- every seq <= this is done for the observer
+        );
+        CREATE TABLE dead_letters (
+            {_ID},
+            observer text NOT NULL,
+            scope text NOT NULL,
+            seq bigint NOT NULL,
+            reason text NOT NULL,
+            raw text,                               -- the model's last answer, if any
+            created_at text NOT NULL,
+            resolved_at text
+        );
+        CREATE INDEX dead_letters_open ON dead_letters (observer, seq) WHERE resolved_at IS NULL;
+        CREATE INDEX dead_letters_by_scope ON dead_letters (scope);
+        CREATE TABLE distill_runs (
+            {_ID},
+            observer text NOT NULL,
+            batch_id text NOT NULL,
+            model text NOT NULL,
+            scope text NOT NULL,
+            interactions integer NOT NULL,
+            first_seq bigint NOT NULL,
+            last_seq bigint NOT NULL,
+            llm_calls integer NOT NULL,
+            prompt_tokens integer NOT NULL,
+            completion_tokens integer NOT NULL,
+            ms integer NOT NULL,
+            outcome text NOT NULL,                  -- committed, dead_letter, redistilled
+            error text,
+            created_at text NOT NULL,
+            ungrounded integer NOT NULL DEFAULT 0
+        );
+        CREATE INDEX distill_runs_by_observer ON distill_runs (observer);
+        CREATE INDEX distill_runs_by_scope ON distill_runs (scope);
+        CREATE TABLE llm_modes (
+            endpoint text PRIMARY KEY,              -- the server's base URL
+            mode text NOT NULL,                     -- json_schema, json_object or none
+            learned_at text NOT NULL
+        );
+        """,
+    ),
+    (
+        "validity of facts: superseded facts kept as history; the consolidation audit trail",
+        f"""
+        ALTER TABLE facts ADD COLUMN invalid_at text;
+        ALTER TABLE facts ADD COLUMN superseded_by bigint;
+        ALTER TABLE facts ADD COLUMN superseded_reason text;
+        CREATE INDEX facts_current ON facts (scope, id) WHERE superseded_by IS NULL;
+        ALTER TABLE summaries ADD COLUMN condensed_into bigint;
+        CREATE INDEX summaries_current ON summaries (scope, id) WHERE condensed_into IS NULL;
+        CREATE TABLE consolidation_changes (
+            {_ID},
+            observer text NOT NULL,
+            run_id text NOT NULL,
+            scope text NOT NULL,
+            action text NOT NULL CHECK (action IN ('merge', 'supersede', 'condense')),
+            fact_id bigint NOT NULL,
+            into_id bigint NOT NULL,
+            reason text NOT NULL,
+            created_at text NOT NULL
+        );
+        CREATE INDEX consolidation_changes_by_fact ON consolidation_changes (fact_id);
+        CREATE INDEX consolidation_changes_by_into ON consolidation_changes (into_id);
+        CREATE TABLE consolidation_runs (
+            {_ID},
+            observer text NOT NULL,
+            run_id text NOT NULL,
+            model text NOT NULL,
+            scope text NOT NULL,
+            facts integer NOT NULL,
+            changes integer NOT NULL,
+            llm_calls integer NOT NULL,
+            prompt_tokens integer NOT NULL,
+            completion_tokens integer NOT NULL,
+            ms integer NOT NULL,
+            ungrounded integer NOT NULL,
+            created_at text NOT NULL
+        );
+        CREATE INDEX consolidation_runs_by_observer ON consolidation_runs (observer);
+        CREATE TABLE consolidation_progress (
+            observer text NOT NULL,
+            scope text NOT NULL,
+            fact_id bigint NOT NULL,
+            run_at text NOT NULL,
+            PRIMARY KEY (observer, scope)
+        );
+        """,
+    ),
+    (
+        "a client id is unique within its scope, not across scopes",
+        """
+        ALTER TABLE interactions DROP CONSTRAINT interactions_client_id_key;
+        ALTER TABLE interactions ADD CONSTRAINT interactions_scope_client_id_key
+            UNIQUE (scope, client_id);
+        """,
+    ),
+    (
+        "per-item edits: facts written or pinned by a user, and the audit trail of every edit",
+        f"""
+        ALTER TABLE facts ADD COLUMN source text NOT NULL DEFAULT 'distilled';
+        ALTER TABLE facts ADD COLUMN pinned integer NOT NULL DEFAULT 0;
+        CREATE TABLE edits (
+            {_ID},
+            scope text NOT NULL,
+            action text NOT NULL,
+            item text NOT NULL,
+            item_id bigint NOT NULL,
+            into_id bigint,
+            digest text,
+            through_seq bigint NOT NULL,
+            created_at text NOT NULL
+        );
+        CREATE INDEX edits_by_item ON edits (scope, item, item_id);
+        """,
+    ),
+)
+
+
+def migrate(conn: Any) -> int:
+    """Apply the missing migrations in order; return the schema version now in force.
+
+    `conn` is a psycopg connection in autocommit mode. Daemons starting together on one
+    database take turns: the advisory lock is held until the transaction ends.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        migrations.check(migrations.applied(conn), len(MIGRATIONS))
+    for version, (name, sql) in enumerate(MIGRATIONS, start=1):
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            if version in migrations.applied(conn):  # another daemon applied it meanwhile
+                continue
+            conn.execute(sql)
+            conn.execute(
+                "INSERT INTO schema_migrations VALUES (%s, %s, %s)", (version, name, now())
+            )
+    return len(MIGRATIONS)

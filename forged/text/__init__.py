@@ -1,0 +1,1 @@
+"""The text layer of forged."""
