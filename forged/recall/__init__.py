@@ -1,1 +1,2 @@
-"""The recall layer of forged."""
+"""Recall: search and the context block on SQLite (FTS5) or PostgreSQL (tsvector), their
+ranking, fusion and packing, listings, and the dates a query names; read-only SQL."""

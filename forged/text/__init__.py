@@ -1,1 +1,2 @@
-"""The text layer of forged."""
+"""Deterministic measures of text shared by distilling and recall: token estimates, and the
+grounding check that a distilled text says only what its sources say."""
