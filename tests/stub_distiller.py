@@ -7,13 +7,12 @@ from forged.models import DistilledMemory, Fact
 
 
 class PreferenceDistiller:
-    """Keeps every line containing "prefer" as a preference fact (a `distill` without `attempt`,
-    as plugins were written before it existed)."""
+    """Keeps every line containing "prefer" as a preference fact."""
 
     def __init__(self, config: DistillerConfig) -> None:
         self.model = f"stub:{config.model}"
 
-    async def distill(self, transcript: str) -> DistilledMemory:
+    async def distill(self, transcript: str, *, attempt: int = 1) -> DistilledMemory:
         lines = [line.split(": ", 1)[-1] for line in transcript.splitlines() if "prefer" in line]
         facts = [Fact(kind="preference", text=line) for line in lines]
         return DistilledMemory(summary=f"{len(facts)} preferences stated.", facts=facts)
@@ -54,3 +53,13 @@ class InventingDistiller:
             Fact(kind="state", text="34"),
         ]
         return DistilledMemory(summary="", facts=facts)
+
+
+class AttemptBlind:
+    """A `distill` that cannot be told which try of a transcript it is."""
+
+    def __init__(self, config: DistillerConfig) -> None:
+        self.model = "blind"
+
+    async def distill(self, transcript: str) -> DistilledMemory:
+        return DistilledMemory(summary="", facts=[])

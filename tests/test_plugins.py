@@ -264,6 +264,11 @@ async def test_an_observer_whose_run_returns_is_an_error(
             "Blocking",
             "distiller.class: tests.stub_distiller:Blocking has no async method `distill`",
         ),
+        (
+            "AttemptBlind",
+            "distiller.class: tests.stub_distiller:AttemptBlind.distill takes no keyword"
+            " `attempt` (declare `*, attempt: int = 1`: the try of this transcript, from 1)",
+        ),
     ],
 )
 def test_a_faulty_distiller_is_named_at_load(cls: str, message: str) -> None:

@@ -372,21 +372,6 @@ def _read_key(path: str) -> str:
         raise ConfigError(f"distiller.api_key_file: cannot read {path}: {exc.strerror}") from exc
 
 
-class _AttemptBlind:
-    """A plugin whose `distill` takes the transcript alone (written before `attempt` existed)."""
-
-    def __init__(self, plugin: Any) -> None:
-        self._plugin = plugin
-        self.model: str = plugin.model
-
-    async def distill(self, transcript: str, *, attempt: int = 1) -> DistilledMemory:
-        memory: DistilledMemory = await self._plugin.distill(transcript)
-        return memory
-
-    def __getattr__(self, name: str) -> Any:  # its own extras, such as `aclose`
-        return getattr(self._plugin, name)
-
-
 def make_distiller(config: DistillerConfig, memory: ModeMemory | None = None) -> Distiller:
     """The distiller named by `[distiller] class`, or the OpenAI-compatible client."""
     if not config.class_:
@@ -398,5 +383,8 @@ def make_distiller(config: DistillerConfig, memory: ModeMemory | None = None) ->
         raise ConfigError(f"{key}: {spec} has no `model` (a non-empty str naming the model)")
     require_async(distiller, "distill", key, spec)
     if "attempt" not in inspect.signature(distiller.distill).parameters:
-        return _AttemptBlind(distiller)
+        raise ConfigError(
+            f"{key}: {spec}.distill takes no keyword `attempt`"
+            " (declare `*, attempt: int = 1`: the try of this transcript, from 1)"
+        )
     return cast(Distiller, distiller)
