@@ -170,11 +170,6 @@ class Config(_Section, frozen=True):
     log: LogConfig = LogConfig()
 
 
-MOVED_KEYS = {  # keys that moved to another table: the old spelling is still read
-    "distiller.max_attempts": "distill.max_attempts",
-    "distiller.backoff_initial": "distill.backoff_initial",
-    "distiller.backoff_max": "distill.backoff_max",
-}
 _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>[^`]+)`$")
 _ENV_OVERRIDES = {  # environment variable -> distiller key it replaces
     "FORGED_DISTILLER_URL": "base_url",
@@ -211,43 +206,12 @@ def decode_table(table: Mapping[str, Any], type_: type[T], key: str) -> T:
         raise ConfigError(_explain(exc, key)) from exc
 
 
-def _move_keys(tables: dict[str, Any]) -> list[tuple[str, str]]:
-    """Move the `MOVED_KEYS` present to where they belong now (a key given there wins);
-    return them as (old, new)."""
-    moved = []
-    for old, new in MOVED_KEYS.items():
-        (old_table, old_key), (new_table, new_key) = old.split("."), new.split(".")
-        table, target = tables.get(old_table), tables.setdefault(new_table, {})
-        if isinstance(table, dict) and isinstance(target, dict) and old_key in table:
-            target.setdefault(new_key, table.pop(old_key))
-            moved.append((old, new))
-    return moved
-
-
-def _decode(data: bytes | str, source: str) -> tuple[Config, list[tuple[str, str]]]:
-    moved: list[tuple[str, str]] = []
-    try:
-        tables = msgspec.toml.decode(data)
-        moved = _move_keys(tables)
-        return msgspec.convert(tables, Config), moved
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        problem = _explain(exc)
-        for old, new in moved:  # name the key the way the file spells it
-            problem = re.sub(rf"^{re.escape(new)}:", f"{old}:", problem)
-        raise ConfigError(f"{source}: {problem}") from exc
-
-
 def parse_config(data: bytes | str, source: str = "<config>") -> Config:
-    """Decode TOML text into a Config, or raise ConfigError naming the key and the problem.
-
-    Keys written in their old place (`MOVED_KEYS`) are read there still.
-    """
-    return _decode(data, source)[0]
-
-
-def moved_keys(path: Path | None) -> list[tuple[str, str]]:
-    """The keys of the (valid) file at `path` written in their old place, as (old, new)."""
-    return [] if path is None else _decode(path.read_bytes(), str(path))[1]
+    """Decode TOML text into a Config, or raise ConfigError naming the key and the problem."""
+    try:
+        return msgspec.convert(msgspec.toml.decode(data), Config)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ConfigError(f"{source}: {_explain(exc)}") from exc
 
 
 def with_overrides(config: Config, env: Mapping[str, str]) -> Config:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -259,51 +258,10 @@ def test_backup_of_a_postgresql_store_points_to_pg_dump(tmp_path: Path) -> None:
     )
 
 
-def test_retry_keys_in_their_old_distiller_place_are_still_read() -> None:
-    """`[distiller] max_attempts` and the backoff keys, now `[distill]` keys, keep working there;
-    a key written in its new place as well wins."""
-    config = parse_config(
-        "[distiller]\nmax_attempts = 5\nbackoff_initial = 2.0\nbackoff_max = 3.0\n"
-        "[distill]\nbackoff_max = 9.0\n"
-    )
-    distill = config.distill
-    assert (distill.max_attempts, distill.backoff_initial, distill.backoff_max) == (5, 2.0, 9.0)
-
-
-def test_a_bad_value_in_the_old_place_is_named_as_written() -> None:
-    """The error names the key the way the file spells it, not where it moved."""
-    with pytest.raises(ConfigError, match=r"^f.toml: distiller.max_attempts: expected `int` >= 1$"):
-        parse_config("[distiller]\nmax_attempts = 0\n", "f.toml")
-
-
-@pytest.mark.integration
-def test_check_config_names_keys_in_their_old_place(tmp_path: Path) -> None:
-    """check-config says where a moved key belongs now, as a comment: the printout still parses."""
-    path = tmp_path / "forged.toml"
-    path.write_text("[distiller]\nmax_attempts = 4\n")
-    result = forged("check-config", "--config", str(path))
-    assert result.returncode == 0, result.stderr
-    comment = "# distiller.max_attempts is read as distill.max_attempts: write it there"
-    assert f"{comment} (the old place is deprecated)\n" in result.stdout
-    assert parse_config(result.stdout).distill.max_attempts == 4
-
-
-@pytest.mark.integration
-def test_serve_logs_keys_in_their_old_place(tmp_path: Path) -> None:
-    """`forged serve` logs `config_deprecated` for each key written in its old place."""
-    path = tmp_path / "forged.toml"
-    path.write_text(
-        f"[store]\npath = '{tmp_path}/f.db'\n[log]\nformat = 'json'\n"
-        "[distiller]\nbackoff_max = 5.0\n"
-        "[observers.x]\nclass = 'no_such_module:X'\n"  # stops serve before it binds a socket
-    )
-    result = forged("serve", "--config", str(path))
-    assert result.returncode == 2
-    logged = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
-    deprecated = [e for e in logged if e["event"] == "config_deprecated"]
-    assert [(e["key"], e["use"]) for e in deprecated] == [
-        ("distiller.backoff_max", "distill.backoff_max")
-    ]
+def test_retry_keys_belong_to_distill_not_to_the_distiller() -> None:
+    """The retry policy is the distill observer's: in `[distiller]` it is an unknown key."""
+    with pytest.raises(ConfigError, match=r"^f.toml: distiller.max_attempts: unknown key$"):
+        parse_config("[distiller]\nmax_attempts = 4\n", "f.toml")
 
 
 def test_cache_directory_is_systemds_else_xdgs() -> None:

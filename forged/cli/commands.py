@@ -15,7 +15,7 @@ from forged import __version__
 from forged.cli import display
 from forged.cli.edits import add_edit_commands
 from forged.client.methods import JSON, NDJSON, Client, find_config, find_socket
-from forged.config import Config, StoreConfig, config_file, load_config, moved_keys, render_toml
+from forged.config import Config, StoreConfig, config_file, load_config, render_toml
 from forged.errors import (
     AlreadyRunning,
     BackupError,
@@ -55,7 +55,6 @@ def _answer(args: argparse.Namespace, ask: Callable[[Client], T], show: Callable
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import structlog
     import trio
 
     from forged.config import cache_directory
@@ -70,8 +69,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     log.configure(config.log.format, config.log.level)
     scrub.prepare(cache_directory(os.environ))  # before the first push, not during it
-    for old, new in moved_keys(config_file(args.config, os.environ)):
-        structlog.get_logger("forged.config").warning("config_deprecated", key=old, use=new)
     trio.run(lambda: run_daemon(config, bundled_llm=args.bundled_llm))
     return 0
 
@@ -83,11 +80,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     config, where = find_config(args.config)  # the same daemon the other commands talk to
     check_observers(config)
     store = check_store(config.store)  # reachable, and a schema this forged knows
-    path = config_file(args.config, os.environ)
     print(f"# effective configuration (from {where}, with FORGED_* overrides)")
     print(f"# {store}")
-    for old, new in moved_keys(path):
-        print(f"# {old} is read as {new}: write it there (the old place is deprecated)")
     print(render_toml(config).rstrip())
     return 0
 
