@@ -19,7 +19,7 @@ from forged.daemon.bundled import STRUCTURED_OUTPUT, STYLE
 from forged.daemon.runner import _with_llm
 from forged.errors import ContextOverflow, InvalidAnswer, LLMUnavailable
 from forged.llm import distiller as llm
-from forged.llm.distiller import OpenAIDistiller, make_distiller
+from forged.llm.distiller import OpenAIDistiller
 from forged.llm.prompt import (
     GUIDED_MAX_REPLACES,
     PICKS_SCHEMA,
@@ -29,6 +29,7 @@ from forged.llm.prompt import (
     with_replaces,
 )
 from forged.models import Fact, MemoryItem, Message, StoredInteraction
+from forged.observing.plugins import make_distiller
 from forged.store.sqlite import Store
 from tests.fakellm import FakeLLM
 

@@ -12,8 +12,12 @@ import trio
 
 from forged.config import DistillerConfig, load_config, parse_config
 from forged.errors import ConfigError
-from forged.llm.distiller import make_distiller
-from forged.observing.plugins import check_observers, load_consolidator, load_observers
+from forged.observing.plugins import (
+    check_observers,
+    load_consolidator,
+    load_observers,
+    make_distiller,
+)
 from forged.store.sqlite import Store
 from tests.daemons import running_daemon, socket_client, until, write_config
 from tests.fakellm import FakeLLM

@@ -30,10 +30,10 @@ from forged.http.routes import Api
 from forged.http.server import HttpServer
 from forged.ingest.pipeline import Ingest
 from forged.lifecycle import Lifecycle
-from forged.llm.distiller import Distiller, make_distiller
+from forged.llm.distiller import Distiller
 from forged.models import DISTILL_OBSERVER
 from forged.observing.hub import Hub, Observer
-from forged.observing.plugins import load_consolidator, load_observers
+from forged.observing.plugins import load_consolidator, load_observers, make_distiller
 from forged.recall.engine import Recall
 from forged.store.backend import Backend, open_store
 

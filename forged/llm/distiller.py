@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import re
 import ssl
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, cast
+from typing import Any, NamedTuple, Protocol
 
 import httpx
 import msgspec
@@ -37,7 +36,6 @@ from forged.llm.prompt import (
     with_replaces,
 )
 from forged.models import DistilledMemory, Usage
-from forged.observing.plugins import load_object, require_async
 from forged.text.tokens import estimate_tokens
 
 MODES = ("json_schema", "json_object", "none")  # the order `auto` tries them in
@@ -370,21 +368,3 @@ def _read_key(path: str) -> str:
         return Path(path).read_text().strip()
     except OSError as exc:
         raise ConfigError(f"distiller.api_key_file: cannot read {path}: {exc.strerror}") from exc
-
-
-def make_distiller(config: DistillerConfig, memory: ModeMemory | None = None) -> Distiller:
-    """The distiller named by `[distiller] class`, or the OpenAI-compatible client."""
-    if not config.class_:
-        return OpenAIDistiller(config, memory=memory)
-    key, spec = "distiller.class", config.class_
-    distiller = load_object(spec, key)(config)
-    model = getattr(distiller, "model", None)
-    if not isinstance(model, str) or not model:
-        raise ConfigError(f"{key}: {spec} has no `model` (a non-empty str naming the model)")
-    require_async(distiller, "distill", key, spec)
-    if "attempt" not in inspect.signature(distiller.distill).parameters:
-        raise ConfigError(
-            f"{key}: {spec}.distill takes no keyword `attempt`"
-            " (declare `*, attempt: int = 1`: the try of this transcript, from 1)"
-        )
-    return cast(Distiller, distiller)

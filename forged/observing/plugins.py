@@ -1,4 +1,5 @@
-"""The plugin API: loading observers and distillers named in config, checked before they run.
+"""The plugin loader: observers, consolidation judges and distillers named in config, created
+and checked before they run.
 
 An observer plugin is a class named in its own config table, `[observers.NAME]`, by `class =
 "package.module:Name"`. It is created with an `ObserverContext` (its name, its settings decoded
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import msgspec
 import structlog
 
-from forged.config import Config, RecallConfig, decode_table
+from forged.config import Config, DistillerConfig, RecallConfig, decode_table
 from forged.errors import ConfigError
+from forged.llm.distiller import Distiller, ModeMemory, OpenAIDistiller
 from forged.models import (
     DISTILL_OBSERVER,
     FactsPage,
@@ -34,7 +36,7 @@ from forged.recall.listing import Page
 from forged.recall.query import SearchQuery
 from forged.store.backend import Backend
 
-if TYPE_CHECKING:  # forged.consolidate imports forged.llm, which imports this module
+if TYPE_CHECKING:  # consolidation sits above the observer runtime: its contract, for types only
     from forged.consolidate.judgement import Proposer
 
 C = TypeVar("C")
@@ -202,3 +204,21 @@ def load_observers(config: Config, store: Backend) -> list[Observer]:
             )
         observers.append(observer)
     return observers
+
+
+def make_distiller(config: DistillerConfig, memory: ModeMemory | None = None) -> Distiller:
+    """The distiller named by `[distiller] class`, or the OpenAI-compatible client."""
+    if not config.class_:
+        return OpenAIDistiller(config, memory=memory)
+    key, spec = "distiller.class", config.class_
+    distiller = load_object(spec, key)(config)
+    model = getattr(distiller, "model", None)
+    if not isinstance(model, str) or not model:
+        raise ConfigError(f"{key}: {spec} has no `model` (a non-empty str naming the model)")
+    require_async(distiller, "distill", key, spec)
+    if "attempt" not in inspect.signature(distiller.distill).parameters:
+        raise ConfigError(
+            f"{key}: {spec}.distill takes no keyword `attempt`"
+            " (declare `*, attempt: int = 1`: the try of this transcript, from 1)"
+        )
+    return cast(Distiller, distiller)
