@@ -22,13 +22,14 @@ from forged.config import RecallConfig, load_config
 from forged.daemon.runner import Running
 from forged.models import MEMORY_TYPES, Fact, MemoryItem, normalise
 from forged.recall import fulltext
-from forged.recall.engine import Recall, search
+from forged.recall.engine import Recall
 from forged.recall.fulltext import RECENCY_FLOOR, SELECTIVE_MIN_ROWS, exact_ids, ranked
 from forged.recall.fusion import RRF_K, by_coverage, fuse
 from forged.recall.listing import Page, list_facts
 from forged.recall.packing import FRAME_TOKENS, TURNS_HEADING, cost, kept_first, pack
 from forged.recall.periods import periods
 from forged.recall.query import SearchQuery, fts_query, julian_now, query_phrases
+from forged.recall.sqlite import search
 from forged.store.records import BatchOutcome, ScopeResult
 from forged.store.sqlite import Store
 from forged.store.sqlite_schema import MIGRATIONS, migrate

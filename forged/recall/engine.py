@@ -1,95 +1,30 @@
-"""Recall: search across the three types of memory and the context block, on SQLite or
-PostgreSQL; each type ranked by `fulltext`, the lists fused (`fusion`), the block packed
-(`packing`)."""
+"""Recall: search across the three types of memory and the context block, on SQLite
+(`sqlite`) or PostgreSQL (`postgres`); the lists fused (`fusion`), the block packed (`packing`)."""
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections.abc import Callable
 
 import msgspec
 
 from forged.config import RecallConfig
 from forged.models import (
-    MEMORY_TYPES,
     ContextAnswer,
     FactAudit,
     FactsPage,
     MemoryItem,
-    MemoryType,
     SummariesPage,
-    Turn,
 )
-from forged.recall import listing
-from forged.recall.fulltext import ranked, turn_text
-from forged.recall.fusion import by_coverage, fused_top, plain
+from forged.recall import listing, postgres, sqlite
+from forged.recall.fusion import by_coverage
 from forged.recall.listing import Page
 from forged.recall.packing import FIRST_KEPT, kept_first, pack
-from forged.recall.periods import periods
-from forged.recall.query import SearchQuery, julian_now, kind_type
+from forged.recall.query import SearchQuery
 from forged.recall.relative_times import with_times_resolved
 from forged.store.backend import Backend
 from forged.text.tokens import estimate_tokens
 
 KNOWN_LINE_TOKENS = 12  # a known fact's line beside its text: "[fact N] (kind, date) "
-_SOURCES = """
-    SELECT seq, session, timestamp, messages FROM interactions
-    WHERE scope = ? AND seq BETWEEN ? AND ? ORDER BY seq
-"""
-_SAID = """
-    SELECT seq, messages FROM interactions
-    WHERE seq IN (SELECT value FROM json_each(?)) AND scope = ?
-"""  # turns by seq, for the facts that may repeat them
-
-
-def with_sources(conn: sqlite3.Connection, item: MemoryItem) -> MemoryItem:
-    """A fact or summary with the interactions it was distilled from."""
-    if item.type == "interaction":
-        return item
-    rows = conn.execute(_SOURCES, (item.scope, item.first_seq, item.last_seq)).fetchall()
-    turns = [Turn(seq, session, at, *turn_text(messages)) for seq, session, at, messages in rows]
-    return msgspec.structs.replace(item, sources=turns)
-
-
-def searches(
-    conn: sqlite3.Connection,
-    query: SearchQuery,
-    half_life_days: float,
-    limits: list[int],
-    now: float | None = None,
-) -> list[list[MemoryItem]]:
-    """The best items of one scope for each of `limits` (each type ranked by BM25 times recency
-    decay, the lists merged by reciprocal rank fusion): each the answer of a search asking that
-    many, from one ranking of each type (`query.limit` is at least the largest)."""
-    now = julian_now() if now is None else now
-    wanted = query.types if query.kind is None else (kind_type(query.kind),)
-    types = [t for t in MEMORY_TYPES if t in wanted]
-
-    full: dict[MemoryType, list[MemoryItem]] = {}
-
-    def rank(table: MemoryType, depth: int) -> list[MemoryItem]:
-        """A type's best `depth`: its best `query.limit`, ranked once (each ranking asks the
-        index for every match, and fusion may read a list again, deeper)."""
-        if table not in full:
-            full[table] = ranked(conn, table, query, half_life_days, now)
-        return full[table][:depth]
-
-    def said(seqs: list[int]) -> dict[int, str]:
-        rows = conn.execute(_SAID, (json.dumps(seqs), query.scope))
-        return {seq: plain(turn_text(messages)[1]) for seq, messages in rows}
-
-    return [fused_top(rank, types, limit, periods(query.q), said) for limit in limits]
-
-
-def search(
-    conn: sqlite3.Connection, query: SearchQuery, half_life_days: float, now: float | None = None
-) -> list[MemoryItem]:
-    """The best `query.limit` items of one scope, with their sources when asked."""
-    (found,) = searches(conn, query, half_life_days, [query.limit], now)
-    if query.sources:
-        found = [with_sources(conn, i) for i in found]
-    return found
 
 
 class Recall:
@@ -98,17 +33,13 @@ class Recall:
     def __init__(self, store: Backend, config: RecallConfig) -> None:
         self.store = store
         self.config = config
-        self._search: Callable[..., list[MemoryItem]] = search
-        self._searches: Callable[..., list[list[MemoryItem]]] = searches
+        self._search: Callable[..., list[MemoryItem]] = sqlite.search
+        self._searches: Callable[..., list[list[MemoryItem]]] = sqlite.searches
         self._facts: Callable[..., FactsPage] = listing.list_facts
         self._summaries: Callable[..., SummariesPage] = listing.list_summaries
-        if store.backend == "postgresql":
-            from forged.recall import (
-                postgres as pgrecall,  # the same answers, from tsvector and GIN
-            )
-
-            self._search, self._searches = pgrecall.search, pgrecall.searches
-            self._facts, self._summaries = pgrecall.list_facts, pgrecall.list_summaries
+        if store.backend == "postgresql":  # the same answers, from tsvector and GIN
+            self._search, self._searches = postgres.search, postgres.searches
+            self._facts, self._summaries = postgres.list_facts, postgres.list_summaries
 
     async def search(self, query: SearchQuery, *, client: bool = True) -> list[MemoryItem]:
         """The query's best items; a `client`'s read is stopped after `query_timeout_ms`."""

@@ -12,12 +12,12 @@ from typing import Any
 
 from forged.models import MEMORY_TYPES, FactsPage, MemoryItem, MemoryType, SummariesPage
 from forged.recall import listing
-from forged.recall.engine import with_sources
 from forged.recall.fulltext import RECENCY_FLOOR, memory_item
 from forged.recall.fusion import fuse
 from forged.recall.listing import Page
 from forged.recall.periods import periods
 from forged.recall.query import SearchQuery, conditions, julian_now, kind_type, query_phrases
+from forged.recall.sqlite import with_sources
 from forged.store.portable import Portable, to_psycopg
 from forged.store.postgres_schema import TEXT_SEARCH
 
