@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from forged.distill.deadletters import PARAMS, list_dead_letters, redistill
 from forged.errors import InvalidRequest
 from forged.http.connection import Request
 from forged.http.params import MAX_SEQ, SCOPED, Params
+from forged.http.work import PARAMS, list_dead_letters, redistill
 from forged.models import DISTILL_OBSERVER
 from forged.store.records import BatchOutcome, DeadLetter
 from forged.store.sqlite import Store

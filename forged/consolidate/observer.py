@@ -33,22 +33,18 @@ from forged.consolidate.judgement import (
     render_facts,
 )
 from forged.distill.batches import RetryPolicy, add_usage
-from forged.errors import ContextOverflow, InvalidAnswer, InvalidRequest, LLMUnavailable
-from forged.http.connection import Request, Response
-from forged.http.params import Params
+from forged.errors import ContextOverflow, InvalidAnswer, LLMUnavailable
 from forged.llm.distiller import Task
-from forged.models import Condensed, ConsolidateAnswer, ConsolidationChange, ConsolidationRun, Usage
+from forged.models import Condensed, ConsolidationChange, ConsolidationRun, Usage
 from forged.observing.hub import Feed, Progress
 from forged.store.portable import portable
 from forged.timestamps import utc_text
 
 if TYPE_CHECKING:
-    from forged.observing.hub import Hub
     from forged.store.backend import Backend
 
 NAME = "consolidate"  # the observer's name: its status, its progress rows, its log
 HOUR = 3600.0  # the window of `max_calls_per_hour`
-LLM_RETRY_AFTER = 10  # seconds a client is told to wait when the LLM is unreachable
 FEED_BATCH = 256  # interactions passed over per watermark commit
 
 _CURRENT = """
@@ -312,35 +308,3 @@ class ConsolidateObserver:
                     attempt=attempts,
                 )
         return None, spent
-
-
-async def run_now(hub: Hub, _request: Request, params: Params) -> Response:
-    """`POST /v1/consolidate?scope=`: consolidate one scope, or every scope with new facts."""
-    observer = hub.observer(NAME)
-    if not isinstance(observer, ConsolidateObserver) or NAME not in hub.progress:
-        raise InvalidRequest(
-            409,
-            "consolidate_disabled",
-            "the consolidate observer is not running; set [consolidate] enabled = true",
-        )
-    scope = params.key("scope")
-    scopes = [scope] if scope is not None else await observer.due()
-    runs = []
-    try:
-        for s in scopes:
-            runs.append(await observer.consolidate(s, hub.progress[NAME], patient=False))
-    except LLMUnavailable as exc:
-        raise InvalidRequest(
-            503,
-            "llm_unavailable",
-            f"the LLM cannot be reached ({exc}); the scope in hand was left as it was, retry later",
-            retry_after=LLM_RETRY_AFTER,
-        ) from exc
-    except BudgetSpent as exc:
-        raise InvalidRequest(
-            429,
-            "budget_spent",
-            f"{exc}; the scope in hand was left as it was",
-            retry_after=int(exc.retry_after) + 1,
-        ) from exc
-    return Response(200, msgspec.json.encode(ConsolidateAnswer(runs)))

@@ -1,23 +1,15 @@
-"""Dead letters: the interactions the distiller gave up on, listed and re-run on request."""
+"""Dead letters: the interactions the distiller gave up on, distilled again on request."""
 
 from __future__ import annotations
 
-import msgspec
 import structlog
 import trio
 
 from forged.distill.batches import RERUN, UNWATCHED, BatchDistiller, Distilled, new_batch_id
-from forged.errors import InvalidRequest, LLMUnavailable
-from forged.http.connection import Request, Response
-from forged.http.params import MAX_SEQ, Params
-from forged.models import DISTILL_OBSERVER, DeadLettersAnswer, RedistillReport, RedistillResult
+from forged.models import DISTILL_OBSERVER, RedistillReport, RedistillResult
 from forged.observing.hub import Progress
 from forged.store.backend import Backend
 from forged.store.records import BatchOutcome
-
-PARAMS = ("from", "to")  # the seq range both routes take
-LLM_RETRY_AFTER = 10  # seconds a client is told to wait when the LLM is unreachable
-_JSON = msgspec.json.Encoder()
 
 log = structlog.get_logger("forged.deadletters")
 
@@ -67,42 +59,3 @@ class Redistiller:
             still_failing=report.still_failing,
         )
         return report
-
-
-def _range(params: Params) -> tuple[int, int]:
-    first = params.integer("from", 0, 0, MAX_SEQ)
-    last = params.integer("to", MAX_SEQ, 0, MAX_SEQ)
-    if first > last:
-        raise InvalidRequest(
-            400, "invalid_parameter", f"`from` ({first}) is greater than `to` ({last})"
-        )
-    return first, last
-
-
-async def list_dead_letters(store: Backend, _request: Request, params: Params) -> Response:
-    """`GET /v1/dead-letters?scope=&from=&to=`: the open dead letters, oldest seq first."""
-    first, last = _range(params)
-    scope = params.scope()
-    letters = [
-        letter
-        for letter in await store.list_dead_letters(DISTILL_OBSERVER, first, last)
-        if scope in (None, letter.scope)
-    ]
-    return Response(200, _JSON.encode(DeadLettersAnswer(letters)))
-
-
-async def redistill(redistiller: Redistiller | None, _request: Request, params: Params) -> Response:
-    """`POST /v1/dead-letters/redistill?from=&to=`: distil the open dead letters again."""
-    first, last = _range(params)
-    if redistiller is None:
-        raise InvalidRequest(409, "distill_disabled", "the distill observer is not running")
-    try:
-        report = await redistiller.redistill(first, last)
-    except LLMUnavailable as exc:
-        raise InvalidRequest(
-            503,
-            "llm_unavailable",
-            f"the LLM cannot be reached ({exc}); nothing was changed, retry later",
-            retry_after=LLM_RETRY_AFTER,
-        ) from exc
-    return Response(200, _JSON.encode(report))

@@ -11,11 +11,10 @@ import structlog
 
 from forged import __version__
 from forged.config import Config
-from forged.consolidate import observer as consolidate_observer
-from forged.distill import deadletters
 from forged.distill.deadletters import Redistiller
 from forged.errors import InvalidRequest, StorageFull, StoreError
 from forged.http import edits as edit_api
+from forged.http import work
 from forged.http.connection import Request, Response, error_response
 from forged.http.params import MAX_KEY_CHARS, SCOPED, Params
 from forged.ingest.pipeline import Ingest, read_body
@@ -115,16 +114,12 @@ class Api:
             },
             "/v1/summaries": {"GET": Route(self.summaries, (*SCOPED, "history", *_PAGE))},
             "/v1/dead-letters": {
-                "GET": Route(
-                    partial(deadletters.list_dead_letters, store), (*SCOPED, *deadletters.PARAMS)
-                )
+                "GET": Route(partial(work.list_dead_letters, store), (*SCOPED, *work.PARAMS))
             },
             "/v1/dead-letters/redistill": {
-                "POST": Route(partial(deadletters.redistill, redistiller), deadletters.PARAMS)
+                "POST": Route(partial(work.redistill, redistiller), work.PARAMS)
             },
-            "/v1/consolidate": {
-                "POST": Route(partial(consolidate_observer.run_now, hub), ("scope",))
-            },
+            "/v1/consolidate": {"POST": Route(partial(work.consolidate_now, hub), ("scope",))},
         }
         delete = partial(edit_api.delete, hub)
         # Paths that name an item after the prefix, by the suffix after it ("": none).
