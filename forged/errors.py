@@ -2,7 +2,7 @@
 
 ForgedError
 ├── ConfigError          the configuration file or environment is wrong
-├── InvalidRequest       a client sent something the API cannot accept (carries status, code)
+├── InvalidRequest       a client sent something the API cannot accept (carries a code)
 │   └── QueryTimeout     a recall query ran past its time budget and was stopped
 ├── StoreError           SQLite failed
 │   └── StorageFull      the disk (or the database size limit) is full
@@ -42,11 +42,11 @@ class ConfigError(ForgedError):
 
 
 class InvalidRequest(ForgedError):
-    """A request the API rejects; `status` and `code` become the HTTP error answer."""
+    """A request the API rejects: `code` says why (`invalid_body`, `backlog_full`, ...), and the
+    HTTP layer answers it with the status that code stands for."""
 
-    def __init__(self, status: int, code: str, message: str, *, retry_after: int | None = None):
+    def __init__(self, code: str, message: str, *, retry_after: int | None = None):
         super().__init__(message)
-        self.status = status
         self.code = code
         self.message = message
         self.retry_after = retry_after
@@ -57,7 +57,6 @@ class QueryTimeout(InvalidRequest):
 
     def __init__(self, budget: float) -> None:
         super().__init__(
-            503,
             "query_timeout",
             f"the query ran past its time budget"
             f" ({budget * 1000:.0f} ms, recall.query_timeout_ms) and was stopped;"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -15,6 +16,8 @@ from trio.testing import MockClock, wait_all_tasks_blocked
 
 from forged.config import ServerConfig
 from forged.errors import InvalidRequest
+from forged.http.connection import REFUSAL_STATUS
+from forged.ingest import pipeline
 from forged.ingest.pipeline import (
     LINGER_MAX,
     OFFLOAD_BYTES,
@@ -217,3 +220,12 @@ async def test_a_group_stops_waiting_at_its_deadline(
         await lone.wait()
     assert ingest.store.last_seq == 5 and ingest.commits == 3
     assert trio.current_time() == jumped  # no later deadline was needed
+
+
+def test_every_refusal_of_ingest_has_an_http_status() -> None:
+    """Ingest says why it refuses (a code); the HTTP layer knows the status of each such code."""
+    source = (Path(pipeline.__file__)).read_text()
+    codes = set(re.findall(r'InvalidRequest\(\s*"(\w+)"', source))
+    assert codes == {"invalid_body", "body_too_large", "unsupported_media_type", "backlog_full"}
+    assert codes <= set(REFUSAL_STATUS)
+    assert not re.search(r"\b[45]\d\d\b", re.sub(r"#.*", "", source)), "a status code in ingest"

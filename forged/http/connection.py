@@ -19,6 +19,7 @@ import msgspec
 import trio
 
 from forged.config import ServerConfig
+from forged.errors import InvalidRequest
 from forged.models import ErrorAnswer, ErrorBody
 
 RECEIVE_SIZE = 65536  # bytes read from a socket at once
@@ -58,6 +59,33 @@ def error_response(
     headers = (("retry-after", str(retry_after)),) if retry_after is not None else ()
     body = _ERROR.encode(ErrorAnswer(ErrorBody(code, message)))
     return Response(status, body, headers=headers)
+
+
+class HttpError(InvalidRequest):
+    """A request a route refuses with a status of its own choosing (400, 404, 409, 429, 503)."""
+
+    def __init__(self, status: int, code: str, message: str, *, retry_after: int | None = None):
+        super().__init__(code, message, retry_after=retry_after)
+        self.status = status
+
+
+# The status a refusal from below the HTTP layer is answered with, by its code.
+REFUSAL_STATUS = {
+    "invalid_body": 400,
+    "body_too_large": 413,
+    "unsupported_media_type": 415,
+    "backlog_full": 503,
+    "query_timeout": 503,
+    "not_found": 404,
+    "duplicate_fact": 409,
+    "fact_superseded": 409,
+}
+
+
+def refusal_response(exc: InvalidRequest) -> Response:
+    """The error answer to a refused request: a route's own status, or the one its code means."""
+    status = exc.status if isinstance(exc, HttpError) else REFUSAL_STATUS[exc.code]
+    return error_response(status, exc.code, exc.message, exc.retry_after)
 
 
 class _TooLarge(Exception):

@@ -13,8 +13,7 @@ from typing import Any, TypeVar
 import msgspec
 import trio
 
-from forged.errors import InvalidRequest
-from forged.http.connection import Request, Response
+from forged.http.connection import HttpError, Request, Response
 from forged.http.params import Params
 from forged.models import (
     DEFAULT_SCOPE,
@@ -49,19 +48,19 @@ def item_id(request: Request, prefix: str, suffix: str = "", what: str = "fact")
     raw = request.path.removeprefix(prefix).removesuffix(suffix)
     if raw.isascii() and raw.isdigit() and len(raw) <= MAX_ID_DIGITS and int(raw) > 0:
         return int(raw)
-    raise InvalidRequest(404, "not_found", f"no {what} with id {raw!r}")
+    raise HttpError(404, "not_found", f"no {what} with id {raw!r}")
 
 
 def decode_body(request: Request, kind: type[T]) -> T:
     """The JSON body as `kind`; a 400 naming the field and the problem otherwise."""
     if not request.body.strip():
-        raise InvalidRequest(400, "invalid_body", "the body is empty; send a JSON object")
+        raise HttpError(400, "invalid_body", "the body is empty; send a JSON object")
     try:
         return msgspec.json.decode(request.body, type=kind)
     except msgspec.ValidationError as exc:
-        raise InvalidRequest(400, "invalid_body", str(exc)) from None
+        raise HttpError(400, "invalid_body", str(exc)) from None
     except msgspec.DecodeError as exc:
-        raise InvalidRequest(400, "invalid_body", f"the body is not JSON: {exc}") from None
+        raise HttpError(400, "invalid_body", f"the body is not JSON: {exc}") from None
 
 
 def _moment(at: str | None) -> str | None:
@@ -71,16 +70,16 @@ def _moment(at: str | None) -> str | None:
     try:
         moment = utc_timestamp(at)
     except ValueError as exc:
-        raise InvalidRequest(400, "invalid_body", f"at: {at!r} {exc}") from None
+        raise HttpError(400, "invalid_body", f"at: {at!r} {exc}") from None
     if moment > now():
-        raise InvalidRequest(400, "invalid_body", f"at: {at!r} is in the future")
+        raise HttpError(400, "invalid_body", f"at: {at!r} is in the future")
     return moment
 
 
 async def _scrubbed(text: str) -> str:
     text = await trio.to_thread.run_sync(scrub, text)  # CPU work on untrusted text
     if not text.strip():
-        raise InvalidRequest(400, "invalid_body", "`text` must not be blank")
+        raise HttpError(400, "invalid_body", "`text` must not be blank")
     return text
 
 
@@ -93,7 +92,7 @@ def _interaction_page(params: Params) -> InteractionPage:
     after_seq, after_at = 0, ""
     if (raw := params.query.get("after")) is not None:
         if (m := _CURSOR.fullmatch(raw)) is None:
-            raise InvalidRequest(
+            raise HttpError(
                 400,
                 "invalid_parameter",
                 f"`after` must be the `next` cursor of a previous page; got {raw!r}",

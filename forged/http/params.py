@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from forged.errors import InvalidRequest
+from forged.http.connection import HttpError
 from forged.models import DEFAULT_SCOPE
 from forged.timestamps import utc_timestamp
 
@@ -17,8 +17,8 @@ ALL_SCOPES = "all_scopes"  # `all_scopes=true`: a listing that spans every scope
 SCOPED = ("scope", ALL_SCOPES)  # the parameters of the scope rule every listing follows
 
 
-def _invalid(message: str) -> InvalidRequest:
-    return InvalidRequest(400, "invalid_parameter", message)
+def _invalid(message: str) -> HttpError:
+    return HttpError(400, "invalid_parameter", message)
 
 
 def _natural(raw: str) -> int | None:

@@ -15,7 +15,7 @@ from forged.distill.deadletters import Redistiller
 from forged.errors import InvalidRequest, StorageFull, StoreError
 from forged.http import edits as edit_api
 from forged.http import work
-from forged.http.connection import Request, Response, error_response
+from forged.http.connection import HttpError, Request, Response, error_response, refusal_response
 from forged.http.params import MAX_KEY_CHARS, SCOPED, Params
 from forged.ingest.pipeline import Ingest, read_body
 from forged.lifecycle import Lifecycle
@@ -179,7 +179,7 @@ class Api:
         try:
             return await route.handler(request, Params(request.query, request.path, route.params))
         except InvalidRequest as exc:
-            return error_response(exc.status, exc.code, exc.message, exc.retry_after)
+            return refusal_response(exc)
         except StoreError as exc:
             return _store_failure(exc)
         except Exception:  # a bug must cost one request, not the daemon, and leak no traceback
@@ -214,7 +214,7 @@ class Api:
         kind = params.choice("kind", RECALL_KINDS)
         types = params.choices("types", MEMORY_TYPES)
         if kind is not None and types is not None and kind_type(kind) not in types:
-            raise InvalidRequest(
+            raise HttpError(
                 400,
                 "invalid_parameter",
                 f"`kind` {kind} is a {kind_type(kind)}"
@@ -275,13 +275,13 @@ class Api:
         scope = params.scope()
         audit = await self.recall.fact(fact_id) if fact_id else None
         if audit is None or scope not in (None, audit.fact.scope):  # no hint of other scopes
-            raise InvalidRequest(404, "not_found", f"no fact with id {raw!r}")
+            raise HttpError(404, "not_found", f"no fact with id {raw!r}")
         return json_response(audit)
 
     async def forget(self, request: Request, _params: Params) -> Response:
         scope = request.path.removeprefix(SCOPES_PREFIX)
         if len(scope) > MAX_KEY_CHARS:
-            raise InvalidRequest(
+            raise HttpError(
                 400,
                 "invalid_parameter",
                 f"the scope must be 1 to {MAX_KEY_CHARS} characters, got {len(scope)}",

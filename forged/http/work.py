@@ -7,8 +7,8 @@ import msgspec
 
 from forged.consolidate.observer import NAME, BudgetSpent, ConsolidateObserver
 from forged.distill.deadletters import Redistiller
-from forged.errors import InvalidRequest, LLMUnavailable
-from forged.http.connection import Request, Response
+from forged.errors import LLMUnavailable
+from forged.http.connection import HttpError, Request, Response
 from forged.http.params import MAX_SEQ, Params
 from forged.models import DISTILL_OBSERVER, ConsolidateAnswer, DeadLettersAnswer
 from forged.observing.hub import Hub
@@ -25,9 +25,7 @@ def _range(params: Params) -> tuple[int, int]:
     first = params.integer("from", 0, 0, MAX_SEQ)
     last = params.integer("to", MAX_SEQ, 0, MAX_SEQ)
     if first > last:
-        raise InvalidRequest(
-            400, "invalid_parameter", f"`from` ({first}) is greater than `to` ({last})"
-        )
+        raise HttpError(400, "invalid_parameter", f"`from` ({first}) is greater than `to` ({last})")
     return first, last
 
 
@@ -47,11 +45,11 @@ async def redistill(redistiller: Redistiller | None, _request: Request, params: 
     """`POST /v1/dead-letters/redistill?from=&to=`: distil the open dead letters again."""
     first, last = _range(params)
     if redistiller is None:
-        raise InvalidRequest(409, "distill_disabled", "the distill observer is not running")
+        raise HttpError(409, "distill_disabled", "the distill observer is not running")
     try:
         report = await redistiller.redistill(first, last)
     except LLMUnavailable as exc:
-        raise InvalidRequest(
+        raise HttpError(
             503,
             "llm_unavailable",
             f"the LLM cannot be reached ({exc}); nothing was changed, retry later",
@@ -64,7 +62,7 @@ async def consolidate_now(hub: Hub, _request: Request, params: Params) -> Respon
     """`POST /v1/consolidate?scope=`: consolidate one scope, or every scope with new facts."""
     observer = hub.observer(NAME)
     if not isinstance(observer, ConsolidateObserver) or NAME not in hub.progress:
-        raise InvalidRequest(
+        raise HttpError(
             409,
             "consolidate_disabled",
             "the consolidate observer is not running; set [consolidate] enabled = true",
@@ -76,14 +74,14 @@ async def consolidate_now(hub: Hub, _request: Request, params: Params) -> Respon
         for s in scopes:
             runs.append(await observer.consolidate(s, hub.progress[NAME], patient=False))
     except LLMUnavailable as exc:
-        raise InvalidRequest(
+        raise HttpError(
             503,
             "llm_unavailable",
             f"the LLM cannot be reached ({exc}); the scope in hand was left as it was, retry later",
             retry_after=LLM_RETRY_AFTER,
         ) from exc
     except BudgetSpent as exc:
-        raise InvalidRequest(
+        raise HttpError(
             429,
             "budget_spent",
             f"{exc}; the scope in hand was left as it was",

@@ -49,16 +49,16 @@ def _not_json(exc: msgspec.DecodeError, data: bytes, where: str) -> str:
 def _invalid(
     exc: msgspec.ValidationError | msgspec.DecodeError, data: bytes, where: str = ""
 ) -> InvalidRequest:
-    """A 400 naming where the problem is (`$[3].messages[0].text`) and what it is."""
+    """An invalid body, named where the problem is (`$[3].messages[0].text`) and what it is."""
     if not isinstance(exc, msgspec.ValidationError):
-        return InvalidRequest(400, "invalid_body", _not_json(exc, data, where))
+        return InvalidRequest("invalid_body", _not_json(exc, data, where))
     problem, at = located(str(exc))
     text = problem if at is None else f"{at}: {problem}"
-    return InvalidRequest(400, "invalid_body", f"{where}{text}")
+    return InvalidRequest("invalid_body", f"{where}{text}")
 
 
 def _too_deep(where: str = "") -> InvalidRequest:
-    return InvalidRequest(400, "invalid_body", f"{where}the JSON is nested too deeply")
+    return InvalidRequest("invalid_body", f"{where}the JSON is nested too deeply")
 
 
 def _decode_json(body: bytes) -> list[Interaction]:
@@ -113,7 +113,7 @@ def _depth(value: Any) -> int:
 
 def _over_limit(items: list[Interaction], i: int, what: str) -> InvalidRequest:
     at = f"$[{i}]" if len(items) > 1 else "$"
-    return InvalidRequest(400, "invalid_body", f"{at}{what}")
+    return InvalidRequest("invalid_body", f"{at}{what}")
 
 
 def _check_limits(items: list[Interaction], limits: ServerConfig) -> None:
@@ -152,17 +152,16 @@ def parse_body(body: bytes, content_type: str, limits: ServerConfig) -> list[Int
         items = _decode_ndjson(body)
     elif media in JSON_TYPES:
         if not body.strip():
-            raise InvalidRequest(400, "invalid_body", "the body is empty; send an interaction")
+            raise InvalidRequest("invalid_body", "the body is empty; send an interaction")
         items = _decode_json(body)
     else:
         raise InvalidRequest(
-            415,
             "unsupported_media_type",
             f"Content-Type {media!r} is not "
             "supported; send application/json or application/x-ndjson",
         )
     if not items:
-        raise InvalidRequest(400, "invalid_body", "the body holds no interactions")
+        raise InvalidRequest("invalid_body", "the body holds no interactions")
     _check_limits(items, limits)
     return items
 
@@ -217,7 +216,6 @@ def _unchanged_identifiers(item: Interaction, scrubbed: list[str], at: str) -> N
         if clean != value:
             kinds = ", ".join(dict.fromkeys(_KIND.findall(clean)))
             raise InvalidRequest(
-                400,
                 "invalid_body",
                 f"{at}.{field}: holds what looks like a secret ({kinds}); ids, scopes and "
                 "sessions are stored as given, so send one without it",
@@ -232,10 +230,9 @@ def _timestamp(value: str | None, received_at: str) -> str:
     try:
         stamp = utc_timestamp(value)
     except ValueError as exc:
-        raise InvalidRequest(400, "invalid_body", f"timestamp: {value!r} {exc}") from None
+        raise InvalidRequest("invalid_body", f"timestamp: {value!r} {exc}") from None
     if stamp > latest_timestamp(received_at):
         raise InvalidRequest(
-            400,
             "invalid_body",
             f"timestamp: {value!r} is more than a day after the time of receipt ({received_at})",
         )
@@ -335,7 +332,6 @@ class Ingest:
         limit = self._max_backlog
         if count > limit:
             raise InvalidRequest(
-                413,
                 "body_too_large",
                 f"{count} interactions in one request, "
                 f"more than max_backlog ({limit}); split the request",
@@ -343,7 +339,6 @@ class Ingest:
         backlog = self._backlog() + self.queued
         if backlog + count > limit:
             raise InvalidRequest(
-                503,
                 "backlog_full",
                 f"{backlog} interactions wait for "
                 f"distillation and this request adds {count}, the limit is "

@@ -489,7 +489,7 @@ class SqlStore:
             scope = self._scope_of(conn, item, item_id)
             if scope is None or (within is not None and scope != within):
                 where = "" if within is None else f" in scope {within!r}"
-                raise InvalidRequest(404, "not_found", f"no {item} with id {item_id}{where}")
+                raise InvalidRequest("not_found", f"no {item} with id {item_id}{where}")
             self._lock_scope(conn, scope)  # a consolidation commit waits, then sees it
             return fn(sql, *args, created)
 

@@ -55,7 +55,7 @@ def record(
 
 
 def _missing(item: str, item_id: int) -> InvalidRequest:
-    return InvalidRequest(404, "not_found", f"no {item} with id {item_id}")
+    return InvalidRequest("not_found", f"no {item} with id {item_id}")
 
 
 def _erase_fact(sql: Any, fact_id: int, scope: str, norm: str | None, created: str) -> None:
@@ -159,7 +159,6 @@ def _duplicate(sql: Any, scope: str, kind: str, norm: str) -> int | None:
 def _refuse_duplicate(sql: Any, scope: str, kind: str, norm: str) -> None:
     if (same := _duplicate(sql, scope, kind, norm)) is not None:
         raise InvalidRequest(
-            409,
             "duplicate_fact",
             f"fact {same} of scope {scope!r} already says"
             f" this as a {kind}; correct or pin that one",
@@ -190,13 +189,12 @@ def correct_fact(sql: Any, fact_id: int, correction: Correction, created: str) -
     scope, session, kind, successor, pinned, old_norm = row
     if successor is not None:
         raise InvalidRequest(
-            409,
             "fact_superseded",
             f"fact {fact_id} was replaced by fact {successor}; correct that one",
         )
     kind, norm = correction.kind or kind, normalise(correction.text)
     if norm == old_norm and kind == row[2]:
-        raise InvalidRequest(400, "invalid_body", "`text` says what the fact already says")
+        raise InvalidRequest("invalid_body", "`text` says what the fact already says")
     _refuse_duplicate(sql, scope, kind, norm)
     (into,) = sql.execute(
         _INSERT_USER_FACT,
