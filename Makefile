@@ -47,8 +47,9 @@ run: $(STAMP) $(if $(BUNDLED),$(BUNDLED_STAMP))
 		exec $(VENV)/bin/forged serve --config $(CONFIG) --offline; \
 	fi
 
-# Lint, types and every test that starts no daemon, server or child process; hypothesis runs
-# each property on a fifth of its examples (the `check` profile, tests/profiles.py).
+# Lint, types, the layering contract (.importlinter) and every test that starts no daemon,
+# server or child process; hypothesis runs each property on a fifth of its examples (the
+# `check` profile, tests/profiles.py).
 check: lint
 	$(TESTS_PY) -m pytest -q -m "not integration and not slow and not model" --hypothesis-profile=check
 
@@ -71,6 +72,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 clean:
 	rm -rf $(VENV) var build *.egg-info
