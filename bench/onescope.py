@@ -22,9 +22,10 @@ from bench.runner import Client, running
 from bench.sizes import Context
 from bench.stores import BARE, cached
 from forged.config import RecallConfig
-from forged.recall.fulltext import exact_ids, ranked
+from forged.recall.fulltext import ranked
 from forged.recall.query import SearchQuery, fts_query, julian_now, query_phrases
 from forged.store.sqlite import READERS
+from tests.oracles import exact_ids
 
 TURNS = 300_000  # interactions in scope A: a year of chat
 MID_SHARE = (0.001, 0.01)  # a mid-frequency word is in this share of the scope's turns

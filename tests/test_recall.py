@@ -23,7 +23,7 @@ from forged.daemon.runner import Running
 from forged.models import MEMORY_TYPES, Fact, MemoryItem, normalise
 from forged.recall import fulltext
 from forged.recall.engine import Recall
-from forged.recall.fulltext import RECENCY_FLOOR, SELECTIVE_MIN_ROWS, exact_ids, ranked
+from forged.recall.fulltext import RECENCY_FLOOR, SELECTIVE_MIN_ROWS, ranked
 from forged.recall.fusion import RRF_K, by_coverage, fuse
 from forged.recall.listing import Page, list_facts
 from forged.recall.packing import FRAME_TOKENS, TURNS_HEADING, cost, kept_first, pack
@@ -42,6 +42,7 @@ from tests.daemons import (
 )
 from tests.data import new, write_rows
 from tests.fakellm import FakeLLM
+from tests.oracles import exact_ids
 from tests.profiles import examples
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

@@ -380,35 +380,6 @@ def _names(table: MemoryType) -> dict[str, str]:
     }
 
 
-_EXACT = """
-    SELECT c.{key} FROM {fts} JOIN {table} AS c ON c.{key} = {fts}.rowid
-    WHERE {fts} MATCH :match AND c.scope = :scope
-    ORDER BY -bm25({fts}, 1.0, 0.0) * {decay} DESC, c.{key} DESC LIMIT :limit
-"""  # every match of every scope joined to its row: the ranking `ranked` gives, without shortcut
-
-
-def exact_ids(
-    conn: sqlite3.Connection, table: MemoryType, query: SearchQuery, half_life: float, now: float
-) -> list[int]:
-    """The ids `ranked` must return for a query without filters, by scoring every match."""
-    phrases = searched(query)
-    if not phrases:
-        return []
-    key, at = _KEY_AND_TIME[table]
-    sql = _EXACT.format(
-        fts=_FTS[table], table=_CONTENT[table], key=key, decay=_DECAY.format(at=f"c.{at}")
-    )
-    params = {
-        "match": f"text : ({fts_query(_selective(_Counts(conn, table), phrases))})",
-        "scope": query.scope,
-        "limit": query.limit,
-        "now": now,
-        "half_life": half_life,
-        "floor": RECENCY_FLOOR,
-    }
-    return [k for (k,) in conn.execute(sql, params)]
-
-
 def turn_text(messages: bytes) -> tuple[str, str]:
     """An interaction's speakers and its text, one "speaker: text" line per message."""
     decoded = _MESSAGES.decode(messages)

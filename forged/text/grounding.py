@@ -475,11 +475,3 @@ def subject_share(a: str, b: str) -> float:
     how much two facts are about the same thing."""
     wa, wb = claim(a).words - GENERIC, claim(b).words - GENERIC
     return len(wa & wb) / max(1, min(len(wa), len(wb)))
-
-
-def content_share(text: str, sources: Iterable[str]) -> float:
-    """The share of a text's content words (names included) found in the sources."""
-    asserted = claim(text)
-    words = asserted.words | asserted.names
-    stems = {stem(t) for s in sources for t in _tokens(s)}
-    return len(words & stems) / len(words) if words else 0.0
