@@ -37,7 +37,7 @@ from forged.errors import ContextOverflow, InvalidAnswer, LLMUnavailable
 from forged.llm.distiller import Task
 from forged.models import Condensed, ConsolidationChange, ConsolidationRun, Usage
 from forged.observing.hub import Feed, Progress
-from forged.store.portable import portable
+from forged.store import consolidation
 from forged.timestamps import utc_text
 
 if TYPE_CHECKING:
@@ -46,19 +46,6 @@ if TYPE_CHECKING:
 NAME = "consolidate"  # the observer's name: its status, its progress rows, its log
 HOUR = 3600.0  # the window of `max_calls_per_hour`
 FEED_BATCH = 256  # interactions passed over per watermark commit
-
-_CURRENT = """
-    SELECT id, kind, text, first_at FROM facts
-    WHERE scope = ? AND superseded_by IS NULL ORDER BY norm, id
-"""  # by text: facts about the same thing tend to start alike, so they share a chunk
-_DUE = """
-    SELECT f.scope FROM facts AS f LEFT JOIN consolidation_progress AS p
-        ON p.observer = :observer AND p.scope = f.scope
-    WHERE f.superseded_by IS NULL AND f.id > coalesce(p.fact_id, 0)
-    GROUP BY f.scope, p.run_at
-    HAVING count(*) >= :min_new OR coalesce(p.run_at, min(f.created_at)) <= :waited_since
-    ORDER BY f.scope
-"""  # timestamps are text in one format (forged.timestamps): their order is the time's
 
 T = TypeVar("T")
 
@@ -88,12 +75,11 @@ def _plugin_name(proposer: Proposer) -> str:
 
 def _due(conn: Any, config: ConsolidateConfig, min_new: int) -> list[str]:
     waited_since = utc_text(datetime.now(UTC) - timedelta(seconds=config.max_wait))
-    params = {"observer": NAME, "min_new": min_new, "waited_since": waited_since}
-    return [scope for (scope,) in portable(conn).execute(_DUE, params)]
+    return consolidation.due_scopes(conn, NAME, min_new, waited_since)
 
 
 def _current(conn: Any, scope: str) -> list[CurrentFact]:
-    return [CurrentFact(*row) for row in portable(conn).execute(_CURRENT, (scope,))]
+    return [CurrentFact(*row) for row in consolidation.current_facts(conn, scope)]
 
 
 class ConsolidateObserver:
