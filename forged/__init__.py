@@ -1,3 +1,5 @@
 """forged: a local memory daemon for LLM agents."""
 
 __version__ = "0.1.0"
+
+__all__ = ["__version__"]

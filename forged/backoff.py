@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+__all__ = ["JITTER", "Backoff"]
+
 JITTER = 0.5  # a pause is drawn from [JITTER x delay, delay], so retrying parties drift apart
 
 

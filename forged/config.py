@@ -11,6 +11,36 @@ import msgspec
 
 from forged.errors import ConfigError, located
 
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "DEFAULT_DATABASE",
+    "DEFAULT_LLM_MODEL",
+    "DEFAULT_LLM_URL",
+    "DEFAULT_SOCKET",
+    "MIB",
+    "OCTAL_KEYS",
+    "BundledConfig",
+    "Config",
+    "ConsolidateConfig",
+    "DistillConfig",
+    "DistillStyle",
+    "DistillerConfig",
+    "LogConfig",
+    "Positive",
+    "RecallConfig",
+    "Seconds",
+    "ServerConfig",
+    "StoreConfig",
+    "StructuredOutput",
+    "cache_directory",
+    "config_file",
+    "decode_table",
+    "load_config",
+    "parse_config",
+    "render_toml",
+    "with_overrides",
+]
+
 DEFAULT_CONFIG_PATH = Path("/etc/forged/forged.toml")  # where `forged serve` looks without --config
 DEFAULT_SOCKET = "/run/forged/forged.sock"  # RuntimeDirectory of the systemd unit
 DEFAULT_DATABASE = "/var/lib/forged/forged.db"  # StateDirectory of the systemd unit

@@ -30,6 +30,30 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from forged.models import Usage
 
+__all__ = [
+    "AlreadyRunning",
+    "ApiError",
+    "BackupError",
+    "BadRequest",
+    "BundledLLMError",
+    "ClientError",
+    "ConfigError",
+    "ContextOverflow",
+    "DistillError",
+    "ForgedError",
+    "InvalidAnswer",
+    "InvalidRequest",
+    "LLMUnavailable",
+    "ObserverError",
+    "StorageFull",
+    "StoreError",
+    "Unavailable",
+    "Unreachable",
+    "UnsupportedMode",
+    "leaves",
+    "located",
+]
+
 _AT = re.compile(r"^(?P<problem>.*) - at `(?P<at>[^`]*)`$")  # how msgspec says where a value is
 
 

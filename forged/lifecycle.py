@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+__all__ = ["Lifecycle"]
+
 
 class Lifecycle:
     """Where the daemon is in its life; it only ever moves forward."""

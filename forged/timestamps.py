@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 FUTURE_SLACK = timedelta(days=1)  # how far past its receipt an interaction may be dated (clocks)
 
+__all__ = ["now", "utc_text", "utc_timestamp"]
+
 
 def utc_text(moment: datetime) -> str:
     """`moment` in forged's format, e.g. `2026-11-29T17:00:00.000Z`."""

@@ -27,6 +27,30 @@ from forged.errors import (
 from forged.models import FACT_KINDS, RECALL_KINDS
 from forged.store.backup import backup_target, restore_backup, take_backup
 
+__all__ = [
+    "EXIT_CONFIG",
+    "EXIT_INTERRUPTED",
+    "IMPORT_FORMATS",
+    "cmd_backup",
+    "cmd_check_config",
+    "cmd_consolidate",
+    "cmd_context",
+    "cmd_dead_letters",
+    "cmd_export",
+    "cmd_fact",
+    "cmd_facts",
+    "cmd_forget",
+    "cmd_import",
+    "cmd_mcp",
+    "cmd_push",
+    "cmd_redistill",
+    "cmd_restore",
+    "cmd_search",
+    "cmd_serve",
+    "cmd_status",
+    "main",
+]
+
 EXIT_CONFIG = 2  # a bad configuration (or usage): systemd should not restart us in a loop
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
 IMPORT_FORMATS = ("chatgpt", "claude", "jsonl")

@@ -23,6 +23,15 @@ from forged.models import (
     StoredSummary,
 )
 
+__all__ = [
+    "show_context",
+    "show_dead_letters",
+    "show_fact",
+    "show_redistill",
+    "show_results",
+    "show_status",
+]
+
 
 def _table(rows: Iterable[Sequence[object]], header: Sequence[str]) -> str:
     """Columns padded to their widest cell; the last one is left as it is."""

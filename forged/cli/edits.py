@@ -18,6 +18,19 @@ from forged.client.methods import Client, find_socket
 from forged.errors import ClientError
 from forged.models import FACT_KINDS, Erased, FactAudit, FactKind
 
+__all__ = [
+    "ITEMS",
+    "add_edit_commands",
+    "cmd_add_fact",
+    "cmd_correct",
+    "cmd_delete",
+    "cmd_edits",
+    "cmd_interactions",
+    "cmd_pin",
+    "cmd_scopes",
+    "cmd_summaries",
+]
+
 ITEMS = ("fact", "summary", "interaction")
 
 

@@ -28,6 +28,18 @@ from forged.client.methods import Client
 from forged.errors import BadRequest, ClientError, Unavailable, Unreachable
 from forged.models import DEFAULT_SCOPE, Interaction
 
+__all__ = [
+    "CHATGPT_TEXT",
+    "CHUNK",
+    "CLAUDE_ROLES",
+    "MAX_RETRIES",
+    "PROGRESS_INTERVAL",
+    "ImportReport",
+    "Record",
+    "import_file",
+    "read_records",
+]
+
 CHUNK = 200  # turns per push: one durable commit each, well under any body limit
 MAX_RETRIES = 30  # pushes retried while the daemon says it is busy (503 with Retry-After)
 PROGRESS_INTERVAL = 0.2  # seconds between progress updates on a terminal

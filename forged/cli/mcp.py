@@ -33,6 +33,23 @@ from forged.models import (
 )
 from forged.timestamps import utc_timestamp
 
+__all__ = [
+    "INSTRUCTIONS",
+    "LIST_LIMIT",
+    "AssistantText",
+    "Budget",
+    "FactFilter",
+    "FactLimit",
+    "KindFilter",
+    "Limit",
+    "Note",
+    "Query",
+    "Session",
+    "UserText",
+    "build_server",
+    "serve",
+]
+
 T = TypeVar("T")
 LIST_LIMIT = 50  # facts `list_facts` returns when not told otherwise
 KEY_PREFIX = "mcp"  # an idempotency key becomes the interaction id "mcp:<scope>:<key>"

@@ -31,6 +31,19 @@ import httpx
 
 from forged.client.methods import BASE_URL, TIMEOUT
 
+__all__ = [
+    "ALLOWED",
+    "COOKIE",
+    "HOST",
+    "MAX_BODY",
+    "SECURITY_HEADERS",
+    "STATIC",
+    "Handler",
+    "Page",
+    "UiServer",
+    "serve",
+]
+
 HOST = "127.0.0.1"  # loopback only: never another interface, whatever the flags
 COOKIE = "forged_ui"  # the session cookie the token is traded for
 MAX_BODY = 64 * 1024  # bytes a change may send: a fact or a correction, never more

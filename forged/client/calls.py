@@ -41,6 +41,27 @@ from forged.models import (
     SummariesPage,
 )
 
+__all__ = [
+    "HEALTH",
+    "JSON",
+    "NDJSON",
+    "STATUS",
+    "Call",
+    "consolidate",
+    "context",
+    "dead_letters",
+    "decode",
+    "fact",
+    "facts",
+    "forget",
+    "push",
+    "push_body",
+    "redistill",
+    "search",
+    "summaries",
+    "transport_errors",
+]
+
 T = TypeVar("T")
 JSON = "application/json"
 NDJSON = "application/x-ndjson"

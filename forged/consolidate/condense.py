@@ -22,6 +22,19 @@ from forged.store import consolidation
 from forged.text.grounding import Sources, Verdict, check
 from forged.text.tokens import estimate_tokens
 
+__all__ = [
+    "ANSWER_SCHEMA",
+    "SUMMARIES_OPEN",
+    "SYSTEM_PROMPT",
+    "TASK",
+    "OldSummary",
+    "fitting",
+    "grounded",
+    "old_summaries",
+    "parse_summary",
+    "render_summaries",
+]
+
 SUMMARIES_OPEN = "<summaries>"  # the tag the summaries are quoted in
 SYSTEM_PROMPT = """\
 You condense an AI assistant's older memory summaries into one.

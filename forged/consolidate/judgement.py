@@ -27,6 +27,22 @@ from forged.models import ConsolidationChange, Usage
 from forged.text.grounding import SUBJECT_MIN_OVERLAP, subject_share
 from forged.text.tokens import estimate_tokens
 
+__all__ = [
+    "ANSWER_SCHEMA",
+    "GUIDED_MAX_CHANGES",
+    "GUIDED_REASON_CHARS",
+    "MERGE_MIN_OVERLAP",
+    "SYSTEM_PROMPT",
+    "TASK",
+    "CurrentFact",
+    "ProposedChange",
+    "Proposer",
+    "checked",
+    "chunks",
+    "parse_changes",
+    "render_facts",
+]
+
 MERGE_MIN_OVERLAP = 0.6  # merged facts share at least this share of the shorter one's words
 GUIDED_MAX_CHANGES = 32  # changes per answer a grammar-enforcing server allows
 GUIDED_REASON_CHARS = 160  # and the length of each reason

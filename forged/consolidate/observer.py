@@ -43,6 +43,8 @@ from forged.timestamps import utc_text
 if TYPE_CHECKING:
     from forged.store.backend import Backend
 
+__all__ = ["FEED_BATCH", "HOUR", "NAME", "Asker", "BudgetSpent", "ConsolidateObserver"]
+
 NAME = "consolidate"  # the observer's name: its status, its progress rows, its log
 HOUR = 3600.0  # the window of `max_calls_per_hour`
 FEED_BATCH = 256  # interactions passed over per watermark commit

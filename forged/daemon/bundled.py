@@ -20,6 +20,32 @@ from forged.backoff import Backoff
 from forged.config import DistillStyle
 from forged.errors import BundledLLMError
 
+__all__ = [
+    "DEFAULT_N_CTX",
+    "ILLEGAL_INSTRUCTION",
+    "MAX_LINE_BYTES",
+    "MISSING_EXTRA",
+    "MODEL_ALIAS",
+    "MODEL_FILE",
+    "MODEL_PACKAGE",
+    "N_BATCH",
+    "OUTPUT_TAIL_LINES",
+    "POLL_INTERVAL_S",
+    "PROBE_TIMEOUT_S",
+    "REQUEST_EXTRA",
+    "RESTART_DELAY_S",
+    "RESTART_MAX_S",
+    "SERVER_MODULES",
+    "START_TIMEOUT_S",
+    "STRUCTURED_OUTPUT",
+    "STYLE",
+    "TERM_GRACE_S",
+    "exit_reason",
+    "model_path",
+    "serve_bundled_llm",
+    "usable_cores",
+]
+
 # Context window of the child, in tokens. A distill batch is up to 3,000 tokens of transcript
 # (by our estimate, which the model's tokenizer can exceed) plus ~900 of instructions and
 # example plus up to 768 answer tokens. Cheap for a 135M model; a longer context costs nothing

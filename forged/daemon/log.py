@@ -15,6 +15,8 @@ from structlog.typing import EventDict, Processor, WrappedLogger
 
 from forged.daemon import systemd
 
+__all__ = ["FORMATS", "LEVELS", "PRIORITIES", "SYSLOG_IDENTIFIER", "configure", "reopen"]
+
 FORMATS = ("auto", "console", "json", "journal")  # accepted values of `fmt`
 LEVELS = {  # accepted values of `level`, as stdlib numbers for structlog's level filter
     "debug": logging.DEBUG,

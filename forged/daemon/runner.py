@@ -37,6 +37,17 @@ from forged.observing.plugins import load_consolidator, load_observers, make_dis
 from forged.recall.engine import Recall
 from forged.store.backend import Backend, open_store
 
+__all__ = [
+    "API_FD_NAME",
+    "FD_RESERVE",
+    "INTERRUPT",
+    "LISTEN_BACKLOG",
+    "STATUS_INTERVAL",
+    "STOP_SIGNALS",
+    "Running",
+    "run_daemon",
+]
+
 LISTEN_BACKLOG = 1024  # connections the kernel queues while we are at the connection cap
 STATUS_INTERVAL = 5.0  # seconds between STATUS= updates (more often when the watchdog asks)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # a bounded drain, then exit 0

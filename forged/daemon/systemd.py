@@ -20,6 +20,22 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
+__all__ = [
+    "JOURNAL_FIELD_MAX",
+    "JOURNAL_SOCKET",
+    "MEMFD_SEALS",
+    "SD_LISTEN_FDS_START",
+    "UNKNOWN_FD_NAME",
+    "JournalSender",
+    "ListenSocket",
+    "close_notify",
+    "journal_field",
+    "journal_stream_connected",
+    "listen_fds",
+    "notify",
+    "watchdog_interval",
+]
+
 SD_LISTEN_FDS_START = 3  # the first descriptor passed by socket activation (sd_listen_fds(3))
 JOURNAL_SOCKET = "/run/systemd/journal/socket"  # journald's native-protocol datagram socket
 MEMFD_SEALS = (  # journald reads a passed memfd only when nobody can change it any more

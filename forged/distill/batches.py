@@ -42,6 +42,24 @@ from forged.models import (
 from forged.store.records import BatchOutcome, DeadLetter, DistillRun, ScopeResult
 from forged.text.grounding import SUBJECT_MIN_OVERLAP, Sources, check, subject_share
 
+__all__ = [
+    "FIRST_RUN",
+    "RAW_LIMIT",
+    "RERUN",
+    "UNWATCHED",
+    "BatchDistiller",
+    "Distilled",
+    "Outcomes",
+    "Related",
+    "RetryPolicy",
+    "StatusSink",
+    "add_usage",
+    "ground",
+    "merge",
+    "new_batch_id",
+    "replacing",
+]
+
 RAW_LIMIT = 16_384  # characters of a failed answer kept with its dead letter
 MAX_REPLACED = 3  # known facts one new fact may retire: a correction, not a sweep
 # The scope's current facts recall finds for a text: shown beside the transcript (supersession).

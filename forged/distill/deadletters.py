@@ -11,6 +11,8 @@ from forged.observing.hub import Progress
 from forged.store.backend import Backend
 from forged.store.records import BatchOutcome
 
+__all__ = ["Redistiller"]
+
 log = structlog.get_logger("forged.deadletters")
 
 

@@ -21,6 +21,8 @@ import re
 from forged.models import FactKind
 from forged.text.grounding import MONTHS, WEEKDAYS
 
+__all__ = ["RULES", "TIME_WORDS", "kind_of"]
+
 TIME_WORDS = re.compile(  # a date or time expression: what dates a happening
     r"\b(?:yesterday|today|tonight|tomorrow|last|ago|next|week|weekend|month|year|years|"
     rf"recently|lately|since|{'|'.join(MONTHS + WEEKDAYS)}|(?:19|20)\d\d)\b",

@@ -16,6 +16,8 @@ from forged.llm.prompt import LINE_ID
 from forged.models import DistilledMemory, FactKind, LinePick, Usage
 from forged.text.grounding import MONTHS, WEEKDAYS, claim
 
+__all__ = ["KIND_CUES", "MIN_CONTENT_WORDS", "MIN_SPECIFIC_WORDS", "LinePicker", "pick_lines"]
+
 MIN_CONTENT_WORDS = 5  # a line with fewer says little, unless it names someone or a date
 MIN_SPECIFIC_WORDS = 3  # ... and a line with a name, number or date needs at least these
 KIND_CUES: tuple[tuple[FactKind, re.Pattern[str]], ...] = (  # the first that matches wins

@@ -11,6 +11,8 @@ from forged.distill.batches import BatchDistiller
 from forged.models import DISTILL_OBSERVER
 from forged.observing.hub import Batcher, Feed, Progress
 
+__all__ = ["DistillObserver"]
+
 log = structlog.get_logger("forged.distill")
 
 

@@ -21,6 +21,8 @@ from forged.distill.salience import KEEP_AT, Line, scores, words_of
 from forged.llm.prompt import KNOWN_ID, LINE_ID
 from forged.models import DistilledMemory, LinePick, Usage
 
+__all__ = ["SUMMARY_LINES", "OfflineDistiller", "distil"]
+
 SUMMARY_LINES = 3  # kept lines a summary holds: a session's few most salient
 _LINE = re.compile(LINE_ID.pattern + r"(.*)$", re.MULTILINE)  # [seq.line] speaker: text
 _KNOWN = re.compile(KNOWN_ID.pattern + r"\([^)]*\) (.*)$", re.MULTILINE)  # [fact N] (kind, date)

@@ -35,6 +35,19 @@ from dataclasses import dataclass
 from forged.distill.kinds import TIME_WORDS, kind_of
 from forged.text.grounding import claim, stem
 
+__all__ = [
+    "CUED_KINDS",
+    "KEEP_AT",
+    "POINTS",
+    "SOCIAL_WORDS",
+    "Cues",
+    "Line",
+    "cues",
+    "scores",
+    "small_talk",
+    "words_of",
+]
+
 KEEP_AT = 28.0  # points a line needs: 35.7 % of LoCoMo conversations 1-5 reach it
 CUED_KINDS = frozenset({"decision", "preference", "state", "correction"})  # said outright
 Cues = defaultdict[str, float]  # what a line shows of each of POINTS' keys

@@ -22,6 +22,23 @@ from forged.config import ServerConfig
 from forged.errors import InvalidRequest
 from forged.models import ErrorAnswer, ErrorBody
 
+__all__ = [
+    "BUSY_RETRY_AFTER",
+    "RECEIVE_SIZE",
+    "REFUSAL_STATUS",
+    "BodyBudget",
+    "Connection",
+    "Fields",
+    "Handler",
+    "HttpError",
+    "InFlight",
+    "Phase",
+    "Request",
+    "Response",
+    "error_response",
+    "refusal_response",
+]
+
 RECEIVE_SIZE = 65536  # bytes read from a socket at once
 BUSY_RETRY_AFTER = 1  # seconds a client is told to wait while the body budget is spent
 # What a connection's deadline bounds: waiting for a request to start, its head or body arriving,

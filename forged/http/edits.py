@@ -30,6 +30,23 @@ from forged.scrub.scan import scrub
 from forged.store.backend import Backend
 from forged.timestamps import now, utc_timestamp
 
+__all__ = [
+    "EDITS_PARAMS",
+    "INTERACTIONS_PARAMS",
+    "MAX_ID_DIGITS",
+    "WITHIN",
+    "add_fact",
+    "correct",
+    "decode_body",
+    "delete",
+    "edits",
+    "interactions",
+    "item_id",
+    "json_response",
+    "pin",
+    "scopes",
+]
+
 T = TypeVar("T")
 INTERACTIONS_PARAMS = ("scope", "since", "until", "after", "limit")
 EDITS_PARAMS = ("scope", "limit")

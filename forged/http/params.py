@@ -9,6 +9,8 @@ from forged.http.connection import HttpError
 from forged.models import DEFAULT_SCOPE
 from forged.timestamps import utc_timestamp
 
+__all__ = ["MAX_KEY_CHARS", "MAX_SEQ", "Params"]
+
 MAX_KEY_CHARS = 512  # longest scope or session, as for pushed interactions
 DAY_START, DAY_END = "T00:00:00.000Z", "T23:59:59.999Z"  # a bare date spans its whole UTC day
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

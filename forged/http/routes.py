@@ -37,6 +37,16 @@ from forged.recall.listing import PAGE_DEFAULT, PAGE_MAX, Page
 from forged.recall.query import SearchQuery, dropped_words, kind_type
 from forged.store.backend import Backend
 
+__all__ = [
+    "FACTS_PREFIX",
+    "MAX_ID_DIGITS",
+    "SCOPES_PREFIX",
+    "SHUTDOWN_RETRY_AFTER",
+    "Api",
+    "Route",
+    "json_response",
+]
+
 SHUTDOWN_RETRY_AFTER = 2  # seconds a client is told to wait while the daemon restarts
 SCOPES_PREFIX = "/v1/scopes/"  # DELETE /v1/scopes/{scope} forgets a scope
 MAX_ID_DIGITS = 18  # a fact id in a path: at most this many digits, so it fits SQLite's integer

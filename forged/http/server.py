@@ -25,6 +25,14 @@ from forged.http.connection import (
     error_response,
 )
 
+__all__ = [
+    "ACCEPT_BACKOFF_INITIAL",
+    "ACCEPT_BACKOFF_MAX",
+    "ACCEPT_CAPACITY_ERRNOS",
+    "REFUSAL_LINGER",
+    "HttpServer",
+]
+
 ACCEPT_CAPACITY_ERRNOS = frozenset(  # out of descriptors or kernel memory: wait, then accept again
     {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 )

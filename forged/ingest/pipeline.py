@@ -20,6 +20,23 @@ from forged.store.records import NewInteraction
 from forged.text.tokens import estimate_tokens
 from forged.timestamps import latest_timestamp, now, utc_timestamp
 
+__all__ = [
+    "BACKLOG_RETRY_AFTER",
+    "GROUP_MAX_REQUESTS",
+    "JSON_TYPES",
+    "LINGER_MAX",
+    "LINGER_SHARE",
+    "MAX_DEPTH",
+    "NDJSON_TYPES",
+    "OFFLOAD_BYTES",
+    "OFFLOAD_CHARS",
+    "QUEUE_CAPACITY",
+    "Ingest",
+    "parse_body",
+    "prepare_all",
+    "read_body",
+]
+
 JSON_TYPES = {"", "application/json", "application/x-www-form-urlencoded", "text/json"}
 NDJSON_TYPES = {"application/x-ndjson", "application/jsonl", "application/x-jsonlines"}
 BACKLOG_RETRY_AFTER = 5  # seconds a client is told to wait when the backlog is full

@@ -13,6 +13,8 @@ from forged.config import DistillerConfig
 from forged.errors import InvalidAnswer
 from forged.models import FACT_KINDS, Fact, LinePick, Usage, stored_count
 
+__all__ = ["decode_answer", "extract_json", "parse_answer", "parse_picks"]
+
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
 RAW_CHARS = 65536  # bytes of an undecodable body kept as its raw text
 _CONTROL = re.compile(r"[\x00-\x1f]")  # raw newlines and tabs small models put inside strings

@@ -38,6 +38,18 @@ from forged.llm.prompt import (
 from forged.models import DistilledMemory, Usage
 from forged.text.tokens import estimate_tokens
 
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "MODES",
+    "RETRY_WARMER",
+    "TRUNCATION_MIN_TOKENS",
+    "TRUNCATION_RATIO",
+    "Distiller",
+    "ModeMemory",
+    "OpenAIDistiller",
+    "Task",
+]
+
 MODES = ("json_schema", "json_object", "none")  # the order `auto` tries them in
 CONNECT_TIMEOUT = 10.0  # seconds; a local server that does not accept by then is down
 RETRY_WARMER = 0.3  # temperature added per attempt after the first, up to 1.0

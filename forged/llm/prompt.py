@@ -18,6 +18,32 @@ from forged.config import DistillerConfig
 from forged.models import FACT_KINDS, MemoryItem, StoredInteraction
 from forged.text.tokens import CHARS_PER_TOKEN
 
+__all__ = [
+    "ANSWER_SCHEMA",
+    "CHUNK_OVERHEAD_TOKENS",
+    "EXTRACTIVE_PROMPT",
+    "GUIDED_FACT_CHARS",
+    "GUIDED_MAX_FACTS",
+    "GUIDED_MAX_REPLACES",
+    "GUIDED_SUMMARY_CHARS",
+    "KNOWN_ID",
+    "LINE_ID",
+    "PICKS_SCHEMA",
+    "REPLACES_RULE",
+    "SYSTEM_PROMPT",
+    "guided_schema",
+    "known_ids",
+    "message_lines",
+    "picks_schema",
+    "render_chunks",
+    "render_interaction",
+    "render_known",
+    "render_transcript",
+    "schema_hint",
+    "speaker",
+    "with_replaces",
+]
+
 # A bound a grammar-enforcing server (llama.cpp) applies while generating: it keeps a small model
 # from repeating facts until max_tokens. No maxLength: llama.cpp turns it into one nested rule
 # per character, and a few hundred of those crash the server. The configured caps apply after.

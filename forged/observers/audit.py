@@ -24,6 +24,8 @@ import trio
 from forged.observing.hub import Batcher, Feed, Progress
 from forged.observing.plugins import ObserverContext
 
+__all__ = ["BATCH", "FILE_MODE", "TAIL_CHUNK", "AuditConfig", "AuditFile", "AuditLog"]
+
 FILE_MODE = 0o600  # the trail holds conversations: memory, for forged's user alone
 BATCH = 256  # interactions written (and synced) together at most
 TAIL_CHUNK = 64 * 1024  # bytes read at a time when looking for the last line

@@ -24,6 +24,21 @@ from forged.store.backend import Backend
 from forged.store.records import BatchOutcome
 from forged.timestamps import now
 
+__all__ = [
+    "FEED_CHUNK",
+    "HEALTHY_RUN",
+    "RESTART_INITIAL",
+    "RESTART_MAX",
+    "STORAGE_RETRY_INITIAL",
+    "STORAGE_RETRY_MAX",
+    "Batcher",
+    "Feed",
+    "Hub",
+    "Observer",
+    "Progress",
+    "Queue",
+]
+
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 RESTART_INITIAL = 0.5  # seconds before restarting an observer that raised

@@ -39,6 +39,19 @@ from forged.store.backend import Backend
 if TYPE_CHECKING:  # consolidation sits above the observer runtime: its contract, for types only
     from forged.consolidate.judgement import Proposer
 
+__all__ = [
+    "BUILT_IN",
+    "CONSOLIDATE",
+    "ObserverContext",
+    "StoreView",
+    "check_observers",
+    "load_consolidator",
+    "load_object",
+    "load_observers",
+    "make_distiller",
+    "require_async",
+]
+
 C = TypeVar("C")
 CONSOLIDATE = "consolidate"  # the consolidate observer's name, which its plugin's context takes
 BUILT_IN = frozenset({DISTILL_OBSERVER, CONSOLIDATE})  # observer names forged itself uses

@@ -24,6 +24,8 @@ from forged.recall.relative_times import with_times_resolved
 from forged.store.backend import Backend
 from forged.text.tokens import estimate_tokens
 
+__all__ = ["KNOWN_LINE_TOKENS", "Recall"]
+
 KNOWN_LINE_TOKENS = 12  # a known fact's line beside its text: "[fact N] (kind, date) "
 
 

@@ -17,6 +17,22 @@ import msgspec
 from forged.models import MemoryItem, MemoryType, Message
 from forged.recall.query import ALIAS, SearchQuery, conditions, fts_query, searched
 
+__all__ = [
+    "BM25_K1",
+    "COUNTS_KEPT",
+    "FIRST_CANDIDATES",
+    "RARE_SHARE",
+    "RECENCY_FLOOR",
+    "RECOUNT_SHARE",
+    "SCORE",
+    "SELECTIVE_MIN_ROWS",
+    "STREAMED_MIN_ROWS",
+    "memory_item",
+    "ranked",
+    "scope_token",
+    "turn_text",
+]
+
 SELECTIVE_MIN_ROWS = 1000  # below this many rows every word of a query makes a row match
 STREAMED_MIN_ROWS = 20_000  # below this many rows a search scores every match of the scope
 RECOUNT_SHARE = 0.1  # a word's share of a table is counted again once the table grew this much

@@ -12,6 +12,18 @@ from forged.recall.packing import content_words
 from forged.recall.periods import Period, within
 from forged.text.grounding import stem
 
+__all__ = [
+    "COVERAGE_WEIGHT",
+    "FUSION_TIES",
+    "FUSION_WEIGHT",
+    "RRF_K",
+    "WHEN_BOOST",
+    "by_coverage",
+    "fuse",
+    "fused_top",
+    "plain",
+]
+
 RRF_K = 60  # reciprocal rank fusion: an item scores weight / (RRF_K + its rank in its list)
 FUSION_WEIGHT: dict[str, float] = {"fact": 1.0, "summary": 0.5, "interaction": 1.0}
 FUSION_TIES = ("interaction", "fact", "summary")  # which goes first on equal fused scores

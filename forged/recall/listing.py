@@ -24,6 +24,8 @@ from forged.models import (
 from forged.recall.query import CURRENT, UNCONDENSED
 from forged.store.portable import portable
 
+__all__ = ["PAGE_DEFAULT", "PAGE_MAX", "Page", "fact_audit", "list_facts", "list_summaries"]
+
 PAGE_DEFAULT = 100  # facts or summaries in a listing page when the request gives no limit
 PAGE_MAX = 1000  # largest listing page a request may ask for
 _FACT_COLUMNS = (

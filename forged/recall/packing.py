@@ -9,6 +9,16 @@ from forged.models import ContextAnswer, MemoryItem
 from forged.text.grounding import STOPWORDS
 from forged.text.tokens import estimate_tokens
 
+__all__ = [
+    "CONTEXT_CLOSE",
+    "CONTEXT_OPEN",
+    "FRAME_TOKENS",
+    "NOVELTY_MIN",
+    "TURNS_HEADING",
+    "content_words",
+    "pack",
+]
+
 NOVELTY_MIN = 0.3  # an item with less than this share of words new to the block is skipped
 FIRST_KEPT = 3  # search's first results a block holds whenever they fit in it together
 CONTEXT_OPEN = (

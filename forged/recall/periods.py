@@ -8,6 +8,8 @@ from datetime import date
 
 from forged.text.grounding import MONTHS
 
+__all__ = ["Period", "periods", "within"]
+
 _MONTH = "|".join(MONTHS)
 _ORDINAL = r"(?:st|nd|rd|th)?"
 _NAMED = re.compile(  # "13 October 2023", "October 13, 2023", "October 2023", "June"

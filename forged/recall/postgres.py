@@ -21,6 +21,8 @@ from forged.recall.sqlite import with_sources
 from forged.store.portable import Portable, to_psycopg
 from forged.store.postgres_schema import TEXT_SEARCH
 
+__all__ = ["list_facts", "list_summaries", "ranked", "search"]
+
 # Julian day of a stored ISO 8601 timestamp, the unit `now` and the half-life are given in.
 _JULIAN = "(extract(epoch from {at}::timestamptz) / 86400.0 + 2440587.5)"
 _DECAY = (

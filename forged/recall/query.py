@@ -10,6 +10,22 @@ import msgspec
 from forged.models import MEMORY_TYPES, MemoryType
 from forged.recall.packing import content_words
 
+__all__ = [
+    "ALIAS",
+    "CURRENT",
+    "MAX_QUERY_TERMS",
+    "SECONDS_PER_DAY",
+    "UNCONDENSED",
+    "UNIX_EPOCH_JULIAN_DAY",
+    "SearchQuery",
+    "conditions",
+    "fts_query",
+    "julian_now",
+    "kind_type",
+    "query_phrases",
+    "searched",
+]
+
 MAX_QUERY_TERMS = 64  # distinct words of a query searched, unless it says (`max_words`)
 UNIX_EPOCH_JULIAN_DAY = 2440587.5  # julianday('1970-01-01'), to compare with SQLite's dates
 SECONDS_PER_DAY = 86400.0

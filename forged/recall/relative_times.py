@@ -11,6 +11,8 @@ import msgspec
 from forged.models import MemoryItem
 from forged.text.grounding import MONTHS, WEEKDAYS
 
+__all__ = ["NUMBERS", "resolved", "with_times_resolved"]
+
 # A data table, one row a line: the formatter would reflow its rows.
 NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2}  # fmt: skip

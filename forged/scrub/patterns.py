@@ -9,6 +9,28 @@ from __future__ import annotations
 
 import re
 
+__all__ = [
+    "ASSIGN",
+    "CREDENTIAL_LIKE",
+    "END",
+    "ENDINGS_ALTERNATION",
+    "ENDINGS_TRIE",
+    "LINE_END",
+    "LINE_START",
+    "MARKER",
+    "MARKER_AHEAD",
+    "NAME",
+    "OPAQUE",
+    "PASSWORD_NAME",
+    "PROSE",
+    "SCHEMES",
+    "SECRET_NAME",
+    "START",
+    "assigned_value",
+    "name_kind",
+    "trie",
+]
+
 # What a redaction looks like; every pattern refuses to start a value with it (idempotence).
 MARKER = "[REDACTED:{}]"
 MARKER_AHEAD = r"(?!\[REDACTED:)"

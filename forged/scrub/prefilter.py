@@ -24,6 +24,8 @@ from operator import add
 from pathlib import Path
 from typing import Any, Protocol
 
+__all__ = ["HyperscanPrefilter", "Prefilter", "StdlibPrefilter", "best", "cache_path"]
+
 # Between joined strings: no anchor needs to match across it, and a match that spans it only
 # flags a string more, which costs an exact scan and changes nothing.
 _SEPARATOR = "\n"

@@ -3,6 +3,8 @@ tokens whose own prefix names the provider, and providers whose name stands befo
 
 from __future__ import annotations
 
+__all__ = ["PROVIDERS", "PROVIDER_OP", "PROVIDER_TOKENS", "PROVIDER_VALUE"]
+
 # Self-identifying tokens adapted from gitleaks' default rules (config/gitleaks.toml): the
 # prefix that names the provider, then the token's alphabet and length. Kinds follow the rule ids.
 # A data table, one row a line: the formatter would reflow its rows.

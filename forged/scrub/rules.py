@@ -46,6 +46,8 @@ from forged.scrub.patterns import (
 )
 from forged.scrub.providers import PROVIDER_OP, PROVIDER_TOKENS, PROVIDER_VALUE, PROVIDERS
 
+__all__ = ["CONTEXTS", "FORMATS", "KINDS", "Rule"]
+
 
 class Rule(NamedTuple):
     """One alternative of a pass: the groups that hold the secret, its kind, and its anchor."""

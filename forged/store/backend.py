@@ -26,6 +26,8 @@ from forged.models import (
 )
 from forged.store.records import BatchOutcome, Forgotten, NewInteraction, OpenDeadLetter
 
+__all__ = ["Backend", "check_store", "open_store"]
+
 T = TypeVar("T")
 
 

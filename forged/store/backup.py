@@ -26,6 +26,16 @@ from forged.errors import BackupError, StoreError
 from forged.store.sqlite_schema import MIGRATIONS
 from forged.timestamps import now
 
+__all__ = [
+    "FILE_MODE",
+    "INTEGRITY_ERRORS",
+    "BackupInfo",
+    "DatabaseLock",
+    "inspect_backup",
+    "restore_backup",
+    "take_backup",
+]
+
 FILE_MODE = 0o600  # a backup is memory: readable by its owner alone
 INTEGRITY_ERRORS = 5  # problems integrity_check reports at most
 SCHEMA_DIFFERENCES = 3  # schema differences a refusal names at most

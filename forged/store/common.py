@@ -42,6 +42,16 @@ from forged.store.records import (
 )
 from forged.timestamps import now
 
+__all__ = [
+    "LAST_SEQ",
+    "RAW_EXCERPT_CHARS",
+    "READ_LOG",
+    "SCOPE_TABLES",
+    "SqlStore",
+    "new_rows",
+    "row_to_interaction",
+]
+
 T = TypeVar("T")
 
 RAW_EXCERPT_CHARS = 500  # how much of a dead letter's raw answer a listing shows

@@ -14,6 +14,20 @@ from typing import Any
 from forged.errors import InvalidRequest
 from forged.models import Correction, Deleted, NewFact, normalise
 
+__all__ = [
+    "USER",
+    "add_fact",
+    "correct_fact",
+    "delete_fact",
+    "delete_interaction",
+    "delete_summary",
+    "deleted_digests",
+    "digest",
+    "erased_seqs",
+    "pin_fact",
+    "record",
+]
+
 USER = "user"  # the source, observer and reason of what a person wrote
 _INSERT_EDIT = """
     INSERT INTO edits (scope, action, item, item_id, into_id, digest, through_seq, created_at)

@@ -6,6 +6,8 @@ from typing import Any
 
 from forged.errors import StoreError
 
+__all__ = ["applied", "check"]
+
 _RECORD = """
     CREATE TABLE IF NOT EXISTS schema_migrations
         (version integer PRIMARY KEY, name text NOT NULL, applied_at text NOT NULL)

@@ -13,6 +13,8 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
+__all__ = ["Portable", "portable", "to_psycopg"]
+
 _NAMED = re.compile(r"(?<![:\w]):(\w+)")  # a `:name` placeholder, not a `::type` cast
 
 

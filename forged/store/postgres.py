@@ -41,6 +41,19 @@ from forged.store.postgres_schema import migrate
 from forged.store.readers import Readers
 from forged.store.records import NewInteraction
 
+__all__ = [
+    "DISK_FULL",
+    "LEASE_CLASS",
+    "LEASE_POLL",
+    "LOG_LOCK",
+    "POLL_INTERVAL",
+    "READERS",
+    "SCOPE_CLASS",
+    "SESSION_OPTIONS",
+    "PostgresStore",
+    "schema_version",
+]
+
 T = TypeVar("T")
 
 LOG_LOCK = (0x666F7267, 0)  # advisory lock keys of the log barrier

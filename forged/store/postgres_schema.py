@@ -12,6 +12,8 @@ from typing import Any
 from forged.store import migrations
 from forged.timestamps import now
 
+__all__ = ["MIGRATIONS", "MIGRATION_LOCK", "TEXT_SEARCH", "migrate"]
+
 MIGRATION_LOCK = 0x666F7267  # advisory lock: one daemon at a time migrates a shared database
 TEXT_SEARCH = "english"  # stemming and stop words, as FTS5's porter tokenizer does
 _ID = "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"  # never reused: cursors stay valid

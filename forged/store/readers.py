@@ -20,6 +20,8 @@ import trio
 
 from forged.errors import QueryTimeout
 
+__all__ = ["CHECK_STEPS", "Readers", "within"]
+
 C = TypeVar("C")
 T = TypeVar("T")
 

@@ -9,6 +9,16 @@ import msgspec
 
 from forged.models import Deleted, Fact, ObserverStatus, StoredInteraction, Usage
 
+__all__ = [
+    "BatchOutcome",
+    "DeadLetter",
+    "DistillRun",
+    "Forgotten",
+    "NewInteraction",
+    "OpenDeadLetter",
+    "ScopeResult",
+]
+
 
 class NewInteraction(msgspec.Struct, frozen=True):
     """A validated, scrubbed interaction ready for the log."""

@@ -12,6 +12,8 @@ from typing import Any
 from forged.models import ConsolidationChange, ConsolidationRun, normalise
 from forged.store.records import ScopeResult
 
+__all__ = ["apply", "condense", "supersede_replaced"]
+
 _INSERT_CHANGE = """
     INSERT INTO consolidation_changes (observer, run_id, scope, action, fact_id, into_id, reason,
                                        created_at)

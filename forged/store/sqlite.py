@@ -25,6 +25,8 @@ from forged.store.readers import Readers, within
 from forged.store.records import NewInteraction
 from forged.store.sqlite_schema import migrate
 
+__all__ = ["CHECKPOINT_ATTEMPTS", "Store", "atomic", "file_schema_version"]
+
 T = TypeVar("T")
 
 _IDS = msgspec.json.Encoder()

@@ -7,6 +7,8 @@ import sqlite3
 from forged.store import migrations
 from forged.timestamps import now
 
+__all__ = ["MIGRATIONS", "SCOPE_TOKEN", "migrate"]
+
 # The time span of a fact's or summary's source interactions, for rows stored before it was
 # recorded; a row whose interactions are gone keeps the time it was distilled.
 _SPAN_BACKFILL = """coalesce((SELECT {bound}(i.timestamp) FROM interactions AS i

@@ -13,6 +13,16 @@ import itertools
 import re
 from collections.abc import Callable, Iterator, Sequence
 
+__all__ = [
+    "MAX_PLACES",
+    "MAX_PLACINGS",
+    "NEGATIONS",
+    "clause_ends",
+    "clauses",
+    "negated",
+    "partnered",
+]
+
 MAX_PLACES = 3  # occurrences of a term in a line tried as its place
 MAX_PLACINGS = 256  # placements of a sentence's terms tried in one line
 # Words that turn a clause around; "no longer" and "stopped" hold "no" and a stop.

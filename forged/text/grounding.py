@@ -19,6 +19,28 @@ from datetime import datetime
 
 from forged.text.agreement import clause_ends, clauses, negated, partnered
 
+__all__ = [
+    "MAX_SOURCE_LINES",
+    "MIN_CHARS",
+    "MIN_COVERAGE",
+    "MIN_LINE_COVERAGE",
+    "MIN_SENTENCE_WORDS",
+    "MONTHS",
+    "NEAR_TURNS",
+    "NUMBER_WORDS",
+    "STEM_CHARS",
+    "STOPWORDS",
+    "WEEKDAYS",
+    "YEAR_SLACK",
+    "Claim",
+    "Line",
+    "Sources",
+    "Verdict",
+    "check",
+    "claim",
+    "stem",
+]
+
 MIN_CHARS = 12  # shorter texts ("ok", "34", "yes it is") are not memory
 MIN_LINE_COVERAGE = 0.34  # share of a fact's content words one source line must hold: a third
 MIN_SENTENCE_WORDS = 2  # a fact's sentence with fewer content words ("Wow.") is not checked alone

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["CHARS_PER_TOKEN", "estimate_tokens"]
+
 CHARS_PER_TOKEN = 4  # a common rule of thumb for English text with BPE tokenizers
 
 
