@@ -16,6 +16,11 @@ MODULES = sorted(
 )
 
 
+def test_the_module_map_is_the_codes() -> None:
+    """A module added, moved or described anew changes the page: `python -m tests.modulemap`."""
+    assert modulemap.current(modulemap.PAGE.read_text()) == modulemap.render()
+
+
 def _defines(tree: ast.Module) -> bool:
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign)
     return any(isinstance(n, kinds) for n in tree.body)
