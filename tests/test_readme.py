@@ -1,4 +1,5 @@
-"""The README's examples, run verbatim against a daemon started with `make run`, as a newcomer would.
+"""The README's examples, and those of the pages the README sends a reader to, run verbatim
+against a daemon started with `make run`, as a newcomer would.
 
 Each example is a fenced block preceded by `<!-- readme-test: NAME -->`; blocks that cannot run
 here (root installs, Ollama, systemd) say why with `<!-- readme-skip: REASON -->`. In a shell
@@ -25,7 +26,15 @@ from tests.daemons import SYSTEMD_VARIABLES, NotifySocket, socket_client, wait_f
 from tests.fakellm import FakeLLM
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text()
+# The README and the topic pages its detail moved to: one tour runs the blocks of all of them.
+PAGES = (
+    "README.md",
+    *(
+        f"docs/{p}.md"
+        for p in ("api", "recall", "grounding", "operations", "postgresql", "development")
+    ),
+)
+TEXTS = {page: (REPO / page).read_text() for page in PAGES}
 BLOCK = re.compile(
     r"^<!-- readme-(?P<mark>test|skip): (?P<name>.*?) -->\n```(?P<lang>\w+)\n(?P<body>.*?)\n```$",
     re.M | re.S,
@@ -49,16 +58,24 @@ def call_model(system: str, user: str) -> str:
 
 def _blocks() -> dict[str, tuple[str, str]]:
     return {
-        m["name"]: (m["lang"], m["body"]) for m in BLOCK.finditer(README) if m["mark"] == "test"
+        m["name"]: (m["lang"], m["body"])
+        for text in TEXTS.values()
+        for m in BLOCK.finditer(text)
+        if m["mark"] == "test"
     }
 
 
-def test_every_example_is_run_or_says_why_not() -> None:
+@pytest.mark.parametrize("page", PAGES)
+def test_every_example_is_run_or_says_why_not(page: str) -> None:
     """Each sh, python and json block is marked: run by this test, or skipped with a reason."""
-    marked = [m for m in BLOCK.finditer(README) if m["lang"] in ("sh", "python", "json")]
-    assert len(marked) == len(EXAMPLE.findall(README))
+    text = TEXTS[page]
+    marked = [m for m in BLOCK.finditer(text) if m["lang"] in ("sh", "python", "json")]
+    assert len(marked) == len(EXAMPLE.findall(text))
     assert all(m["name"].strip() for m in marked)
-    tested = [m["name"] for m in marked if m["mark"] == "test"]
+
+
+def test_no_two_examples_share_a_name() -> None:
+    tested = [m["name"] for t in TEXTS.values() for m in BLOCK.finditer(t) if m["mark"] == "test"]
     assert len(set(tested)) == len(tested), "two examples share a name"
 
 
