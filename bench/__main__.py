@@ -162,7 +162,7 @@ def _notes(size: Size, source: str) -> str:
         consolidate=size.consolidate_facts,
         pg_facts=min(postgres.RECALL_FACTS, max(size.recall_facts)),
         import_mb=size.import_bytes // 1_000_000,
-        onescope=onescope.TURNS,
+        onescope=size.onescope_turns,
         hammers=onescope.HAMMERS,
     )
 

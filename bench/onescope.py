@@ -27,7 +27,6 @@ from forged.recall.query import SearchQuery, fts_query, julian_now, query_phrase
 from forged.store.sqlite import READERS
 from tests.oracles import exact_ids
 
-TURNS = 300_000  # interactions in scope A: a year of chat
 MID_SHARE = (0.001, 0.01)  # a mid-frequency word is in this share of the scope's turns
 RARE_TURNS = (3, 10)  # a rare word is in this many turns
 COMMON_POOL = 20  # ten common words are drawn from the scope's most frequent words
@@ -47,11 +46,11 @@ AT_MOST_THE_LIMIT = Goal(1.0, at_least=False)
 READER_COUNTS = (READERS, 4)  # how many readers the daemon has: the default, and more
 
 
-def _query_sets(path: Path) -> dict[str, list[str]]:
+def _query_sets(path: Path, turns: int) -> dict[str, list[str]]:
     """The queries of each kind, drawn from scope A's own words by how many turns hold them."""
     counts = zipf.document_counts(path)
     rng = random.Random(SEED)
-    low, high = (int(share * TURNS) for share in MID_SHARE)
+    low, high = (int(share * turns) for share in MID_SHARE)
     mid = [w for w, n in counts if low <= n <= high]
     rare = [w for w, n in counts if RARE_TURNS[0] <= n <= RARE_TURNS[1]]
     common = [w for w, _ in counts[:COMMON_POOL]]
@@ -161,8 +160,8 @@ def _b_word(path: Path) -> str:
     return str(text.split(": ", 1)[1].split()[-1].rstrip("."))
 
 
-def _rows(kind: str, samples: dict[str, list[float]]) -> list[Row]:
-    at = f"one scope: {TURNS:,} turns, {kind},"
+def _rows(kind: str, samples: dict[str, list[float]], turns: int) -> list[Row]:
+    at = f"one scope: {turns:,} turns, {kind},"
     baseline = f"bare FTS5 top-{LIMIT} of the same words"
     bare_median, bare_p99 = _stats(samples["bare"])
     rows = []
@@ -183,10 +182,11 @@ def _rows(kind: str, samples: dict[str, list[float]]) -> list[Row]:
 
 
 async def measure(ctx: Context) -> list[Row]:
-    store = cached(ctx.cache, f"onescope-{TURNS}", zipf.build, TURNS)
+    turns = ctx.size.onescope_turns
+    store = cached(ctx.cache, f"onescope-{turns}", zipf.build, turns)
     path = Path(store.path)
     _read_through(path)
-    sets = _query_sets(path)
+    sets = _query_sets(path, turns)
     bare = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     rows: list[Row] = []
     async with running(
@@ -194,7 +194,7 @@ async def measure(ctx: Context) -> list[Row]:
     ) as daemon:
         client = await daemon.client()
         for kind, queries in sets.items():
-            rows += _rows(kind, await _interleaved(queries, _asks(client, bare)))
+            rows += _rows(kind, await _interleaved(queries, _asks(client, bare)), turns)
         await client.aclose()
     bare.close()
     for readers in READER_COUNTS:

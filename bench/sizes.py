@@ -24,6 +24,7 @@ class Size:
     quality_conversations: int  # LoCoMo conversations the quality step distils and questions
     consolidate_facts: int = 1_000  # facts in the scope the consolidation step consolidates
     import_bytes: int = 500_000_000  # size of the ChatGPT export the import step generates
+    onescope_turns: int = 300_000  # interactions in the one-scope recall step: a year of chat
 
 
 RECALL_MILLION = 1_000_000  # the store `--recall-million` adds: minutes to build the first time
@@ -42,6 +43,7 @@ SIZES = {
         scrub=100,
         quality_conversations=1,
         import_bytes=5_000_000,
+        onescope_turns=3_000,
     ),
     "default": Size(
         "default",
