@@ -385,9 +385,11 @@ def test_a_fact_keeps_the_session_its_sources_share() -> None:
 
 async def test_grounding_and_rendering_run_in_a_thread_of_their_own() -> None:
     """The CPU work on untrusted text waits for the work's thread limiter, not the event loop:
-    while a test holds the limiter, the batch waits for it, first to render, then to ground."""
+    while a test holds the limiter, the batch waits for it, first to render, then to ground
+    (with `offload_chars` 0 every batch goes to the thread, not only long ones)."""
     limiter = trio.CapacityLimiter(1)
-    work = BatchDistiller(_Scripted(), RetryPolicy(1, 0.01, 0.01), 3000, 64, limiter=limiter)
+    retry = RetryPolicy(1, 0.01, 0.01)
+    work = BatchDistiller(_Scripted(), retry, 3000, 64, limiter=limiter, offload_chars=0)
     holder = object()
     done = trio.Event()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from itertools import groupby
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import msgspec
 import structlog
@@ -60,12 +60,21 @@ __all__ = [
     "replacing",
 ]
 
+T = TypeVar("T")
 RAW_LIMIT = 16_384  # characters of a failed answer kept with its dead letter
 MAX_REPLACED = 3  # known facts one new fact may retire: a correction, not a sweep
+# Characters of transcript and answer past which rendering and grounding run in a worker
+# thread: below, they take well under a millisecond, less than the hop to a thread costs.
+OFFLOAD_CHARS = 32_768
 # The scope's current facts recall finds for a text: shown beside the transcript (supersession).
 Related = Callable[[str, str], Awaitable[list[MemoryItem]]]
 
 log = structlog.get_logger("forged.distill")
+
+
+def _chars(items: list[StoredInteraction]) -> int:
+    """The characters of the interactions' messages."""
+    return sum(len(m.text) for i in items for m in i.messages)
 
 
 def add_usage(a: Usage, b: Usage | None) -> Usage:
@@ -253,6 +262,7 @@ class BatchDistiller:
         max_facts: int,
         related: Related | None = None,
         limiter: trio.CapacityLimiter | None = None,
+        offload_chars: int = OFFLOAD_CHARS,
     ) -> None:
         self.distiller = distiller
         self.retry = retry
@@ -260,6 +270,7 @@ class BatchDistiller:
         self.max_facts = max_facts
         self.related = related  # known facts a new one may replace (supersession)
         self.limiter = limiter or trio.CapacityLimiter(1)  # one thread grounds or renders
+        self.offload_chars = offload_chars
 
     def rerunning(self) -> BatchDistiller:
         """The same work for a re-run someone waits for: an unreachable LLM is raised at once."""
@@ -271,6 +282,7 @@ class BatchDistiller:
             self.max_facts,
             self.related,
             self.limiter,
+            self.offload_chars,
         )
 
     async def distill_batch(
@@ -313,9 +325,8 @@ class BatchDistiller:
             for part in (items[:half], items[half:]):
                 await self.distill_group(batch_id, scope, part, out, status, outcomes)
             return
-        summary, facts, ungrounded = await trio.to_thread.run_sync(
-            ground, memory, items, limiter=self.limiter
-        )  # CPU on untrusted text (a 1 MB turn, 64 long facts): never on the event loop
+        size = _chars(items) + len(memory.summary) + sum(len(f.text) for f in memory.facts)
+        summary, facts, ungrounded = await self._offload(size, ground, memory, items)
         facts = with_sessions(replacing(facts, known), items)
         if ungrounded:
             log.warning(
@@ -336,9 +347,9 @@ class BatchDistiller:
         the `known` facts go before each transcript."""
         budget = self.max_batch_tokens
         if len(items) > 1 or items[0].tokens <= budget:
-            rendered = await trio.to_thread.run_sync(render_transcript, items, limiter=self.limiter)
+            rendered = await self._offload(_chars(items), render_transcript, items)
             return await self._call(known + rendered, status)
-        parts = await trio.to_thread.run_sync(render_chunks, items[0], budget, limiter=self.limiter)
+        parts = await self._offload(_chars(items), render_chunks, items[0], budget)
         chunks = [known + chunk for chunk in parts]
         log.info(
             "interaction_chunked", observer=DISTILL_OBSERVER, seq=items[0].seq, chunks=len(chunks)
@@ -352,6 +363,13 @@ class BatchDistiller:
                 exc.usage = add_usage(spent, exc.usage)
                 raise
         return merge(memories, self.max_facts)
+
+    async def _offload(self, size: int, work: Callable[..., T], *args: Any) -> T:
+        """`work(*args)`, CPU on untrusted text (a 1 MB turn, 64 long facts): in the worker
+        thread when `size` characters make it long, never holding up the event loop."""
+        if size < self.offload_chars:
+            return work(*args)
+        return await trio.to_thread.run_sync(work, *args, limiter=self.limiter)
 
     def _give_up(
         self,
