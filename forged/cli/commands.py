@@ -317,7 +317,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    from forged.cli.ui import serve
+    from forged.ui.server import serve
 
     serve(find_socket(args.socket, config=args.config), args.port)
     return 0

@@ -11,7 +11,7 @@ allows scripts from this server alone.
 The server is the standard library's threading HTTP server: one person's browser at a time
 needs no event loop, and nothing is added to the daemon. It forwards an allow-list of the
 daemon's routes (`/api/v1/...`) over the socket and serves the page's files from
-`forged/ui_static/`: plain HTML, CSS and JavaScript, with no build step and no CDN, because the
+`forged/ui/static/`: plain HTML, CSS and JavaScript, with no build step and no CDN, because the
 machine it runs on may have no internet and a memory browser must not load code from elsewhere.
 """
 
@@ -170,7 +170,7 @@ class Handler(BaseHTTPRequestHandler):
         if name not in STATIC:
             self._refuse(HTTPStatus.NOT_FOUND, "no such page")
             return
-        body = resources.files("forged").joinpath("ui_static", name).read_bytes()
+        body = resources.files("forged.ui").joinpath("static", name).read_bytes()
         extra: list[tuple[str, str]] = []
         if name == "index.html":
             body = body.replace(b"{{csrf}}", page.csrf.encode())
