@@ -216,7 +216,7 @@ async def test_correcting_a_fact_supersedes_it_with_the_users_text(
         "user",
         old["id"],
     )
-    audit = (await client.get(f"/v1/facts/{old['id']}")).json()
+    audit = (await client.get(f"/v1/facts/{old['id']}", params={"scope": "ed"})).json()
     retired = audit["fact"]
     assert (retired["superseded_by"], retired["superseded_reason"]) == (fact["id"], "user")
     assert retired["invalid_at"] >= started
@@ -395,12 +395,21 @@ async def test_a_deleted_dead_letter_is_not_redistilled(short_tmp: Path, fake_ll
         async with running_daemon(config) as api, socket_client(config.server.socket) as client:
             await client.post("/v1/interactions", json=[turn(1, WORDS[0]), turn(2, SECRET)])
             await wait_for_watermark(client, 2, hub=api.hub)
-            assert len((await client.get("/v1/dead-letters")).json()["dead_letters"]) == 1
+            assert (
+                len(
+                    (await client.get("/v1/dead-letters", params={"all_scopes": "true"})).json()[
+                        "dead_letters"
+                    ]
+                )
+                == 1
+            )
             await client.delete("/v1/interactions/2")
             fake_llm.poison = None
             calls = fake_llm.calls
             report = (await client.post("/v1/dead-letters/redistill")).json()
-            left = (await client.get("/v1/dead-letters")).json()["dead_letters"]
+            left = (await client.get("/v1/dead-letters", params={"all_scopes": "true"})).json()[
+                "dead_letters"
+            ]
             status = (await client.get("/v1/status")).json()["observers"][0]
     assert (report["results"], left, fake_llm.calls, status["dead_letters"]) == ([], [], calls, 0)
 

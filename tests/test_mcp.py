@@ -206,6 +206,8 @@ async def test_an_agent_corrects_and_forgets_within_its_scope(daemon: Config) ->
     assert "no interaction with id 2 in scope 'user:alice'" in _text(not_hers)
     assert "Alice lives in Lisbon." in facts and "Porto" not in facts
     async with socket_client(daemon.server.socket) as http:
-        kept = (await http.get(f"/v1/facts/{bob['id']}")).json()["fact"]
+        kept = (await http.get(f"/v1/facts/{bob['id']}", params={"scope": "user:bob"})).json()[
+            "fact"
+        ]
         log = (await http.get("/v1/status")).json()["log"]
     assert (kept["text"], kept["superseded_by"], log["count"]) == (bob["text"], None, 1)

@@ -550,9 +550,13 @@ async def test_search_traces_memory_to_its_interactions(
     ]
     context = (await client.get("/v1/context", params={"q": "biscuit", "scope": "u"})).json()
     assert "\nWhat was said:\n- [2023-05-08] Caroline: I adopted Biscuit.\n" in context["text"]
-    listed = (await client.get("/v1/facts", params={"since": "2023-05-08"})).json()["facts"]
+    listed = (await client.get("/v1/facts", params={"since": "2023-05-08", "scope": "u"})).json()[
+        "facts"
+    ]
     assert len(listed) == 1 and listed[0]["first_at"] == "2023-05-08T11:56:00.000Z"
-    assert (await client.get("/v1/facts", params={"until": "2023-05-07"})).json()["facts"] == []
+    assert (await client.get("/v1/facts", params={"until": "2023-05-07", "scope": "u"})).json()[
+        "facts"
+    ] == []
 
 
 async def test_a_time_the_question_names_lifts_what_happened_then(

@@ -42,7 +42,9 @@ async def test_dead_letters_are_listed(short_tmp: Path, fake_llm: FakeLLM) -> No
     with trio.fail_after(TIMEOUT):
         async with running_daemon(config) as running, socket_client(config.server.socket) as client:
             await _push_three(client, running.hub)
-            listed = (await client.get("/v1/dead-letters")).json()["dead_letters"]
+            listed = (await client.get("/v1/dead-letters", params={"scope": "user:bob"})).json()[
+                "dead_letters"
+            ]
             empty = (await client.get("/v1/dead-letters", params={"from": 3})).json()
     (letter,) = listed
     assert letter["seq"] == 2 and letter["scope"] == "user:bob"
@@ -181,7 +183,8 @@ async def test_the_redistill_command_reports_what_happened(
 async def test_the_dead_letters_command_prints_a_table(short_tmp: Path, fake_llm: FakeLLM) -> None:
     """`forged dead-letters` prints seq, scope, time and reason as a table, like other commands."""
     config = await _with_dead_letter(short_tmp, fake_llm)
-    argv = [sys.executable, "-m", "forged", "dead-letters", "--socket", config.server.socket]
+    argv = [sys.executable, "-m", "forged", "dead-letters", "--all-scopes"]
+    argv += ["--socket", config.server.socket]
     with trio.fail_after(TIMEOUT):
         async with running_daemon(config) as running, socket_client(config.server.socket) as client:
             await _push_three(client, running.hub)

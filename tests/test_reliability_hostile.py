@@ -347,7 +347,7 @@ async def test_head_on_every_path_is_answered_and_the_daemon_lives(daemon: _Daem
         "/v1/facts",
         "/v1/search?q=a",
         "/v1/nope",
-        "/v1/interactions",
+        "/v1/consolidate",  # POST only
     ]
     with trio.fail_after(30):
         async with socket_client(daemon.socket) as client:
@@ -360,7 +360,7 @@ async def test_head_on_every_path_is_answered_and_the_daemon_lives(daemon: _Daem
         "/v1/facts": (200, b""),
         "/v1/search?q=a": (200, b""),
         "/v1/nope": (404, b""),
-        "/v1/interactions": (405, b""),
+        "/v1/consolidate": (405, b""),
     }
     assert health.status_code == 200
     assert daemon.process.poll() is None

@@ -131,7 +131,9 @@ async def test_a_hostile_answer_stops_nothing(
                 assert (await client.get("/v1/health")).status_code == 200
                 calm = (await client.get("/v1/facts", params={"scope": "calm"})).json()["facts"]
                 hostile = (await client.get("/v1/facts", params={"scope": "hostile"})).json()
-                letters = (await client.get("/v1/dead-letters")).json()["dead_letters"]
+                letters = (
+                    await client.get("/v1/dead-letters", params={"scope": "hostile"})
+                ).json()["dead_letters"]
             assert [f["text"] for f in calm] == [f"Recorded: user: {CALM.rstrip('.')}."]
             texts = {f["text"] for f in hostile["facts"]}
             assert len(hostile["facts"]) <= 64  # max_facts

@@ -198,7 +198,7 @@ function turnRow(t, highlight) {
 
 // A fact with its sources and history, and what can be done with it.
 async function openFact(id) {
-  const audit = await api("GET", `/v1/facts/${id}`);
+  const audit = await api("GET", `/v1/facts/${id}`, { scope: state.scope });
   const f = audit.fact;
   const sources = state.turns.filter((t) => t.seq >= f.first_seq && t.seq <= f.last_seq);
   const panel = document.getElementById("detail");
@@ -319,7 +319,7 @@ function resultCard(r) {
 
 // Status: observers, watermarks, backlog, the batch in flight, dead letters.
 async function showStatus() {
-  const [status, dead] = await Promise.all([api("GET", "/v1/status"), api("GET", "/v1/dead-letters")]);
+  const [status, dead] = await Promise.all([api("GET", "/v1/status"), api("GET", "/v1/dead-letters", { all_scopes: "true" })]);
   const main = document.getElementById("main");
   const row = (o) => el("tr", {}, el("td", {}, o.name), el("td", {}, o.state), el("td", {}, o.watermark), el("td", {}, o.backlog),
     el("td", {}, o.batch ? `${o.batch.interactions} turns, ${o.batch.tokens} tokens, for ${o.batch.elapsed_s.toFixed(1)} s` : "—"),
