@@ -18,7 +18,7 @@ from bench.corpus import NAMES, Turn, interaction, log_row, sentence
 from bench.sizes import Context
 from forged.models import normalise
 from forged.store.sqlite import Store
-from forged.store.sqlite_schema import MIGRATIONS
+from forged.store.sqlite_schema import FILL_BLOCKS, MIGRATIONS
 
 CHUNK = 10_000  # rows per executemany
 ROW_OVERHEAD = 340  # bytes an interaction row costs besides its text (columns, indexes), measured
@@ -125,10 +125,12 @@ def _without_triggers(conn: sqlite3.Connection) -> list[str]:
 
 
 def _reindex(conn: sqlite3.Connection, triggers: list[str], indexes: tuple[str, ...]) -> None:
-    """Rebuild the loaded tables' full-text indexes at once, then restore the triggers."""
+    """Rebuild the loaded tables' full-text indexes and interaction blocks at once, then restore
+    the triggers."""
     conn.execute("BEGIN")
     for name in indexes:
         conn.execute(f'INSERT INTO "{name}" ("{name}") VALUES (\'rebuild\')')
+    conn.execute(FILL_BLOCKS)
     for sql in triggers:
         conn.execute(sql)
     conn.execute("COMMIT")

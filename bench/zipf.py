@@ -15,6 +15,7 @@ import msgspec
 
 from bench.corpus import NAMES, SEED
 from bench.stores import BARE, BARE_TOKENIZER, _fresh, _load, _without_triggers
+from forged.store.sqlite_schema import FILL_BLOCKS
 
 VOCABULARY = 200_000  # distinct words; the rarest are in a few turns of 300,000
 WORDS_PER_TURN = (8, 32)  # a turn's length in words, drawn evenly
@@ -81,6 +82,7 @@ def build(path: Path, n: int) -> None:
         BEGIN;
         INSERT INTO interactions_fts (rowid, text, scope) SELECT seq, text, scope
             FROM interactions_text;
+        {FILL_BLOCKS};
         CREATE VIRTUAL TABLE {BARE} USING fts5(text, content='', {BARE_TOKENIZER});
         INSERT INTO {BARE} (rowid, text) SELECT seq, text FROM interactions_text
             WHERE scope = '{_token(SCOPE_A)}';

@@ -5,8 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 FUTURE_SLACK = timedelta(days=1)  # how far past its receipt an interaction may be dated (clocks)
+_UNIX_EPOCH = datetime(1970, 1, 1).toordinal()
+_UNIX_EPOCH_JULIAN_MS = 210_866_760_000_000  # SQLite's julianday('1970-01-01') in milliseconds
+_MS_PER_DAY = 86_400_000
 
-__all__ = ["now", "utc_text", "utc_timestamp"]
+__all__ = ["julian_day", "now", "utc_text", "utc_timestamp"]
 
 
 def utc_text(moment: datetime) -> str:
@@ -44,3 +47,15 @@ def latest_timestamp(received_at: str) -> str:
         return utc_text(received + FUTURE_SLACK)
     except OverflowError:  # received on 9999-12-31: no later time exists
         return received_at
+
+
+def julian_day(value: str) -> float:
+    """SQLite's `julianday(value)` of a timestamp, bit for bit: SQLite counts whole
+    milliseconds and divides once, and so does this (a float of seconds would round twice)."""
+    moment = datetime.fromisoformat(value)
+    days = moment.toordinal() - _UNIX_EPOCH
+    seconds = (days * 24 + moment.hour) * 3600 + moment.minute * 60 + moment.second
+    ms = seconds * 1000 + moment.microsecond // 1000
+    if offset := moment.utcoffset():
+        ms -= offset // timedelta(milliseconds=1)
+    return (ms + _UNIX_EPOCH_JULIAN_MS) / _MS_PER_DAY

@@ -1218,6 +1218,71 @@ def test_the_search_that_stops_early_gives_the_exact_ranking(
 
 @settings(max_examples=40, deadline=None)
 @given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(1, 2**20),  # seqs over many blocks of the decay's bound
+            st.lists(st.sampled_from(WORDS), min_size=1, max_size=8),
+            st.sampled_from(["a", "a", "b"]),
+            st.one_of(st.floats(0, 2), st.floats(0, 400)),  # any order; recent ones decay little
+            st.booleans(),  # forgotten after it was written
+        ),
+        min_size=100,
+        max_size=300,
+        unique_by=lambda row: row[0],
+    ),
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+    limit=st.integers(1, 40),
+    depth=st.sampled_from([1, fulltext.FIRST_DEPTH]),  # 1: the index asked ever deeper
+)
+def test_turns_bounded_by_their_block_s_latest_time_give_the_exact_ranking(
+    rows: list[tuple[int, list[str], str, float, bool]], words: list[str], limit: int, depth: int
+) -> None:
+    """Turns read best bound first (BM25 times the decay of their block's latest time), over
+    blocks dated in any order and with turns forgotten, give the ranking of every match."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
+        patch.setattr(fulltext, "FIRST_CANDIDATES", 2)
+        patch.setattr(fulltext, "FIRST_DEPTH", depth)
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        migrate(conn)
+        for seq, text, scope, days, _ in rows:
+            conn.execute(
+                "INSERT INTO interactions (seq, scope, timestamp, received_at, tokens, messages)"
+                " VALUES (?, ?, ?, ?, 1, json_array(json_object('role', 'user', 'text', ?)))",
+                (seq, scope, stamp(days), stamp(days), " ".join(text)),
+            )
+        forgotten = [(seq,) for seq, *_, gone in rows if gone]
+        conn.executemany("DELETE FROM interactions WHERE seq = ?", forgotten)
+        query = SearchQuery(q=" ".join(words), scope="a", limit=limit)
+        found = [i.id for i in ranked(conn, "interaction", query, HALF_LIFE, NOW_JD)]
+        assert found == exact_ids(conn, "interaction", query, HALF_LIFE, NOW_JD)
+        conn.close()
+
+
+def test_a_block_keeps_the_latest_time_of_its_turns_forgotten_or_not() -> None:
+    """The bound of a block only rises: a turn dated earlier leaves it, forgetting the latest
+    leaves it above the rest; the migration fills it for the turns already written."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    for sql in MIGRATIONS[:-1]:  # every migration but the blocks'
+        conn.executescript(f"BEGIN; {sql[1]}; COMMIT;")
+    insert = (
+        "INSERT INTO interactions (seq, scope, timestamp, received_at, tokens, messages)"
+        " VALUES (?, 'a', ?, ?, 1, '[]')"
+    )
+    conn.execute(insert, (1, stamp(5), stamp(5)))
+    conn.executescript(f"BEGIN; {MIGRATIONS[-1][1]}; COMMIT;")
+    blocks = "SELECT block, latest FROM interaction_blocks ORDER BY block"
+    assert conn.execute(blocks).fetchall() == [(0, stamp(5))]
+    conn.execute(insert, (2, stamp(9), stamp(9)))
+    conn.execute(insert, (3, stamp(1), stamp(1)))
+    conn.execute(insert, (5000, stamp(20), stamp(20)))
+    conn.execute("DELETE FROM interactions WHERE seq = 3")
+    assert conn.execute(blocks).fetchall() == [(0, stamp(1)), (1, stamp(20))]
+    conn.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
     table=st.sampled_from(list(_INSERT)),
     rows=st.lists(
         st.tuples(

@@ -9,18 +9,22 @@ import json
 import math
 import sqlite3
 from collections.abc import Callable, Iterable
-from operator import itemgetter
 from typing import Any
 
 import msgspec
 
 from forged.models import MemoryItem, MemoryType, Message
 from forged.recall.query import ALIAS, SearchQuery, conditions, fts_query, searched
+from forged.store.sqlite_schema import BLOCK_BITS
+from forged.timestamps import julian_day
 
 __all__ = [
     "BM25_K1",
     "COUNTS_KEPT",
+    "DEEPER",
     "FIRST_CANDIDATES",
+    "FIRST_DEPTH",
+    "PRUNED_SHARE",
     "RARE_SHARE",
     "RECENCY_FLOOR",
     "RECOUNT_SHARE",
@@ -29,6 +33,7 @@ __all__ = [
     "STREAMED_MIN_ROWS",
     "memory_item",
     "ranked",
+    "recency_decay",
     "scope_token",
     "turn_text",
 ]
@@ -75,11 +80,12 @@ _SCORED = """
     WHERE {fts} MATCH :match AND {alias}.scope = :scope {filters}
     ORDER BY 12 DESC, 1 DESC LIMIT :limit
 """
-# The candidates the index found that pass the filters (SQL's), with their recency decay: only
-# the key and a number per candidate, so that reading many costs little. `+` keeps the scope's
-# index out: looking each key up in it costs several times the lookup by key.
-_DECAYS = """
-    SELECT {alias}.{key}, {decay} FROM {table} AS {alias}
+# The candidates the index found that pass the filters (SQL's), with when they happened: only
+# the key and a timestamp per candidate, so that reading many costs little (`decay` turns the
+# timestamp into the decay _DECAY gives, four times faster than SQLite's julianday() and pow()).
+# `+` keeps the scope's index out: looking each key up in it costs several times the lookup by key.
+_TIMES = """
+    SELECT {alias}.{key}, {alias}.{at} FROM {table} AS {alias}
     WHERE {alias}.{key} IN (SELECT value FROM json_each(:ids)) AND +{alias}.scope = :scope {filters}
 """
 _KEY_AND_TIME: dict[MemoryType, tuple[str, str]] = {
@@ -87,11 +93,15 @@ _KEY_AND_TIME: dict[MemoryType, tuple[str, str]] = {
     "summary": ("id", "last_at"),
     "interaction": ("seq", "timestamp"),
 }
-# The index's matches in the scope with their BM25 ('rank' is BM25 over the text column),
-# unordered: FTS5's ORDER BY rank costs about as much again as scoring them, a sort in Python
-# a small part of it.
+# The index's matches with their BM25 ('rank' is BM25 over the text column); for many, only
+# the best `depth`: SQLite keeps them in a bounded sorter as FTS5 scores them, so that no more
+# reach Python. For a few, sorting them in Python costs less.
 _MATCHES = "SELECT rowid, -rank FROM {fts} WHERE {fts} MATCH ?"
+_TOP = "SELECT rowid, -rank AS bm25 FROM {fts} WHERE {fts} MATCH ? ORDER BY bm25 DESC LIMIT ?"
 FIRST_CANDIDATES = 32  # matches looked up at first; each further lookup takes twice as many
+FIRST_DEPTH = 64  # matches sorted at first, per result asked; a deeper read asks for 4x as many
+DEEPER = 4
+PRUNED_SHARE = 0.25  # rare phrases' rows under this share of the common ones': try _pruned
 _FTS: dict[MemoryType, str] = {
     "fact": "facts_fts",
     "summary": "summaries_fts",
@@ -191,6 +201,11 @@ def _split(counts: _Counts, phrases: list[str]) -> tuple[list[str], list[str]]:
     return rare, [p for p in phrases if weight[p] < RARE_SHARE * heaviest]
 
 
+def _documents(counts: _Counts, phrases: list[str]) -> int:
+    """How many rows hold the phrases, counting a row once per phrase (as last counted)."""
+    return sum(counts.documents(p) for p in phrases)
+
+
 def scope_token(scope: str) -> str:
     """The token that stands for a scope in the full-text indexes (schema.SCOPE_TOKEN)."""
     return f"s{scope.encode().hex()}0"
@@ -208,7 +223,7 @@ def _matching(counts: _Counts, scope: str, phrases: list[str]) -> Callable[[list
     One scope holding most of a large table is the second case."""
     scoped = f'"{scope_token(scope)}"'
     in_scope = counts.documents(scoped, column="scope")
-    matches = sum(counts.documents(p) for p in phrases)
+    matches = _documents(counts, phrases)
     elsewhere = matches * (counts.rows - in_scope) / max(1, counts.rows)
     if elsewhere * SCORE_TO_SCAN < in_scope:
         return lambda words: f"text : ({fts_query(words)})"
@@ -222,13 +237,21 @@ def _decayed(
     keys: Iterable[int],
     read: dict[int, float | None],
 ) -> dict[int, float]:
-    """The recency decay of each candidate that passes the query's filters; `read` keeps what
-    was read (None: filtered out), so that no candidate is looked up twice."""
+    """The recency decay of each candidate that passes the query's filters (`sql`: _TIMES);
+    `read` keeps what was read (None: filtered out), so that no candidate is looked up twice."""
     keys = list(keys)
     if unread := [key for key in keys if key not in read]:
         params["ids"] = json.dumps(unread)
-        read |= dict.fromkeys(unread) | dict(conn.execute(sql, params))
-    return {key: decay for key in keys if (decay := read[key]) is not None}
+        now, half_life = params["now"], params["half_life"]
+        read |= dict.fromkeys(unread)
+        read |= {key: recency_decay(at, now, half_life) for key, at in conn.execute(sql, params)}
+    return {key: d for key in keys if (d := read[key]) is not None}
+
+
+def recency_decay(at: str, now: float, half_life: float) -> float:
+    """_DECAY of a timestamp, bit for bit: the same operations on the same doubles."""
+    age = max(0.0, now - julian_day(at))
+    return RECENCY_FLOOR + (1 - RECENCY_FLOOR) * math.pow(0.5, age / half_life)
 
 
 def _best(bm25: dict[int, float], decay: dict[int, float], limit: int) -> list[tuple[float, int]]:
@@ -245,11 +268,12 @@ def ranked(
 ) -> list[MemoryItem]:
     """One table's best matches, by BM25 times the decay of when they happened.
 
-    The index gives the scope's matches by BM25 alone; their decays are read best first, a few
-    at a time, and the reading stops once the results are better than BM25 times the largest
-    decay (1) of the next match: nothing after it can enter. Only the winners' rows are read in
-    full. The answer is the exact ranking. A table under STREAMED_MIN_ROWS rows has too few
-    matches for this to pay: one statement scores them all.
+    The index gives the scope's matches by BM25 alone (for many, only the best few hundred per
+    result); their decays are read best bound first, a few at a time, and the reading stops
+    once the results are better than the bound of the next match: BM25 times the largest decay
+    it can have (its block's, for a turn; else 1). Nothing after it can enter. Only the
+    winners' rows are read in full. The answer is the exact ranking. A table under
+    STREAMED_MIN_ROWS rows has too few matches for this to pay: one statement scores them all.
     """
     phrases = searched(query)
     if not phrases:
@@ -265,15 +289,16 @@ def ranked(
     filters = conditions(table, query, params)
     if counts.rows < STREAMED_MIN_ROWS:
         return _small(conn, table, query, phrases, params, filters)
-    decays = _DECAYS.format(filters=filters, **_names(table))
+    decays = _TIMES.format(filters=filters, **_names(table))
     rare, common = _split(counts, phrases)
     read: dict[int, float | None] = {}  # the decays looked up: see _decayed
     match = _matching(counts, query.scope, phrases)
-    best = (
-        _pruned(conn, counts, query, decays, params, rare, common, read, match) if common else None
-    )
+    best = None
+    if common and _documents(counts, rare) <= PRUNED_SHARE * _documents(counts, common):
+        best = _pruned(conn, counts, query, decays, params, rare, common, read, match)
     if best is None:
-        best = _streamed(conn, table, query, decays, params, match(phrases), read)
+        expected = _documents(counts, phrases)
+        best = _streamed(conn, table, query, decays, params, match(phrases), read, expected)
     return _items(conn, table, best, params)
 
 
@@ -285,23 +310,65 @@ def _streamed(
     params: dict[str, Any],
     match: str,
     read: dict[int, float | None],
+    expected: int,
 ) -> list[tuple[float, int]]:
-    """The best of all matches (`match`: the FTS5 query), read best BM25 first until nothing
-    left can enter."""
-    matches = conn.execute(_MATCHES.format(fts=_FTS[table]), (match,)).fetchall()
-    matches.sort(key=itemgetter(1), reverse=True)
+    """The best of all matches (`match`: the FTS5 query; about `expected` of them), read best
+    BM25 first until nothing left can enter; the index is asked again, DEEPER, when that is
+    below its best `depth`."""
+    ceiling, highest = _ceilings(conn, table, params)
+    depth = FIRST_DEPTH * query.limit
+    if expected <= depth:
+        matches = conn.execute(_MATCHES.format(fts=_FTS[table]), (match,)).fetchall()
+        return _best_of(conn, query, decays, params, matches, read, ceiling)
+    while True:
+        matches = conn.execute(_TOP.format(fts=_FTS[table]), (match, depth)).fetchall()
+        best = _best_of(conn, query, decays, params, matches, read, ceiling)
+        if len(matches) < depth or (
+            len(best) == query.limit and best[-1][0] > matches[-1][1] * highest
+        ):  # every match not read has a BM25 of at most the last one's
+            return best
+        depth *= DEEPER
+
+
+def _best_of(
+    conn: sqlite3.Connection,
+    query: SearchQuery,
+    decays: str,
+    params: dict[str, Any],
+    matches: list[tuple[int, float]],
+    read: dict[int, float | None],
+    ceiling: Callable[[int], float],
+) -> list[tuple[float, int]]:
+    """The best of `matches`, taken best bound first (BM25 times the `ceiling` of the key's
+    decay), their decays read a few at a time until no bound left reaches the last result."""
+    bounded = sorted(((bm25 * ceiling(key), key, bm25) for key, bm25 in matches), reverse=True)
     best: list[tuple[float, int]] = []
     start, size = 0, FIRST_CANDIDATES
-    while batch := matches[start : start + size]:
-        if len(best) == query.limit:  # a match under the last result cannot enter
-            batch = [m for m in batch if m[1] >= best[-1][0]]  # best first: a prefix
-        if not batch:
-            break
-        bm25 = dict(batch)
+    while batch := bounded[start : start + size]:
+        if len(best) == query.limit:  # a match bounded under the last result cannot enter
+            batch = [m for m in batch if m[0] >= best[-1][0]]  # best first: a prefix
+            if not batch:
+                break
+        bm25 = {key: score for _, key, score in batch}
         scored = _best(bm25, _decayed(conn, decays, params, bm25, read), query.limit)
         best = heapq.nlargest(query.limit, best + scored)
         start, size = start + size, size * 2
     return best
+
+
+def _ceilings(
+    conn: sqlite3.Connection, table: MemoryType, params: dict[str, Any]
+) -> tuple[Callable[[int], float], float]:
+    """What an item's decay is at most, by its key, and at most of all: for turns, that of the
+    latest time in the key's block (schema.BLOCK_BITS); 1 for the other types."""
+    if table != "interaction":
+        return lambda key: 1.0, 1.0
+    now, half_life = params["now"], params["half_life"]
+    decays = {
+        block: recency_decay(latest, now, half_life)
+        for block, latest in conn.execute("SELECT block, latest FROM interaction_blocks")
+    }
+    return lambda key: decays.get(key >> BLOCK_BITS, 1.0), max(decays.values(), default=1.0)
 
 
 def _pruned(
@@ -389,6 +456,7 @@ def _names(table: MemoryType) -> dict[str, str]:
         "table": _CONTENT[table],
         "alias": alias,
         "key": key,
+        "at": at,
         "fts": _FTS[table],
         "columns": _COLUMNS[table],
         "decay": _DECAY.format(at=f"{alias}.{at}"),

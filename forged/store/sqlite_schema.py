@@ -7,7 +7,7 @@ import sqlite3
 from forged.store import migrations
 from forged.timestamps import now
 
-__all__ = ["MIGRATIONS", "SCOPE_TOKEN", "migrate"]
+__all__ = ["BLOCK_BITS", "FILL_BLOCKS", "MIGRATIONS", "SCOPE_TOKEN", "migrate"]
 
 # The time span of a fact's or summary's source interactions, for rows stored before it was
 # recorded; a row whose interactions are gone keeps the time it was distilled.
@@ -90,6 +90,15 @@ _INTERACTIONS_TRIGGERS = """CREATE TRIGGER interactions_fts_insert AFTER INSERT 
                 SELECT 'delete', seq, text, scope FROM interactions_text WHERE seq = old.seq;
         END;"""
 _INTERACTIONS_INDEXED = f"{_INTERACTIONS_VIEW}\n        {_INTERACTIONS_TRIGGERS}"
+
+# Interactions by blocks of 2**BLOCK_BITS consecutive seqs, each with the latest time any of
+# them happened: recall's bound on their recency decay, read without looking a turn up. A turn
+# is never redated, and one forgotten leaves the bound above the rest: it stays a bound.
+BLOCK_BITS = 12
+# (`WHERE true`: SQLite's parser needs a WHERE before an upsert's ON CONFLICT after a SELECT.)
+FILL_BLOCKS = f"""INSERT INTO interaction_blocks SELECT seq >> {BLOCK_BITS}, max(timestamp)
+    FROM interactions WHERE true GROUP BY 1
+    ON CONFLICT (block) DO UPDATE SET latest = max(latest, excluded.latest)"""
 
 # Each entry is one schema version; append, never edit a released one.
 MIGRATIONS: tuple[tuple[str, str], ...] = (
@@ -401,6 +410,20 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             created_at TEXT NOT NULL
         );
         CREATE INDEX edits_by_item ON edits (scope, item, item_id);
+        """,
+    ),
+    (
+        "the latest time in each block of interactions: a bound on their recency decay",
+        f"""
+        CREATE TABLE interaction_blocks (
+            block INTEGER PRIMARY KEY,              -- seq >> {BLOCK_BITS}
+            latest TEXT NOT NULL                    -- the latest timestamp of its interactions
+        );
+        {FILL_BLOCKS};
+        CREATE TRIGGER interaction_blocks_insert AFTER INSERT ON interactions BEGIN
+            INSERT INTO interaction_blocks VALUES (new.seq >> {BLOCK_BITS}, new.timestamp)
+                ON CONFLICT (block) DO UPDATE SET latest = max(latest, excluded.latest);
+        END;
         """,
     ),
 )
