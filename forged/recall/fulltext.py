@@ -93,13 +93,23 @@ _KEY_AND_TIME: dict[MemoryType, tuple[str, str]] = {
     "summary": ("id", "last_at"),
     "interaction": ("seq", "timestamp"),
 }
-# The index's matches with their BM25 ('rank' is BM25 over the text column); for many, only
-# the best `depth`: SQLite keeps them in a bounded sorter as FTS5 scores them, so that no more
-# reach Python. For a few, sorting them in Python costs less.
-_MATCHES = "SELECT rowid, -rank FROM {fts} WHERE {fts} MATCH ?"
-_TOP = "SELECT rowid, -rank AS bm25 FROM {fts} WHERE {fts} MATCH ? ORDER BY bm25 DESC LIMIT ?"
+# The index's best matches by their bound: BM25 ('rank' is BM25 over the text column) times
+# the largest decay the match can have, 1 but for turns (their block's, schema.BLOCK_BITS).
+# SQLite keeps the best `depth` in a bounded sorter as FTS5 scores them: no more reach Python.
+_TOP = """
+    SELECT rowid, -rank AS bm25, -rank AS bound FROM {fts} WHERE {fts} MATCH :match
+    ORDER BY bound DESC LIMIT :depth
+"""
+_TOP_TURNS = f"""
+    WITH ceilings (block, decay) AS MATERIALIZED (
+        SELECT block, {_DECAY.format(at="latest")} FROM interaction_blocks
+    )
+    SELECT f.rowid, -f.rank AS bm25, -f.rank * coalesce(c.decay, 1.0) AS bound
+    FROM interactions_fts AS f LEFT JOIN ceilings AS c ON c.block = f.rowid >> {BLOCK_BITS}
+    WHERE interactions_fts MATCH :match ORDER BY bound DESC LIMIT :depth
+"""
 FIRST_CANDIDATES = 32  # matches looked up at first; each further lookup takes twice as many
-FIRST_DEPTH = 64  # matches sorted at first, per result asked; a deeper read asks for 4x as many
+FIRST_DEPTH = 8  # matches sorted at first, per result asked; a deeper read asks for 4x as many
 DEEPER = 4
 PRUNED_SHARE = 0.25  # rare phrases' rows under this share of the common ones': try _pruned
 _FTS: dict[MemoryType, str] = {
@@ -297,8 +307,7 @@ def ranked(
     if common and _documents(counts, rare) <= PRUNED_SHARE * _documents(counts, common):
         best = _pruned(conn, counts, query, decays, params, rare, common, read, match)
     if best is None:
-        expected = _documents(counts, phrases)
-        best = _streamed(conn, table, query, decays, params, match(phrases), read, expected)
+        best = _streamed(conn, table, query, decays, params, match(phrases), read)
     return _items(conn, table, best, params)
 
 
@@ -310,23 +319,16 @@ def _streamed(
     params: dict[str, Any],
     match: str,
     read: dict[int, float | None],
-    expected: int,
 ) -> list[tuple[float, int]]:
-    """The best of all matches (`match`: the FTS5 query; about `expected` of them), read best
-    BM25 first until nothing left can enter; the index is asked again, DEEPER, when that is
-    below its best `depth`."""
-    ceiling, highest = _ceilings(conn, table, params)
+    """The best of all matches (`match`: the FTS5 query), read best bound first until nothing
+    left can enter; the index is asked again, DEEPER, when that is below its best `depth`."""
+    top = _TOP_TURNS if table == "interaction" else _TOP.format(fts=_FTS[table])
     depth = FIRST_DEPTH * query.limit
-    if expected <= depth:
-        matches = conn.execute(_MATCHES.format(fts=_FTS[table]), (match,)).fetchall()
-        return _best_of(conn, query, decays, params, matches, read, ceiling)
     while True:
-        matches = conn.execute(_TOP.format(fts=_FTS[table]), (match, depth)).fetchall()
-        best = _best_of(conn, query, decays, params, matches, read, ceiling)
-        if len(matches) < depth or (
-            len(best) == query.limit and best[-1][0] > matches[-1][1] * highest
-        ):  # every match not read has a BM25 of at most the last one's
-            return best
+        matches = conn.execute(top, params | {"match": match, "depth": depth}).fetchall()
+        best = _best_of(conn, query, decays, params, matches, read)
+        if len(matches) < depth or (len(best) == query.limit and best[-1][0] > matches[-1][2]):
+            return best  # every match not read is bounded by the last one's bound
         depth *= DEEPER
 
 
@@ -335,40 +337,23 @@ def _best_of(
     query: SearchQuery,
     decays: str,
     params: dict[str, Any],
-    matches: list[tuple[int, float]],
+    matches: list[tuple[int, float, float]],
     read: dict[int, float | None],
-    ceiling: Callable[[int], float],
 ) -> list[tuple[float, int]]:
-    """The best of `matches`, taken best bound first (BM25 times the `ceiling` of the key's
-    decay), their decays read a few at a time until no bound left reaches the last result."""
-    bounded = sorted(((bm25 * ceiling(key), key, bm25) for key, bm25 in matches), reverse=True)
+    """The best of `matches` (key, BM25, bound; best bound first), their decays read a few at
+    a time until no bound left reaches the last result."""
     best: list[tuple[float, int]] = []
     start, size = 0, FIRST_CANDIDATES
-    while batch := bounded[start : start + size]:
+    while batch := matches[start : start + size]:
         if len(best) == query.limit:  # a match bounded under the last result cannot enter
-            batch = [m for m in batch if m[0] >= best[-1][0]]  # best first: a prefix
+            batch = [m for m in batch if m[2] >= best[-1][0]]  # best first: a prefix
             if not batch:
                 break
-        bm25 = {key: score for _, key, score in batch}
+        bm25 = {key: score for key, score, _ in batch}
         scored = _best(bm25, _decayed(conn, decays, params, bm25, read), query.limit)
         best = heapq.nlargest(query.limit, best + scored)
         start, size = start + size, size * 2
     return best
-
-
-def _ceilings(
-    conn: sqlite3.Connection, table: MemoryType, params: dict[str, Any]
-) -> tuple[Callable[[int], float], float]:
-    """What an item's decay is at most, by its key, and at most of all: for turns, that of the
-    latest time in the key's block (schema.BLOCK_BITS); 1 for the other types."""
-    if table != "interaction":
-        return lambda key: 1.0, 1.0
-    now, half_life = params["now"], params["half_life"]
-    decays = {
-        block: recency_decay(latest, now, half_life)
-        for block, latest in conn.execute("SELECT block, latest FROM interaction_blocks")
-    }
-    return lambda key: decays.get(key >> BLOCK_BITS, 1.0), max(decays.values(), default=1.0)
 
 
 def _pruned(
