@@ -108,9 +108,11 @@ _TOP_TURNS = f"""
     FROM interactions_fts AS f LEFT JOIN ceilings AS c ON c.block = f.rowid >> {BLOCK_BITS}
     WHERE interactions_fts MATCH :match ORDER BY bound DESC LIMIT :depth
 """
-FIRST_CANDIDATES = 32  # matches looked up at first; each further lookup takes twice as many
-FIRST_DEPTH = 8  # matches sorted at first, per result asked; a deeper read asks for 4x as many
-DEEPER = 4
+# Best bound first, about 1.1 to 1.9 matches per result reach the last result's score
+# (LoCoMo-sized and 300,000-turn scopes): so many are sorted and looked up at first.
+FIRST_CANDIDATES = 32  # matches looked up at first beyond one per result; then twice as many
+FIRST_DEPTH = 3  # matches sorted at first per result, beyond FIRST_CANDIDATES
+DEEPER = 4  # a deeper read of the index asks for this many times as many
 PRUNED_SHARE = 0.25  # rare phrases' rows under this share of the common ones': try _pruned
 _FTS: dict[MemoryType, str] = {
     "fact": "facts_fts",
@@ -323,7 +325,7 @@ def _streamed(
     """The best of all matches (`match`: the FTS5 query), read best bound first until nothing
     left can enter; the index is asked again, DEEPER, when that is below its best `depth`."""
     top = _TOP_TURNS if table == "interaction" else _TOP.format(fts=_FTS[table])
-    depth = FIRST_DEPTH * query.limit
+    depth = FIRST_DEPTH * query.limit + FIRST_CANDIDATES
     while True:
         matches = conn.execute(top, params | {"match": match, "depth": depth}).fetchall()
         best = _best_of(conn, query, decays, params, matches, read)
@@ -343,7 +345,7 @@ def _best_of(
     """The best of `matches` (key, BM25, bound; best bound first), their decays read a few at
     a time until no bound left reaches the last result."""
     best: list[tuple[float, int]] = []
-    start, size = 0, FIRST_CANDIDATES
+    start, size = 0, query.limit + FIRST_CANDIDATES
     while batch := matches[start : start + size]:
         if len(best) == query.limit:  # a match bounded under the last result cannot enter
             batch = [m for m in batch if m[2] >= best[-1][0]]  # best first: a prefix
