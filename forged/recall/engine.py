@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
@@ -54,15 +55,15 @@ class Recall:
         """The best candidates (up to `max_limit`), their relative times resolved, packed into
         the budget: search's first few first when they fit, then by coverage of the question."""
         candidates = msgspec.structs.replace(query, limit=self.config.max_limit)
-        limits = [self.config.max_limit, self.config.default_limit]
-        found, shown = await self.store.read(
-            self._searches,
-            candidates,
-            self.config.half_life_days,
-            limits,
-            scope=query.scope,
-            budget=self._budget(),
+        return await self.store.read(
+            self._block, candidates, budget_tokens, scope=query.scope, budget=self._budget()
         )
+
+    def _block(self, conn: Any, query: SearchQuery, budget_tokens: int) -> ContextAnswer:
+        """The block, read and packed in the reader's thread: weighing a hundred candidates
+        against the question is work the event loop must not wait on."""
+        limits = [self.config.max_limit, self.config.default_limit]
+        found, shown = self._searches(conn, query, self.config.half_life_days, limits)
         found = [with_times_resolved(i) for i in found]
         first = [with_times_resolved(i) for i in shown[:FIRST_KEPT]]
         return pack(kept_first(first, by_coverage(found, query.q), budget_tokens), budget_tokens)
