@@ -67,9 +67,9 @@ _LATER = {  # what memory_item reads after the score: what retired the item, and
     "summary": "s.condensed_into, NULL",
     "interaction": "NULL, NULL",
 }
-# The winners' rows, with their recency decay.
+# The winners' rows, a place held for the score they were ranked by.
 _ROWS = """
-    SELECT {columns}, {decay}, {later} FROM {table} AS {alias}
+    SELECT {columns}, NULL, {later} FROM {table} AS {alias}
     WHERE {alias}.{key} IN (SELECT value FROM json_each(:ids))
 """
 # Every match of the scope scored and joined to its row in one statement: for a small table,
