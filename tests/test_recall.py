@@ -13,7 +13,7 @@ import httpx
 import msgspec
 import pytest
 import trio
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bench import quality
@@ -24,15 +24,23 @@ from forged.models import MEMORY_TYPES, Fact, MemoryItem, normalise
 from forged.recall import fulltext
 from forged.recall.engine import Recall
 from forged.recall.fulltext import RECENCY_FLOOR, SELECTIVE_MIN_ROWS, ranked
-from forged.recall.fusion import RRF_K, by_coverage, fuse
+from forged.recall.fusion import COVERAGE_WEIGHT, RRF_K, by_coverage, fuse
 from forged.recall.listing import Page, list_facts
-from forged.recall.packing import FRAME_TOKENS, TURNS_HEADING, cost, kept_first, pack
+from forged.recall.packing import (
+    FRAME_TOKENS,
+    TURNS_HEADING,
+    content_words,
+    cost,
+    kept_first,
+    pack,
+)
 from forged.recall.periods import periods
 from forged.recall.query import SearchQuery, fts_query, julian_now, query_phrases
 from forged.recall.sqlite import search
 from forged.store.records import BatchOutcome, ScopeResult
 from forged.store.sqlite import Store
 from forged.store.sqlite_schema import MIGRATIONS, migrate
+from forged.text.grounding import stem
 from forged.text.tokens import estimate_tokens
 from tests.daemons import (
     running_daemon,
@@ -368,6 +376,36 @@ def test_migration_indexes_existing_rows(tmp_path: Path) -> None:
     found = {(i.type, i.id) for i in find(conn, "cassandra")}
     assert found == {("fact", fact), ("summary", summary)}
     conn.close()
+
+
+_WORDY = st.lists(  # words with endings the stemmer cuts, quotes, case and other scripts
+    st.sampled_from(
+        [*"abeilsyz", " ", "'", "-", "ies", "ied", "ing", "ly", "ss", "Ä", "ß", "İ", "ﬁ"]
+    ),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(question=_WORDY, texts=st.lists(_WORDY, min_size=1, max_size=8))
+@example(question="beee", texts=["beeee"])  # a stem of one letter: "b"
+def test_coverage_stems_only_words_that_can_hold_the_question_and_counts_the_same(
+    question: str, texts: list[str]
+) -> None:
+    """The coverage weights are those of stemming every word of every candidate."""
+    items = [msgspec.structs.replace(item(n, t), score=1.0 / (n + 1)) for n, t in enumerate(texts)]
+    wanted = {stem(w) for w in content_words(question)}
+    expected = items
+    if wanted:
+        held = [len({stem(w) for w in content_words(i.text)} & wanted) / len(wanted) for i in items]
+        weighed = [i.score * (1 + COVERAGE_WEIGHT * h) for i, h in zip(items, held, strict=True)]
+        expected = [i for _, i in sorted(zip(weighed, items, strict=True), key=lambda p: -p[0])]
+    found = by_coverage(items, question)
+    assert [(i.id, i.score) for i in found] == [
+        (i.id, s) for i, s in zip(expected, [i.score for i in found], strict=True)
+    ]
+    if wanted:
+        assert [i.score for i in found] == sorted(weighed, reverse=True)
 
 
 def item(n: int, text: str, kind: Any = "state") -> MemoryItem:

@@ -161,9 +161,15 @@ def by_coverage(items: list[MemoryItem], query: str) -> list[MemoryItem]:
     wanted = _stems(query)
     if not wanted:
         return items
+    # A stem of two letters or more begins as its word does: only the words that begin as a
+    # wanted stem are stemmed (a hundred candidates hold thousands of words).
+    starts = {s[:2] for s in wanted} if min(map(len, wanted)) >= 2 else None
 
     def held(item: MemoryItem) -> float:
-        return len(_stems(item.text) & wanted) / len(wanted)
+        words = content_words(item.text)
+        if starts is not None:
+            words = {w for w in words if w[:2] in starts}
+        return len({stem(w) for w in words} & wanted) / len(wanted)
 
     scored = [
         msgspec.structs.replace(i, score=i.score * (1 + COVERAGE_WEIGHT * held(i))) for i in items
