@@ -50,12 +50,15 @@ def latest_timestamp(received_at: str) -> str:
 
 
 def julian_day(value: str) -> float:
-    """SQLite's `julianday(value)` of a timestamp, bit for bit: SQLite counts whole
-    milliseconds and divides once, and so does this (a float of seconds would round twice)."""
+    """SQLite's `julianday(value)` of a timestamp, bit for bit: SQLite rounds to whole
+    milliseconds and divides once, and so does this (a float of seconds would round twice).
+
+    Raises ValueError for text that is no ISO 8601 date and time.
+    """
     moment = datetime.fromisoformat(value)
     days = moment.toordinal() - _UNIX_EPOCH
     seconds = (days * 24 + moment.hour) * 3600 + moment.minute * 60 + moment.second
-    ms = seconds * 1000 + moment.microsecond // 1000
+    ms = seconds * 1000 + (moment.microsecond + 500) // 1000
     if offset := moment.utcoffset():
         ms -= offset // timedelta(milliseconds=1)
     return (ms + _UNIX_EPOCH_JULIAN_MS) / _MS_PER_DAY

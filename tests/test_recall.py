@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from forged.daemon.runner import Running
 from forged.models import MEMORY_TYPES, Fact, MemoryItem, normalise
 from forged.recall import fulltext
 from forged.recall.engine import Recall
-from forged.recall.fulltext import RECENCY_FLOOR, SELECTIVE_MIN_ROWS, ranked
+from forged.recall.fulltext import RECENCY_FLOOR, SELECTIVE_MIN_ROWS, ranked, recency_decay
 from forged.recall.fusion import COVERAGE_WEIGHT, RRF_K, by_coverage, fuse
 from forged.recall.listing import Page, list_facts
 from forged.recall.packing import (
@@ -42,6 +42,7 @@ from forged.store.sqlite import Store
 from forged.store.sqlite_schema import MIGRATIONS, migrate
 from forged.text.grounding import stem
 from forged.text.tokens import estimate_tokens
+from forged.timestamps import julian_day, utc_text
 from tests.daemons import (
     running_daemon,
     socket_client,
@@ -1295,6 +1296,40 @@ def test_turns_bounded_by_their_block_s_latest_time_give_the_exact_ranking(
         found = [i.id for i in ranked(conn, "interaction", query, HALF_LIFE, NOW_JD)]
         assert found == exact_ids(conn, "interaction", query, HALF_LIFE, NOW_JD)
         conn.close()
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    moment=st.datetimes(
+        min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
+    ),
+    offset=st.integers(-14 * 60, 14 * 60),  # minutes east of UTC
+    micro=st.booleans(),  # written to the microsecond, not only the millisecond
+    age=st.floats(-2, 5000),
+)
+def test_a_decay_computed_in_python_is_the_one_sqlite_computes(
+    moment: datetime, offset: int, micro: bool, age: float
+) -> None:
+    """Turns are ranked by decays computed in Python and their rows by SQLite's: the two agree
+    to the last bit, for forged's timestamps and for any ISO 8601 time with a zone."""
+    conn = sqlite3.connect(":memory:")
+    zone = timezone(timedelta(minutes=offset))
+    texts = [
+        utc_text(moment),
+        moment.astimezone(zone).isoformat(timespec="microseconds" if micro else "milliseconds"),
+    ]
+    now = julian_day(texts[0]) + age
+    sql = f"SELECT julianday(:at), {fulltext._DECAY.format(at=':at')}"
+    for text in texts:
+        params = {"at": text, "now": now, "half_life": HALF_LIFE, "floor": RECENCY_FLOOR}
+        day, decay = conn.execute(sql, params).fetchone()
+        assert (julian_day(text), recency_decay(text, now, HALF_LIFE)) == (day, decay)
+
+
+@pytest.mark.parametrize("text", ["", "yesterday", "2024-13-01T00:00:00Z", "\x00", "9" * 40])
+def test_a_time_that_is_no_timestamp_decays_to_the_floor(text: str) -> None:
+    """Text forged never writes as a time cannot stop a search or pass for recent."""
+    assert recency_decay(text, NOW_JD, HALF_LIFE) == RECENCY_FLOOR
 
 
 def test_a_block_keeps_the_latest_time_of_its_turns_forgotten_or_not() -> None:

@@ -81,8 +81,8 @@ _SCORED = """
     ORDER BY 12 DESC, 1 DESC LIMIT :limit
 """
 # The candidates the index found that pass the filters (SQL's), with when they happened: only
-# the key and a timestamp per candidate, so that reading many costs little (`decay` turns the
-# timestamp into the decay _DECAY gives, four times faster than SQLite's julianday() and pow()).
+# the key and a timestamp per candidate, so that reading many costs little (`recency_decay` gives
+# the decay _DECAY would, four times faster than SQLite's julianday() and pow()).
 # `+` keeps the scope's index out: looking each key up in it costs several times the lookup by key.
 _TIMES = """
     SELECT {alias}.{key}, {alias}.{at} FROM {table} AS {alias}
@@ -261,8 +261,12 @@ def _decayed(
 
 
 def recency_decay(at: str, now: float, half_life: float) -> float:
-    """_DECAY of a timestamp, bit for bit: the same operations on the same doubles."""
-    age = max(0.0, now - julian_day(at))
+    """_DECAY of a timestamp, bit for bit: the same operations on the same doubles. Text that
+    is no timestamp (forged writes none) decays to the floor: it cannot pass for recent."""
+    try:
+        age = max(0.0, now - julian_day(at))
+    except ValueError:
+        return RECENCY_FLOOR
     return RECENCY_FLOOR + (1 - RECENCY_FLOOR) * math.pow(0.5, age / half_life)
 
 
