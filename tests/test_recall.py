@@ -1332,6 +1332,21 @@ def test_a_time_that_is_no_timestamp_decays_to_the_floor(text: str) -> None:
     assert recency_decay(text, NOW_JD, HALF_LIFE) == RECENCY_FLOOR
 
 
+def test_facts_are_scored_by_the_index_once_however_many_match(db: sqlite3.Connection) -> None:
+    """Bounded by BM25 alone, a fact's best few matches would rarely settle the ranking: every
+    match is read in one pass instead of asking the index again, deeper and deeper."""
+    for n in range(300):
+        add_fact(db, f"kafka note {n}", days_ago=n % 90)
+    statements: list[str] = []
+    db.set_trace_callback(statements.append)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)
+        found = ranked(db, "fact", SearchQuery(q="kafka", scope="a", limit=10), HALF_LIFE, NOW_JD)
+    db.set_trace_callback(None)
+    assert len(found) == 10
+    assert len([s for s in statements if "facts_fts MATCH" in s and "count(*)" not in s]) == 1
+
+
 def test_a_block_keeps_the_latest_time_of_its_turns_forgotten_or_not() -> None:
     """The bound of a block only rises: a turn dated earlier leaves it, forgetting the latest
     leaves it above the rest; the migration fills it for the turns already written."""

@@ -9,6 +9,7 @@ import json
 import math
 import sqlite3
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 from typing import Any
 
 import msgspec
@@ -96,10 +97,9 @@ _KEY_AND_TIME: dict[MemoryType, tuple[str, str]] = {
 # The index's best matches by their bound: BM25 ('rank' is BM25 over the text column) times
 # the largest decay the match can have, 1 but for turns (their block's, schema.BLOCK_BITS).
 # SQLite keeps the best `depth` in a bounded sorter as FTS5 scores them: no more reach Python.
-_TOP = """
-    SELECT rowid, -rank AS bm25, -rank AS bound FROM {fts} WHERE {fts} MATCH :match
-    ORDER BY bound DESC LIMIT :depth
-"""
+# A fact's or a summary's decay has no bound below 1: the best few by BM25 would rarely be
+# enough, and all their matches are read (unordered: a sort in Python costs less).
+_ALL = "SELECT rowid, -rank AS bm25, -rank AS bound FROM {fts} WHERE {fts} MATCH :match"
 _TOP_TURNS = f"""
     WITH ceilings (block, decay) AS MATERIALIZED (
         SELECT block, {_DECAY.format(at="latest")} FROM interaction_blocks
@@ -327,11 +327,15 @@ def _streamed(
     read: dict[int, float | None],
 ) -> list[tuple[float, int]]:
     """The best of all matches (`match`: the FTS5 query), read best bound first until nothing
-    left can enter; the index is asked again, DEEPER, when that is below its best `depth`."""
-    top = _TOP_TURNS if table == "interaction" else _TOP.format(fts=_FTS[table])
+    left can enter; for turns, the index is asked again, DEEPER, when that is below the best
+    `depth` it gave."""
+    if table != "interaction":
+        matches = conn.execute(_ALL.format(fts=_FTS[table]), {"match": match}).fetchall()
+        matches.sort(key=itemgetter(2), reverse=True)
+        return _best_of(conn, query, decays, params, matches, read)
     depth = FIRST_DEPTH * query.limit + FIRST_CANDIDATES
     while True:
-        matches = conn.execute(top, params | {"match": match, "depth": depth}).fetchall()
+        matches = conn.execute(_TOP_TURNS, params | {"match": match, "depth": depth}).fetchall()
         best = _best_of(conn, query, decays, params, matches, read)
         if len(matches) < depth or (len(best) == query.limit and best[-1][0] > matches[-1][2]):
             return best  # every match not read is bounded by the last one's bound
