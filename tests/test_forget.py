@@ -25,7 +25,15 @@ SECRET_WORD = "Zanzibarquokka"  # what the forgotten scope talked about
 KEPT_WORD = "Keepsakewombat"  # what the other scope talked about
 POISON = "Poisonpill"  # the fake LLM cannot distil this one: it becomes a dead letter
 # Tables that hold no scope's rows (llm_modes: which structured-output mode a server takes).
-NOT_PER_SCOPE = {"watermarks", "schema_migrations", "sqlite_sequence", "llm_modes"}
+# interaction_blocks holds a time per 4,096 seqs of every scope, taken again from the turns left
+# after a forget (test_recall.test_forgetting_takes_each_block_s_latest_time_from_what_is_left).
+NOT_PER_SCOPE = {
+    "watermarks",
+    "schema_migrations",
+    "sqlite_sequence",
+    "llm_modes",
+    "interaction_blocks",
+}
 
 
 def said(n: int, scope: str, word: str) -> dict[str, Any]:

@@ -1347,6 +1347,26 @@ def test_facts_are_scored_by_the_index_once_however_many_match(db: sqlite3.Conne
     assert len([s for s in statements if "facts_fts MATCH" in s and "count(*)" not in s]) == 1
 
 
+def test_forgetting_takes_each_block_s_latest_time_from_what_is_left(tmp_path: Path) -> None:
+    """A forgotten scope's times leave the blocks with it: each block's bound is the latest
+    time of the turns left, and a block with none left is gone."""
+
+    async def main() -> list[tuple[int, str]]:
+        store = Store(str(tmp_path / "forged.db"))
+        try:
+            kept = msgspec.structs.replace(new("kept", scope="a"), timestamp=stamp(9))
+            gone = msgspec.structs.replace(new("gone", scope="b"), timestamp=stamp(1))
+            await store.append([[kept, gone]])
+            await store.forget("b")
+            return await store.read(
+                lambda c: c.execute("SELECT block, latest FROM interaction_blocks").fetchall()
+            )
+        finally:
+            store.close()
+
+    assert trio.run(main) == [(0, stamp(9))]
+
+
 def test_a_block_keeps_the_latest_time_of_its_turns_forgotten_or_not() -> None:
     """The bound of a block only rises: a turn dated earlier leaves it, forgetting the latest
     leaves it above the rest; the migration fills it for the turns already written."""

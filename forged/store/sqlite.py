@@ -23,7 +23,7 @@ from forged.store.backup import DatabaseLock
 from forged.store.common import READ_LOG, SqlStore, new_rows, row_to_interaction
 from forged.store.readers import Readers, within
 from forged.store.records import NewInteraction
-from forged.store.sqlite_schema import migrate
+from forged.store.sqlite_schema import FILL_BLOCKS, migrate
 
 __all__ = ["CHECKPOINT_ATTEMPTS", "Store", "atomic", "file_schema_version"]
 
@@ -186,12 +186,16 @@ class Store(SqlStore):
         return atomic(conn)
 
     def _forgotten(self, conn: sqlite3.Connection, scope: str) -> None:
-        """Merge each full-text index's segments, so no deleted term stays in an old one, then
-        checkpoint: with `secure_delete` on, freed space was overwritten with zeros, and the
-        checkpoint moves the zeroed pages into the database file and empties the WAL."""
+        """Merge each full-text index's segments, so no deleted term stays in an old one, and
+        take each block's latest time again from the turns left (none of a forgotten one
+        stays behind), then checkpoint: with `secure_delete` on, freed space was overwritten
+        with zeros, and the checkpoint moves the zeroed pages into the database file and
+        empties the WAL."""
         with atomic(conn):
             for fts in _fts_tables(conn):
                 conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('optimize')")
+            conn.execute("DELETE FROM interaction_blocks")
+            conn.execute(FILL_BLOCKS)
         if not _checkpoint(conn):
             log.warning("forget_checkpoint_busy", scope=scope)
 
