@@ -92,9 +92,9 @@ async def test_503_while_loading_then_ok(short_tmp: Path, fake_llm: FakeLLM) -> 
     """503s are retried with backoff, the watermark waits, then the batch commits once."""
     fake_llm.script.extend(["status:503", "status:503"])
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm) as (_, client, db):
+        async with daemon(short_tmp, fake_llm) as (api, client, db):
             await client.post("/v1/interactions", json=turn(1))
-            distill = observer(await wait_for_watermark(client, 1))
+            distill = observer(await wait_for_watermark(client, 1, hub=api.hub))
     assert fake_llm.calls == 3
     assert (
         distill["last_error"]
@@ -111,9 +111,9 @@ async def test_poison_in_a_batch_of_16_is_one_dead_letter(
     """An interaction that overflows the context even alone is dead-lettered; the 15 others commit."""
     fake_llm.poison, fake_llm.poison_behaviour = POISON, "overflow500"
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm) as (_, client, db):
+        async with daemon(short_tmp, fake_llm) as (api, client, db):
             await push_batch_of_16(client, fake_llm, poison_at=9)
-            distill = observer(await wait_for_watermark(client, 17))
+            distill = observer(await wait_for_watermark(client, 17, hub=api.hub))
     assert seqs_in(fake_llm.requests[1]) == list(range(2, 18))
     ((seq, reason),) = rows(db, "SELECT seq, reason FROM dead_letters")
     assert seq == 9
@@ -131,9 +131,9 @@ async def test_an_answer_that_never_validates_is_split_then_dead_lettered(
     """Garbage for one interaction: tried max_attempts times alone, then a dead letter with the raw answer."""
     fake_llm.poison, fake_llm.poison_behaviour = POISON, "garbage"
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm, distill={"max_attempts": 2}) as (_, client, db):
+        async with daemon(short_tmp, fake_llm, distill={"max_attempts": 2}) as (api, client, db):
             await push_batch_of_16(client, fake_llm, poison_at=17)
-            distill = observer(await wait_for_watermark(client, 17))
+            distill = observer(await wait_for_watermark(client, 17, hub=api.hub))
     ((seq, reason, raw),) = rows(db, "SELECT seq, reason, raw FROM dead_letters")
     assert (seq, reason) == (17, "InvalidAnswer: the answer holds no JSON object")
     assert raw.startswith("I am sorry, but I cannot produce that.")
@@ -152,10 +152,10 @@ async def test_context_overflow_with_400_splits_the_batch(
     """A 400 exceed_context_size_error splits the batch in halves that then commit."""
     fake_llm.default = "ok"
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm) as (_, client, db):
+        async with daemon(short_tmp, fake_llm) as (api, client, db):
             await push_batch_of_16(client, fake_llm, poison_at=0)
             fake_llm.script.append("overflow400")  # the batch of 16 overflows once
-            distill = observer(await wait_for_watermark(client, 17))
+            distill = observer(await wait_for_watermark(client, 17, hub=api.hub))
     assert [seqs_in(r) for r in fake_llm.requests[1:]] == [
         list(range(2, 18)),
         list(range(2, 10)),
@@ -176,9 +176,9 @@ async def test_runs_record_tokens_and_time_of_every_paid_call(
     fake_llm.script.append("garbage")
     fake_llm.latency = 0.02
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm) as (_, client, db):
+        async with daemon(short_tmp, fake_llm) as (api, client, db):
             await client.post("/v1/interactions", json=turn(1))
-            distill = observer(await wait_for_watermark(client, 1))
+            distill = observer(await wait_for_watermark(client, 1, hub=api.hub))
     ((model, calls, prompt, completion, ms, outcome),) = rows(
         db,
         "SELECT model, llm_calls, prompt_tokens, completion_tokens, ms, outcome FROM distill_runs",
@@ -227,9 +227,9 @@ async def test_a_distiller_class_from_config_is_used(short_tmp: Path, fake_llm: 
     spec = {"class": "tests.stub_distiller:PreferenceDistiller", "model": "m"}
     text = "I prefer tabs. My key is AKIAIOSFODNN7EXAMPLE."
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (api, client, db):
             await client.post("/v1/interactions", json=turn(1, text))
-            await wait_for_watermark(client, 1)
+            await wait_for_watermark(client, 1, hub=api.hub)
     assert fake_llm.calls == 0
     ((fact,),) = rows(db, "SELECT text FROM facts WHERE kind = 'preference'")
     assert fact.startswith("I prefer tabs.") and "AKIAIOSFODNN7EXAMPLE" not in fact
@@ -243,10 +243,10 @@ async def test_extractive_style_stores_picked_lines_verbatim(
     """style = extractive: the model names lines; forged stores them as said, with their seq."""
     spec = {"style": "extractive", "structured_output": mode}
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (api, client, db):
             items = [turn(1), turn(2, "I prefer tabs over spaces in every Python file.")]
             await client.post("/v1/interactions", json=items)
-            await wait_for_watermark(client, 2)
+            await wait_for_watermark(client, 2, hub=api.hub)
     request = fake_llm.requests[-1]
     assert '{"lines": ' in request["messages"][0]["content"]
     if mode != "none":
@@ -265,9 +265,9 @@ async def test_ungrounded_memory_is_dropped_and_counted(short_tmp: Path, fake_ll
     """A fact the transcript does not support is not stored; runs and /v1/status count it."""
     spec = {"class": "tests.stub_distiller:InventingDistiller", "model": "m"}
     with trio.fail_after(TIMEOUT), capture_logs() as logs:
-        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (api, client, db):
             await client.post("/v1/interactions", json=turn(1))
-            status = await wait_for_watermark(client, 1)
+            status = await wait_for_watermark(client, 1, hub=api.hub)
     assert observer(status)["ungrounded"] == 2
     assert rows(db, "SELECT ungrounded FROM distill_runs") == [(2,)]
     assert rows(db, "SELECT text FROM facts") == [("We keep PostgreSQL for service 1.",)]
@@ -281,9 +281,9 @@ async def test_the_line_picker_needs_no_model(short_tmp: Path, fake_llm: FakeLLM
     spec = {"class": "forged.distill.linepicker:LinePicker"}
     item = turn(1, "Hi there!\nYesterday we decided to move billing to PostgreSQL 16.\nOk?")
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm, distiller=spec) as (_, client, db):
+        async with daemon(short_tmp, fake_llm, distiller=spec) as (api, client, db):
             await client.post("/v1/interactions", json=item)
-            await wait_for_watermark(client, 1)
+            await wait_for_watermark(client, 1, hub=api.hub)
     assert fake_llm.calls == 0
     assert rows(db, "SELECT kind, text FROM facts") == [
         ("decision", "user: Yesterday we decided to move billing to PostgreSQL 16.")
@@ -298,9 +298,9 @@ async def test_a_message_name_counts_toward_the_batch_budget(
     named["messages"][0]["name"] = "n" * 256
     text_tokens = sum(estimate_tokens(m["text"]) for m in named["messages"])
     with trio.fail_after(TIMEOUT):
-        async with daemon(short_tmp, fake_llm) as (_, client, db):
+        async with daemon(short_tmp, fake_llm) as (api, client, db):
             await client.post("/v1/interactions", json=named)
-            await wait_for_watermark(client, 1)
+            await wait_for_watermark(client, 1, hub=api.hub)
     assert rows(db, "SELECT tokens FROM interactions") == [(text_tokens + 65,)]
 
 
