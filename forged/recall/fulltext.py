@@ -255,8 +255,8 @@ def _decayed(
     if unread := [key for key in keys if key not in read]:
         params["ids"] = json.dumps(unread)
         now, half_life = params["now"], params["half_life"]
-        read |= dict.fromkeys(unread)
-        read |= {key: recency_decay(at, now, half_life) for key, at in conn.execute(sql, params)}
+        found = {key: recency_decay(at, now, half_life) for key, at in conn.execute(sql, params)}
+        read |= dict.fromkeys(unread) | found
     return {key: d for key in keys if (d := read[key]) is not None}
 
 

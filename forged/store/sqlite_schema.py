@@ -95,10 +95,8 @@ _INTERACTIONS_INDEXED = f"{_INTERACTIONS_VIEW}\n        {_INTERACTIONS_TRIGGERS}
 # them happened: recall's bound on their recency decay, read without looking a turn up. A turn
 # is never redated, and one forgotten leaves the bound above the rest: it stays a bound.
 BLOCK_BITS = 12
-# (`WHERE true`: SQLite's parser needs a WHERE before an upsert's ON CONFLICT after a SELECT.)
 FILL_BLOCKS = f"""INSERT INTO interaction_blocks SELECT seq >> {BLOCK_BITS}, max(timestamp)
-    FROM interactions WHERE true GROUP BY 1
-    ON CONFLICT (block) DO UPDATE SET latest = max(latest, excluded.latest)"""
+    FROM interactions GROUP BY 1"""  # into the empty table
 
 # Each entry is one schema version; append, never edit a released one.
 MIGRATIONS: tuple[tuple[str, str], ...] = (
