@@ -10,6 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 README_CAP = 15_000  # bytes: the README stays a page; the details live in docs/
 
+
 def _dry_run(target: str, venv: Path) -> str:
     """The commands `make TARGET` would run for an environment not yet made."""
     argv = ["make", "--dry-run", target, f"VENV={venv}"]
