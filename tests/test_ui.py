@@ -1,5 +1,5 @@
-"""`forged ui` against a real daemon: the page's refusals (no token, a wrong Host, another
-origin, no CSRF token, no CORS), its cookie and escaping, and the forwarded routes."""
+"""`forged ui` against a real daemon: the page's refusals (no token, a spent token, no session,
+a wrong Host, another origin, no CORS), its one-time URL, its escaping, the forwarded routes."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from forged.config import Config
+from forged.ui.server import NO_SESSION, SESSION_HEADER, USED
 from tests.daemons import socket_client, wait_for_watermark
 
 URL_LINE = re.compile(rb"forged ui: open (http://127\.0\.0\.1:(\d+)/\?token=([\w-]+))\n")
@@ -52,19 +53,21 @@ def ui_process(socket: str) -> Iterator[Ui]:
                 stream.close()
 
 
+def session_of(page: str) -> str:
+    """The session secret the page carries ("" in a page opened without the token)."""
+    match = re.search(r'<meta name="session" content="([\w-]*)">', page)
+    assert match, page[:300]
+    return match.group(1)
+
+
 @asynccontextmanager
 async def browser_session(ui: Ui) -> AsyncIterator[httpx.AsyncClient]:
-    """An HTTP client that opened the printed URL: it holds the session cookie."""
+    """An HTTP client that opened the printed URL and sends its session, as the page does."""
     async with httpx.AsyncClient(base_url=ui.origin, timeout=30) as http:
         first = await http.get(ui.url)
         assert first.status_code == 200, first.text
+        http.headers[SESSION_HEADER] = session_of(first.text)
         yield http
-
-
-def _csrf(page: str) -> str:
-    match = re.search(r'<meta name="csrf" content="([\w-]+)">', page)
-    assert match, page[:300]
-    return match.group(1)
 
 
 @pytest.fixture
@@ -82,27 +85,42 @@ async def ui(daemon: Config) -> AsyncIterator[Ui]:
         yield running
 
 
-async def test_the_printed_url_opens_the_page_and_sets_a_strict_cookie(ui: Ui) -> None:
-    """The token is traded for an HttpOnly, SameSite=Strict cookie; the page loads no outside
-    code and says so in its Content-Security-Policy."""
+async def test_the_printed_url_works_once_and_sets_no_cookie(ui: Ui) -> None:
+    """The token opens the page with the session once, sets no cookie (every port of 127.0.0.1
+    would get it), and a replay of the URL is refused; the page loads no outside code."""
     async with httpx.AsyncClient(timeout=30) as http:
         page = await http.get(ui.url)
+        again = await http.get(ui.url)
     assert page.status_code == 200
-    cookie = page.headers["set-cookie"]
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    assert "set-cookie" not in page.headers and not http.cookies
+    assert len(session_of(page.text)) >= 32 and session_of(page.text) not in ui.url
+    assert (again.status_code, again.text) == (403, USED + "\n")
     assert "default-src 'none'; script-src 'self'" in page.headers["content-security-policy"]
     assert page.headers["referrer-policy"] == "no-referrer"
     assert "http://" not in page.text.replace(ui.origin, "") and "https://" not in page.text
     assert "access-control-allow-origin" not in page.headers
 
 
-async def test_without_the_token_nothing_is_served(ui: Ui) -> None:
-    """No token and no cookie, or a wrong token: 403 for the page and for the API."""
+async def test_without_the_session_no_memory_is_served(ui: Ui) -> None:
+    """The page's files hold no secret; the API wants the session header (a cookie, the token
+    or a wrong secret do not do), and a wrong token opens nothing and spends nothing."""
     async with httpx.AsyncClient(base_url=ui.origin, timeout=30) as http:
-        for path in ("/", "/app.js", "/api/v1/scopes", "/?token=wrong"):
-            response = await http.get(path)
-            assert response.status_code == 403, path
-            assert response.text == "no valid token: open the URL forged ui printed\n"
+        wrong = await http.get("/?token=wrong")
+        bare = await http.get("/")
+        refused = [
+            await http.get("/api/v1/scopes"),
+            await http.get("/api/v1/scopes", params={"token": ui.token}),
+            await http.get("/api/v1/scopes", headers={SESSION_HEADER: ui.token}),
+            await http.get("/api/v1/scopes", headers={"Cookie": f"forged_ui={ui.token}"}),
+        ]
+        opened = await http.get(ui.url)
+    assert (wrong.status_code, wrong.text) == (
+        403,
+        "no valid token: open the URL forged ui printed\n",
+    )
+    assert bare.status_code == 200 and session_of(bare.text) == ""
+    assert [(r.status_code, r.text) for r in refused] == [(403, NO_SESSION + "\n")] * 4
+    assert opened.status_code == 200 and session_of(opened.text)
 
 
 async def test_a_wrong_host_is_refused(ui: Ui) -> None:
@@ -115,26 +133,23 @@ async def test_a_wrong_host_is_refused(ui: Ui) -> None:
 
 
 async def test_a_cross_origin_change_is_refused(ui: Ui) -> None:
-    """A change from another origin, or without the page's CSRF token, is refused before it
-    reaches the daemon; from the page, with its token, it goes through."""
+    """A change from another origin, or without the session, is refused before it reaches the
+    daemon; from the page, with its session, it goes through."""
     async with browser_session(ui) as http:
-        csrf = _csrf((await http.get("/")).text)
         body = {"text": "Planted by another site.", "scope": "web"}
         other = await http.post(
-            "/api/v1/facts",
-            json=body,
-            headers={"Origin": "http://evil.example", "X-Forged-CSRF": csrf},
+            "/api/v1/facts", json=body, headers={"Origin": "http://evil.example"}
         )
-        no_origin = await http.post("/api/v1/facts", json=body, headers={"X-Forged-CSRF": csrf})
-        no_csrf = await http.post("/api/v1/facts", json=body, headers={"Origin": ui.origin})
+        no_origin = await http.post("/api/v1/facts", json=body)
+        no_session = await http.post(
+            "/api/v1/facts", json=body, headers={"Origin": ui.origin, SESSION_HEADER: ""}
+        )
         preflight = await http.options("/api/v1/facts", headers={"Origin": "http://evil.example"})
         facts = (await http.get("/api/v1/facts", params={"scope": "web"})).json()["facts"]
-        ok = await http.post(
-            "/api/v1/facts", json=body, headers={"Origin": ui.origin, "X-Forged-CSRF": csrf}
-        )
+        ok = await http.post("/api/v1/facts", json=body, headers={"Origin": ui.origin})
     assert (other.status_code, other.text) == (403, "cross-origin request refused\n")
     assert no_origin.status_code == 403
-    assert (no_csrf.status_code, no_csrf.text) == (403, "missing or wrong CSRF token\n")
+    assert (no_session.status_code, no_session.text) == (403, NO_SESSION + "\n")
     assert preflight.status_code == 405
     assert "access-control-allow-origin" not in preflight.headers
     assert "Planted" not in str(facts)
@@ -144,8 +159,7 @@ async def test_a_cross_origin_change_is_refused(ui: Ui) -> None:
 async def test_only_the_pages_routes_are_forwarded(ui: Ui) -> None:
     """Forgetting a whole scope or pushing turns is not what the page does: 404."""
     async with browser_session(ui) as http:
-        csrf = _csrf((await http.get("/")).text)
-        headers = {"Origin": ui.origin, "X-Forged-CSRF": csrf}
+        headers = {"Origin": ui.origin}
         forget = await http.delete("/api/v1/scopes/web", headers=headers)
         push = await http.post("/api/v1/interactions", json={}, headers=headers)
         scopes = (await http.get("/api/v1/scopes")).json()["scopes"]

@@ -3,12 +3,18 @@ hostile page meets, against a real daemon and `forged ui` in a child process."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 import trio
 
 from forged.config import Config
+from forged.ui.server import NO_SESSION, SESSION_HEADER
 from tests.browser import REBOUND_HOST, chromium
 from tests.daemons import socket_client, wait_for_watermark
 from tests.test_ui import HOSTILE, Ui, ui_process
@@ -81,7 +87,7 @@ def _refusals(driver: Any, ui: Ui) -> dict[str, str]:
 
 
 def _cross_origin(driver: Any, ui: Ui) -> str:
-    """With the session cookie held, a form of another origin posts a fact to the page's API."""
+    """With the page open, a form of another origin posts a fact to the page's API."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -93,6 +99,102 @@ def _cross_origin(driver: Any, ui: Ui) -> str:
     driver.get("data:text/html;charset=utf-8," + form)
     WebDriverWait(driver, WAIT).until(lambda d: d.current_url.startswith(ui.origin))
     return str(driver.find_element(By.TAG_NAME, "body").text)
+
+
+class Neighbour:
+    """Another server on another loopback port, as any local user may run: it keeps every
+    request the browser sends it, and its page calls the memory page's API from the browser."""
+
+    def __init__(self, ui: Ui) -> None:
+        self.received: list[str] = []  # request lines and headers, as sent
+        self.done = threading.Event()  # its page's call of the API has ended
+        received, done = self.received, self.done
+        page = (
+            f"<script>fetch('{ui.origin}/api/v1/scopes', {{mode: 'no-cors',"
+            " credentials: 'include'}).finally(() => fetch('/done'))</script>"
+        ).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet."""
+
+            def do_GET(self) -> None:
+                received.append(f"{self.requestline}\n{self.headers}")
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+                if self.path == "/done":
+                    done.set()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+
+
+@contextmanager
+def neighbour(ui: Ui) -> Iterator[Neighbour]:
+    """The neighbour's server, serving on a thread until the end."""
+    other = Neighbour(ui)
+    thread = threading.Thread(target=other.server.serve_forever)
+    thread.start()
+    try:
+        yield other
+    finally:
+        other.server.shutdown()
+        other.server.server_close()
+        thread.join()
+
+
+def _visit_neighbour(driver: Any, ui: Ui, other: Neighbour) -> dict[str, Any]:
+    """After using the page, the same browser visits the neighbour, then comes back to the page
+    in the same tab: its session is still there, and no cookie of 127.0.0.1 exists."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    cookies = driver.get_cookies()
+    driver.get(other.url)
+    assert other.done.wait(WAIT)
+    driver.get(ui.origin + "/")
+    scope = WebDriverWait(driver, WAIT).until(
+        ec.element_to_be_clickable((By.CSS_SELECTOR, f'[data-scope="{SCOPE}"]'))
+    )
+    return {
+        "cookies": cookies,
+        "back": scope.text,
+        "session": driver.execute_script("return sessionStorage.getItem('forged-session')"),
+    }
+
+
+@pytest.mark.slow
+async def test_a_neighbouring_server_gets_nothing_usable_from_the_browser(daemon: Config) -> None:
+    """No cookie, token or session reaches a server on another port the browser visits; what it
+    received, replayed, opens nothing; the page's tab keeps its session across the visit."""
+    with ui_process(daemon.server.socket) as ui, neighbour(ui) as other, chromium() as driver:
+        async with socket_client(daemon.server.socket) as client:
+            await client.post(
+                "/v1/interactions",
+                json={"scope": SCOPE, "messages": [{"role": "user", "text": "I keep bees."}]},
+            )
+        await trio.to_thread.run_sync(driver.get, ui.url)
+        seen = await trio.to_thread.run_sync(_visit_neighbour, driver, ui, other)
+        async with httpx.AsyncClient(base_url=ui.origin, timeout=30) as http:
+            replays = []
+            for request in other.received:
+                headers = dict(
+                    line.split(": ", 1) for line in request.splitlines()[1:] if ": " in line
+                )
+                headers.pop("Host", None)
+                replays.append(await http.get("/api/v1/scopes", headers=headers))
+            spent = await http.get(ui.url)
+    assert seen["cookies"] == [] and seen["session"] and SCOPE in seen["back"]
+    assert len(other.received) >= 2  # its page and the report that its call of the API ended
+    everything = "\n".join(other.received)
+    assert seen["session"] not in everything and ui.token not in everything
+    assert "cookie" not in everything.lower() and SESSION_HEADER.lower() not in everything.lower()
+    assert [r.status_code for r in replays] == [403] * len(replays)
+    assert spent.status_code == 403
 
 
 @pytest.mark.slow
@@ -123,10 +225,6 @@ async def test_a_person_corrects_a_fact_and_deletes_a_turn_in_the_browser(daemon
     assert [i["seq"] for i in turns["interactions"]] == [1, 3]
     assert CORRECTED in {f["text"] for f in facts}
     assert "Planted" not in str(facts)
-    assert refused["no_token"] == "no valid token: open the URL forged ui printed"
+    assert refused["no_token"] == NO_SESSION
     assert refused["wrong_host"] == "wrong Host: open the URL forged ui printed"
-    # SameSite=Strict keeps the cookie home, so the post has no session; its Origin is refused too
-    assert cross in (
-        "no valid token: open the URL forged ui printed",
-        "cross-origin request refused",
-    )
+    assert cross == NO_SESSION  # a form cannot send the session header; its Origin is wrong too

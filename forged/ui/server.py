@@ -1,12 +1,15 @@
 """`forged ui`: the memory browser, a web page on loopback that talks to the daemon's socket.
 
 Only who may use the socket may use the page: the server binds 127.0.0.1 alone, and the URL it
-prints carries a random token (as Jupyter's does) that the first request trades for an HttpOnly,
-SameSite=Strict cookie. Every request must name this server in its Host header (a page of
-another site whose name resolves to 127.0.0.1, DNS rebinding, is refused); every change must
-come from this origin and carry the page's CSRF token; no CORS header is ever sent. The page
-escapes every value (it builds the DOM with textContent only) and the Content-Security-Policy
-allows scripts from this server alone.
+prints carries a random token that works once: the page it opens carries this run's session
+secret, which the page keeps in its tab (sessionStorage: this origin, port included, and this
+tab alone) and sends in a header with every call of the API. No cookie: a browser sends a
+cookie of 127.0.0.1 to every server on 127.0.0.1 whatever its port, where another local user
+could read it. Every request must name this server in its Host header (a page of another site
+whose name resolves to 127.0.0.1, DNS rebinding, is refused); every change must come from this
+origin; no CORS header is ever sent, so no other origin can send the header. The page escapes
+every value (it builds the DOM with textContent only) and the Content-Security-Policy allows
+scripts from this server alone.
 
 The server is the standard library's threading HTTP server: one person's browser at a time
 needs no event loop, and nothing is added to the daemon. It forwards an allow-list of the
@@ -21,6 +24,7 @@ import contextlib
 import hmac
 import re
 import secrets
+import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -33,10 +37,10 @@ from forged.client.methods import BASE_URL, TIMEOUT
 
 __all__ = [
     "ALLOWED",
-    "COOKIE",
     "HOST",
     "MAX_BODY",
     "SECURITY_HEADERS",
+    "SESSION_HEADER",
     "STATIC",
     "Handler",
     "Page",
@@ -45,7 +49,9 @@ __all__ = [
 ]
 
 HOST = "127.0.0.1"  # loopback only: never another interface, whatever the flags
-COOKIE = "forged_ui"  # the session cookie the token is traded for
+SESSION_HEADER = "X-Forged-Session"  # carries the session secret on every call of the API
+NO_SESSION = "no valid session: open the URL forged ui printed"  # the API without the secret
+USED = "this link worked once and is spent: run forged ui again for a new one"  # a replayed URL
 MAX_BODY = 64 * 1024  # bytes a change may send: a fact or a correction, never more
 STATIC = {  # the page's files: name -> content type
     "index.html": "text/html; charset=utf-8",
@@ -81,27 +87,30 @@ class Page:
     def __init__(self, socket: str, port: int) -> None:
         self.socket = socket
         self.port = port
-        self.token = secrets.token_urlsafe(32)  # in the printed URL
-        self.session = secrets.token_urlsafe(32)  # in the cookie
-        self.csrf = secrets.token_urlsafe(32)  # in the page, sent back with every change
+        self.token = secrets.token_urlsafe(32)  # in the printed URL, good for one page
+        self.session = secrets.token_urlsafe(32)  # given with that page, then sent in a header
         self.hosts = {f"{HOST}:{port}", f"localhost:{port}"}
         self.origins = {f"http://{h}" for h in self.hosts}
+        self._spent = False
+        self._lock = threading.Lock()  # requests come on threads: the token is spent once
 
     @property
     def url(self) -> str:
         return f"http://{HOST}:{self.port}/?token={self.token}"
 
+    def spend(self, token: str) -> str | None:
+        """The refusal for `token`, or None once it is spent here: it works once."""
+        with self._lock:
+            if not _same(token, self.token):
+                return "no valid token: open the URL forged ui printed"
+            if self._spent:
+                return USED
+            self._spent = True
+            return None
+
 
 def _same(a: str | None, b: str) -> bool:
     return a is not None and hmac.compare_digest(a.encode(), b.encode())
-
-
-def _cookie(header: str | None) -> str | None:
-    for part in (header or "").split(";"):
-        name, _, value = part.strip().partition("=")
-        if name == COOKIE:
-            return value
-    return None
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -129,55 +138,50 @@ class Handler(BaseHTTPRequestHandler):
         body = message.encode() + b"\n"
         self._send(status, body, "text/plain; charset=utf-8", ("Connection", "close"))
 
-    def _checked(self) -> bool:
-        """The Host, the session (or the token) and, for a change, the origin and CSRF token."""
+    def _authorised(self) -> bool:
+        """A call of the API: the session secret and, for a change, the origin."""
         page = self.server.page
-        if self.headers.get("Host") not in page.hosts:
-            self._refuse(
-                HTTPStatus.MISDIRECTED_REQUEST, "wrong Host: open the URL forged ui printed"
-            )
+        if not _same(self.headers.get(SESSION_HEADER), page.session):
+            self._refuse(HTTPStatus.FORBIDDEN, NO_SESSION)
             return False
-        query = parse_qs(urlsplit(self.path).query)
-        if not (
-            _same(_cookie(self.headers.get("Cookie")), page.session)
-            or _same(next(iter(query.get("token", [])), None), page.token)
-        ):
-            self._refuse(HTTPStatus.FORBIDDEN, "no valid token: open the URL forged ui printed")
+        if self.command not in ("GET", "HEAD") and self.headers.get("Origin") not in page.origins:
+            self._refuse(HTTPStatus.FORBIDDEN, "cross-origin request refused")
             return False
-        if self.command not in ("GET", "HEAD"):
-            if self.headers.get("Origin") not in page.origins:
-                self._refuse(HTTPStatus.FORBIDDEN, "cross-origin request refused")
-                return False
-            if not _same(self.headers.get("X-Forged-CSRF"), page.csrf):
-                self._refuse(HTTPStatus.FORBIDDEN, "missing or wrong CSRF token")
-                return False
         return True
 
     def _handle(self) -> None:
-        if not self._checked():
+        if self.headers.get("Host") not in self.server.page.hosts:
+            self._refuse(
+                HTTPStatus.MISDIRECTED_REQUEST, "wrong Host: open the URL forged ui printed"
+            )
             return
         path = urlsplit(self.path).path
         if path.startswith("/api/"):
-            self._forward(path.removeprefix("/api"), urlsplit(self.path).query)
+            if self._authorised():
+                self._forward(path.removeprefix("/api"), urlsplit(self.path).query)
         elif self.command in ("GET", "HEAD"):
             self._static(path)
         else:
             self._refuse(HTTPStatus.METHOD_NOT_ALLOWED, "only the API takes changes")
 
     def _static(self, path: str) -> None:
-        page = self.server.page
+        """A file of the page, which holds no secret; the page the printed URL opens carries the
+        session, once."""
         name = "index.html" if path == "/" else path.lstrip("/")
         if name not in STATIC:
             self._refuse(HTTPStatus.NOT_FOUND, "no such page")
             return
         body = resources.files("forged.ui").joinpath("static", name).read_bytes()
-        extra: list[tuple[str, str]] = []
-        if name == "index.html":
-            body = body.replace(b"{{csrf}}", page.csrf.encode())
-            extra.append(
-                ("Set-Cookie", f"{COOKIE}={page.session}; HttpOnly; SameSite=Strict; Path=/")
-            )
-        self._send(HTTPStatus.OK, body, STATIC[name], *extra)
+        session = ""
+        tokens = parse_qs(urlsplit(self.path).query).get("token")
+        if name == "index.html" and self.command == "GET" and tokens:
+            refusal = self.server.page.spend(tokens[0])
+            if refusal is not None:
+                self._refuse(HTTPStatus.FORBIDDEN, refusal)
+                return
+            session = self.server.page.session
+        body = body.replace(b"{{session}}", session.encode())
+        self._send(HTTPStatus.OK, body, STATIC[name])
 
     def _forward(self, path: str, query: str) -> None:
         pattern = ALLOWED.get(self.command)
@@ -190,7 +194,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         body = self.rfile.read(length) if length else None
         params: list[tuple[str, str | int | float | bool | None]] = [
-            (k, v) for k, vs in parse_qs(query).items() if k != "token" for v in vs
+            (k, v) for k, vs in parse_qs(query).items() for v in vs
         ]
         try:
             answer = self.server.http.request(

@@ -3,7 +3,16 @@
 // with textContent and attributes only, never innerHTML, so a turn holding <script> is text.
 "use strict";
 
-const CSRF = document.querySelector('meta[name="csrf"]').content;
+// This run's session secret: given once, with the page the printed URL opened, then kept in this
+// tab alone (sessionStorage is per origin, port included, and per tab) and sent in a header. No
+// cookie: a browser hands a cookie of 127.0.0.1 to every server on 127.0.0.1, whatever its port.
+const SESSION = (() => {
+  const meta = document.querySelector('meta[name="session"]');
+  if (meta.content) sessionStorage.setItem("forged-session", meta.content);
+  meta.remove();
+  history.replaceState(null, "", "/"); // the spent token leaves the address bar and the history
+  return sessionStorage.getItem("forged-session");
+})();
 const PAGE = 1000; // rows asked for per listing page
 const state = { scope: null, tab: "timeline", history: false, turns: [], facts: [], summaries: [] };
 
@@ -35,8 +44,7 @@ function toast(message, error) {
 async function api(method, path, params, body) {
   const url = new URL("/api" + path, location.origin);
   for (const [k, v] of Object.entries(params || {})) if (v !== null && v !== undefined) url.searchParams.set(k, v);
-  const init = { method, headers: {}, credentials: "same-origin" };
-  if (method !== "GET") init.headers["X-Forged-CSRF"] = CSRF;
+  const init = { method, headers: { "X-Forged-Session": SESSION }, credentials: "omit" };
   if (body !== undefined) { init.headers["Content-Type"] = "application/json"; init.body = JSON.stringify(body); }
   const response = await fetch(url, init);
   const answer = await response.json().catch(() => ({}));
@@ -339,5 +347,9 @@ async function showStatus() {
     } }, "Redistill all") : null);
 }
 
-document.getElementById("nav-status").addEventListener("click", () => { state.scope = null; closeDetail(); loadScopes(); showStatus(); });
-loadScopes();
+if (SESSION) {
+  document.getElementById("nav-status").addEventListener("click", () => { state.scope = null; closeDetail(); loadScopes(); showStatus(); });
+  loadScopes();
+} else {
+  document.body.replaceChildren(el("p", { id: "no-session" }, "no valid session: open the URL forged ui printed"));
+}
