@@ -20,7 +20,7 @@ import trio
 from forged.config import Config, load_config, render_toml
 from forged.daemon.bundled import usable_cores
 from forged.daemon.runner import Running, run_daemon
-from forged.observing.hub import Hub
+from forged.hub import Hub
 
 READY_TIMEOUT = 30.0  # seconds a daemon subprocess may take to send READY=1
 STATUS_POLL = 0.01  # seconds between status reads of a daemon in another process

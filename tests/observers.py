@@ -7,8 +7,7 @@ from typing import ClassVar
 import msgspec
 import trio
 
-from forged.observing.hub import Feed, Progress
-from forged.observing.plugins import ObserverContext
+from forged.plugin_api import Feed, ObserverContext, Progress
 
 
 class Recorder:

@@ -6,8 +6,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from forged.consolidate.judgement import CurrentFact, ProposedChange
-from forged.observing.plugins import ObserverContext
+from forged.plugin_api import CurrentFact, ObserverContext, ProposedChange
 
 
 class SamePrefixConfig(msgspec.Struct, frozen=True, kw_only=True):

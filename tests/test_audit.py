@@ -11,10 +11,10 @@ import pytest
 import trio
 
 from forged.config import Config, load_config, parse_config
+from forged.daemon.loader import check_observers, load_observers
 from forged.errors import ConfigError
 from forged.models import Message, StoredInteraction
 from forged.observers.audit import AuditConfig, AuditFile
-from forged.observing.plugins import check_observers, load_observers
 from forged.store.sqlite import Store
 from tests.daemons import running_daemon, socket_client, write_config
 from tests.data import write_rows

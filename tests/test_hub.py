@@ -9,8 +9,8 @@ import pytest
 import trio
 
 from forged.config import load_config
+from forged.hub import Batcher, Feed, Progress
 from forged.models import ObserverStatus, StoredInteraction
-from forged.observing.hub import Batcher, Feed, Progress
 from forged.store.sqlite import Store
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM

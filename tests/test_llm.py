@@ -16,6 +16,7 @@ from structlog.testing import capture_logs
 
 from forged.config import Config, DistillerConfig
 from forged.daemon.bundled import STRUCTURED_OUTPUT, STYLE
+from forged.daemon.loader import make_distiller
 from forged.daemon.runner import _with_llm
 from forged.errors import ContextOverflow, InvalidAnswer, LLMUnavailable
 from forged.llm import distiller as llm
@@ -29,7 +30,6 @@ from forged.llm.prompt import (
     with_replaces,
 )
 from forged.models import Fact, MemoryItem, Message, StoredInteraction
-from forged.observing.plugins import make_distiller
 from forged.store.sqlite import Store
 from tests.fakellm import FakeLLM
 

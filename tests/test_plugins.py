@@ -11,13 +11,13 @@ import pytest
 import trio
 
 from forged.config import DistillerConfig, load_config, parse_config
-from forged.errors import ConfigError
-from forged.observing.plugins import (
+from forged.daemon.loader import (
     check_observers,
     load_consolidator,
     load_observers,
     make_distiller,
 )
+from forged.errors import ConfigError
 from forged.store.sqlite import Store
 from tests.daemons import running_daemon, socket_client, until, write_config
 from tests.fakellm import FakeLLM

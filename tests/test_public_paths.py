@@ -8,18 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from forged.observing.plugins import load_object
+from forged.daemon.loader import load_object
 
 # (the path a user writes, where the object lives now)
 PATHS = [
     ("forged.observers.audit:AuditLog", "forged.observers.audit:AuditLog"),
-    ("forged.linepicker:LinePicker", "forged.distill.linepicker:LinePicker"),
     ("forged.client:Client", "forged.client.methods:Client"),
     ("forged.client:AsyncClient", "forged.client.methods:AsyncClient"),
     ("forged.client:find_socket", "forged.client.methods:find_socket"),
     ("forged.models:Interaction", "forged.models:Interaction"),
     ("forged.models:Message", "forged.models:Message"),
-    ("forged.plugins:ObserverContext", "forged.observing.plugins:ObserverContext"),
     ("forged.consolidate:CurrentFact", "forged.consolidate.judgement:CurrentFact"),
     ("forged.consolidate:ProposedChange", "forged.consolidate.judgement:ProposedChange"),
     ("forged.consolidate:Proposer", "forged.consolidate.judgement:Proposer"),

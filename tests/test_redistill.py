@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from forged.config import load_config
-from forged.observing.hub import Hub
+from forged.hub import Hub
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.data import interaction, rows
 from tests.fakellm import FakeLLM

@@ -98,7 +98,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    from forged.observing.plugins import check_observers  # imports the daemon's modules: only here
+    from forged.daemon.loader import check_observers  # imports the daemon's modules: only here
     from forged.store.backend import check_store
 
     config, where = find_config(args.config)  # the same daemon the other commands talk to

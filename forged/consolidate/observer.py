@@ -34,9 +34,9 @@ from forged.consolidate.judgement import (
 )
 from forged.distill.batches import RetryPolicy, add_usage
 from forged.errors import ContextOverflow, InvalidAnswer, LLMUnavailable
+from forged.hub import Feed, Progress
 from forged.llm.distiller import Task
 from forged.models import Condensed, ConsolidationChange, ConsolidationRun, Usage
-from forged.observing.hub import Feed, Progress
 from forged.store import consolidation
 from forged.timestamps import utc_text
 

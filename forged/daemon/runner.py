@@ -22,18 +22,18 @@ from forged.consolidate.judgement import Proposer
 from forged.consolidate.observer import Asker, ConsolidateObserver
 from forged.daemon import log as logging
 from forged.daemon import systemd
+from forged.daemon.loader import load_consolidator, load_observers, make_distiller
 from forged.distill.batches import BatchDistiller, Related, RetryPolicy
 from forged.distill.deadletters import Redistiller
 from forged.distill.observer import DistillObserver
 from forged.errors import AlreadyRunning, ConfigError
 from forged.http.routes import Api
 from forged.http.server import HttpServer
+from forged.hub import Hub, Observer
 from forged.ingest.pipeline import Ingest
 from forged.lifecycle import Lifecycle
 from forged.llm.distiller import Distiller
 from forged.models import DISTILL_OBSERVER
-from forged.observing.hub import Hub, Observer
-from forged.observing.plugins import load_consolidator, load_observers, make_distiller
 from forged.recall.engine import Recall
 from forged.store.backend import Backend, open_store
 

@@ -6,8 +6,8 @@ import structlog
 import trio
 
 from forged.distill.batches import RERUN, UNWATCHED, BatchDistiller, Distilled, new_batch_id
+from forged.hub import Progress
 from forged.models import DISTILL_OBSERVER, RedistillReport, RedistillResult
-from forged.observing.hub import Progress
 from forged.store.backend import Backend
 from forged.store.records import BatchOutcome
 

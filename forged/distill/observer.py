@@ -8,8 +8,8 @@ import trio
 
 from forged.config import DistillConfig
 from forged.distill.batches import BatchDistiller
+from forged.hub import Batcher, Feed, Progress
 from forged.models import DISTILL_OBSERVER
-from forged.observing.hub import Batcher, Feed, Progress
 
 __all__ = ["DistillObserver"]
 

@@ -15,6 +15,7 @@ import trio
 
 from forged.http.connection import HttpError, Request, Response
 from forged.http.params import Params
+from forged.hub import Hub
 from forged.models import (
     DEFAULT_SCOPE,
     Correction,
@@ -23,7 +24,6 @@ from forged.models import (
     NewFact,
     ScopesAnswer,
 )
-from forged.observing.hub import Hub
 from forged.recall import listing
 from forged.recall.listing import EDITS_MAX, PAGE_DEFAULT, PAGE_MAX, InteractionPage
 from forged.scrub.scan import scrub

@@ -17,6 +17,7 @@ from forged.http import edits as edit_api
 from forged.http import work
 from forged.http.connection import HttpError, Request, Response, error_response, refusal_response
 from forged.http.params import MAX_KEY_CHARS, SCOPED, Params
+from forged.hub import Hub
 from forged.ingest.pipeline import Ingest, read_body
 from forged.lifecycle import Lifecycle
 from forged.models import (
@@ -31,7 +32,6 @@ from forged.models import (
     Status,
     StoreStatus,
 )
-from forged.observing.hub import Hub
 from forged.recall.engine import Recall
 from forged.recall.listing import PAGE_DEFAULT, PAGE_MAX, Page
 from forged.recall.query import SearchQuery, dropped_words, kind_type

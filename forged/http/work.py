@@ -10,8 +10,8 @@ from forged.distill.deadletters import Redistiller
 from forged.errors import LLMUnavailable
 from forged.http.connection import HttpError, Request, Response
 from forged.http.params import MAX_SEQ, Params
+from forged.hub import Hub
 from forged.models import DISTILL_OBSERVER, ConsolidateAnswer, DeadLettersAnswer
-from forged.observing.hub import Hub
 from forged.store.backend import Backend
 
 __all__ = ["LLM_RETRY_AFTER", "PARAMS", "consolidate_now", "list_dead_letters", "redistill"]

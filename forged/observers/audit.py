@@ -21,8 +21,7 @@ from typing import Annotated
 import msgspec
 import trio
 
-from forged.observing.hub import Batcher, Feed, Progress
-from forged.observing.plugins import ObserverContext
+from forged.plugin_api import Batcher, Feed, ObserverContext, Progress
 
 __all__ = ["BATCH", "FILE_MODE", "TAIL_CHUNK", "AuditConfig", "AuditFile", "AuditLog"]
 

@@ -1,4 +1,5 @@
-"""Observers: each gets its own bounded channel fed from the log at its watermark, and restarts."""
+"""The observer hub: each observer gets its own bounded channel fed from the log at its
+watermark, and is restarted when it fails."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The plugin loader: observers, consolidation judges and distillers named in config, created
-and checked before they run.
+and checked before they run. It sits with the daemon, the one layer that sees every other.
 
 An observer plugin is a class named in its own config table, `[observers.NAME]`, by `class =
 "package.module:Name"`. It is created with an `ObserverContext` (its name, its settings decoded
@@ -15,35 +15,22 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import Any, cast
 
 import msgspec
-import structlog
 
-from forged.config import Config, DistillerConfig, RecallConfig, decode_table
+from forged.config import Config, DistillerConfig, decode_table
+from forged.consolidate.judgement import Proposer
 from forged.errors import ConfigError
+from forged.hub import Observer
 from forged.llm.distiller import Distiller, ModeMemory, OpenAIDistiller
-from forged.models import (
-    DISTILL_OBSERVER,
-    FactsPage,
-    MemoryItem,
-    StoredInteraction,
-    SummariesPage,
-)
-from forged.observing.hub import Observer
-from forged.recall.engine import Recall
-from forged.recall.listing import Page
-from forged.recall.query import SearchQuery
+from forged.models import DISTILL_OBSERVER
+from forged.plugin_api import ObserverContext, StoreView
 from forged.store.backend import Backend
-
-if TYPE_CHECKING:  # consolidation sits above the observer runtime: its contract, for types only
-    from forged.consolidate.judgement import Proposer
 
 __all__ = [
     "BUILT_IN",
     "CONSOLIDATE",
-    "ObserverContext",
-    "StoreView",
     "check_observers",
     "load_consolidator",
     "load_object",
@@ -52,7 +39,6 @@ __all__ = [
     "require_async",
 ]
 
-C = TypeVar("C")
 CONSOLIDATE = "consolidate"  # the consolidate observer's name, which its plugin's context takes
 BUILT_IN = frozenset({DISTILL_OBSERVER, CONSOLIDATE})  # observer names forged itself uses
 
@@ -76,58 +62,6 @@ def require_async(obj: object, method: str, key: str, spec: str) -> None:
     """Fail at load time when `obj` lacks the async method the daemon will await."""
     if not inspect.iscoroutinefunction(getattr(obj, method, None)):
         raise ConfigError(f"{key}: {spec} has no async method `{method}`")
-
-
-class StoreView:
-    """What a plugin may read: the interaction log, watermarks and distilled memory; no writes."""
-
-    def __init__(self, store: Backend, recall: RecallConfig) -> None:
-        self._store = store
-        self._recall = Recall(store, recall)
-
-    @property
-    def last_seq(self) -> int:
-        """The seq of the newest stored interaction (0 when the log is empty)."""
-        return int(self._store.last_seq)
-
-    @property
-    def count(self) -> int:
-        """How many interactions the log holds."""
-        return int(self._store.count)
-
-    async def read_log(self, after: int, limit: int) -> list[StoredInteraction]:
-        """Up to `limit` interactions with seq greater than `after`, in seq order."""
-        return await self._store.read_log(after, limit)
-
-    async def watermark(self, observer: str) -> int:
-        """Every seq up to this one is done for `observer`."""
-        return await self._store.watermark(observer)
-
-    async def search(self, query: SearchQuery) -> list[MemoryItem]:
-        """Facts and summaries ranked as `GET /v1/search` ranks them."""
-        return await self._recall.search(query)
-
-    async def facts(
-        self, scope: str | None = None, kind: str | None = None, after: int = 0, limit: int = 100
-    ) -> FactsPage:
-        """A page of stored facts, oldest first, as `GET /v1/facts` pages them."""
-        return await self._recall.facts(Page(scope, kind, after, limit))
-
-    async def summaries(
-        self, scope: str | None = None, after: int = 0, limit: int = 100
-    ) -> SummariesPage:
-        """A page of stored summaries, oldest first."""
-        return await self._recall.summaries(Page(scope, None, after, limit))
-
-
-class ObserverContext(Generic[C]):
-    """What an observer plugin is created with."""
-
-    def __init__(self, name: str, config: C, store: StoreView) -> None:
-        self.name = name  # the table's name: the observer's watermark, status and log name
-        self.config = config  # its table decoded into the plugin's `Config` (None without one)
-        self.store = store
-        self.log = structlog.get_logger(f"forged.observers.{name}").bind(observer=name)
 
 
 def _settings(cls: Any, table: dict[str, Any], key: str, spec: str) -> Any:
