@@ -280,6 +280,7 @@ class MemoryItem(msgspec.Struct, frozen=True, omit_defaults=True):
     sources: list[Turn] | None = None  # the interactions it comes from, when asked for
     superseded_by: int | None = None  # with history=true: the fact that replaced this one
     invalid_at: str | None = None  # when a superseded fact stopped being true
+    corrected_by: int | None = None  # the user's fact that corrects it, put just ahead of it
 
 
 class SearchAnswer(msgspec.Struct, omit_defaults=True):
@@ -387,6 +388,7 @@ class Correction(msgspec.Struct, forbid_unknown_fields=True):
 
     text: FactText
     kind: FactKind | None = None  # the corrected fact's kind if none
+    at: str | None = None  # when what it says became true (ISO 8601); the fact's dates if none
 
 
 class Erased(msgspec.Struct):

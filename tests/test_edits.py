@@ -192,8 +192,8 @@ async def test_deleting_what_is_not_there(daemon: Config, path: str, message: st
 async def test_correcting_a_fact_supersedes_it_with_the_users_text(
     edited: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
-    """The correction is current, by the user, dated now; the old one is history with reason
-    `user`, and each names the other in its audit trail."""
+    """The correction is current, by the user, dated like the fact; the old one is history with
+    reason `user`, and each names the other in its audit trail."""
     _, _, client = edited
     old = _by_word(await _facts(client))[SECRET]
     started = now()
@@ -209,7 +209,8 @@ async def test_correcting_a_fact_supersedes_it_with_the_users_text(
         "correction",
         "user",
     )
-    assert fact["first_at"] >= started and fact["superseded_by"] is None
+    assert fact["first_at"] == old["first_at"] and fact["superseded_by"] is None
+    assert fact["created_at"] >= started
     (change,) = new["replaced"]
     assert (change["action"], change["reason"], change["fact"]["id"]) == (
         "supersede",
@@ -219,7 +220,7 @@ async def test_correcting_a_fact_supersedes_it_with_the_users_text(
     audit = (await client.get(f"/v1/facts/{old['id']}", params={"scope": "ed"})).json()
     retired = audit["fact"]
     assert (retired["superseded_by"], retired["superseded_reason"]) == (fact["id"], "user")
-    assert retired["invalid_at"] >= started
+    assert retired["invalid_at"] == old["first_at"]
     assert audit["replaced_by"]["fact"]["id"] == fact["id"]
     current = {f["id"] for f in await _facts(client)}
     assert fact["id"] in current and old["id"] not in current

@@ -83,9 +83,10 @@ def show_results(results: list[MemoryItem]) -> None:
     if not results:
         print("no memory matches", file=sys.stderr)
     for item in results:
+        fixed = "" if item.corrected_by is None else f"  [corrected by #{item.corrected_by}]"
         print(
             f"{item.score:9.3g}  {item.kind:<11}  {item.last_at[:10]}"
-            f"  {' '.join(item.text.split())}"
+            f"  {' '.join(item.text.split())}{fixed}"
         )
 
 

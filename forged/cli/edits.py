@@ -119,7 +119,7 @@ def _show_audit(audit: FactAudit) -> None:
 def cmd_correct(args: argparse.Namespace) -> int:
     kind: FactKind | None = args.kind
     with _client(args) as client:
-        return _show(args, client.correct(args.id, args.text, kind), _show_audit)
+        return _show(args, client.correct(args.id, args.text, kind, at=args.at), _show_audit)
 
 
 def cmd_add_fact(args: argparse.Namespace) -> int:
@@ -161,6 +161,9 @@ def add_edit_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     correct.add_argument("id", type=int, help="the fact's id")
     correct.add_argument("text", help="the corrected fact, one self-contained sentence")
     correct.add_argument("--kind", choices=FACT_KINDS, help="its kind (default: the fact's)")
+    correct.add_argument(
+        "--at", help="when what it says became true (ISO 8601; default: the fact's dates)"
+    )
     added = add("add-fact", cmd_add_fact, "write a fact by hand")
     added.add_argument("text", help="the fact, one self-contained sentence")
     added.add_argument("--kind", choices=FACT_KINDS, default="state", help="default: state")

@@ -88,6 +88,13 @@ When = Annotated[
         "e.g. 2023-05-25T14:00:00Z); default: now"
     ),
 ]
+At = Annotated[
+    str | None,
+    Field(
+        description="when what the correction says became true (ISO 8601 with a time zone); "
+        "default: the corrected fact's own dates"
+    ),
+]
 FactId = Annotated[int, Field(ge=1, description="the fact's id, as `search` or `list_facts` show")]
 ItemId = Annotated[int, Field(ge=1, description="the id `search` or `list_facts` show")]
 Item = Annotated[Literal["fact", "summary", "interaction"], Field(description="what the id names")]
@@ -118,20 +125,23 @@ def _days(first_at: str, last_at: str) -> str:
 def _line(item: MemoryItem) -> str:
     """`- [fact 12, state, 2023-05-25] text`; a summary or a turn has no kind beside its type."""
     kind = f", {item.kind}" if item.type == "fact" else ""
-    return f"- [{item.type} {item.id}{kind}, {_days(item.first_at, item.last_at)}] {item.text}"
+    fixed = "" if item.corrected_by is None else f", corrected by fact {item.corrected_by}"
+    return (
+        f"- [{item.type} {item.id}{kind}, {_days(item.first_at, item.last_at)}{fixed}] {item.text}"
+    )
 
 
 def _fact_line(fact: StoredFact) -> str:
     return f"- [fact {fact.id}, {fact.kind}, {_days(fact.first_at, fact.last_at)}] {fact.text}"
 
 
-def _when(value: str | None) -> str | None:
+def _when(value: str | None, name: str = "when") -> str | None:
     if value is None:
         return None
     try:
         return utc_timestamp(value)
     except ValueError as exc:
-        raise ToolError(f"`when` {value!r} {exc}") from None
+        raise ToolError(f"`{name}` {value!r} {exc}") from None
 
 
 def _remember_tool(server: MCPServer, client: AsyncClient, scope: str) -> None:
@@ -171,11 +181,12 @@ def _remember_tool(server: MCPServer, client: AsyncClient, scope: str) -> None:
 def _edit_tools(server: MCPServer, client: AsyncClient, scope: str) -> None:
     @server.tool(
         description="Correct a fact of this memory that is wrong: the user's corrected "
-        "text replaces it from now on (the old one stays as history, marked as "
-        "corrected by the user). Give the fact's id from `search` or `list_facts`."
+        "text replaces it (the old one stays as history, marked as corrected by the "
+        "user). Give the fact's id from `search` or `list_facts`; `at` dates the "
+        "correction by when what it says became true (default: the fact's own dates)."
     )
-    async def correct(fact_id: FactId, text: FactText) -> str:
-        audit = await _ask(client.correct(fact_id, text, within=scope))
+    async def correct(fact_id: FactId, text: FactText, at: At = None) -> str:
+        audit = await _ask(client.correct(fact_id, text, within=scope, at=_when(at, "at")))
         return f"Fact {fact_id} is corrected: fact {audit.fact.id} now says: {audit.fact.text}"
 
     @server.tool(

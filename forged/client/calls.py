@@ -201,9 +201,13 @@ def delete(item: str, item_id: int, within: str | None = None) -> Call[Erased]:
 
 
 def correct(
-    fact_id: int, text: str, kind: FactKind | None = None, within: str | None = None
+    fact_id: int,
+    text: str,
+    kind: FactKind | None = None,
+    within: str | None = None,
+    at: str | None = None,
 ) -> Call[FactAudit]:
-    body = _ENCODE.encode(Correction(text, kind))
+    body = _ENCODE.encode(Correction(text, kind, at))
     path = f"/v1/facts/{int(fact_id)}/correct"
     return Call("POST", path, FactAudit, {"scope": within}, body=body)
 

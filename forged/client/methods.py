@@ -284,9 +284,11 @@ class Client:
         kind: models.FactKind | None = None,
         *,
         within: str | None = None,
+        at: str | None = None,
     ) -> models.FactAudit:
-        """Replace a current fact by `text` (reason `user`); returns the new fact's audit."""
-        return self._send(calls.correct(fact_id, text, kind, within))
+        """Replace a current fact by `text` (reason `user`), dated `at` or like the fact;
+        returns the new fact's audit."""
+        return self._send(calls.correct(fact_id, text, kind, within, at))
 
     def add_fact(
         self,
@@ -516,9 +518,11 @@ class AsyncClient:
         kind: models.FactKind | None = None,
         *,
         within: str | None = None,
+        at: str | None = None,
     ) -> models.FactAudit:
-        """Replace a current fact by `text` (reason `user`); returns the new fact's audit."""
-        return await self._send(calls.correct(fact_id, text, kind, within))
+        """Replace a current fact by `text` (reason `user`), dated `at` or like the fact;
+        returns the new fact's audit."""
+        return await self._send(calls.correct(fact_id, text, kind, within, at))
 
     async def add_fact(
         self,

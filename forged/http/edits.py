@@ -156,7 +156,8 @@ async def add_fact(store: Backend, request: Request, _params: Params) -> Respons
 async def correct(store: Backend, prefix: str, request: Request, params: Params) -> Response:
     fact_id, within = item_id(request, prefix, "/correct"), params.key("scope")
     correction = decode_body(request, Correction)
-    correction = msgspec.structs.replace(correction, text=await _scrubbed(correction.text))
+    at = _moment(correction.at)
+    correction = msgspec.structs.replace(correction, text=await _scrubbed(correction.text), at=at)
     new_id = await store.correct_fact(fact_id, correction, within)
     return json_response(await _audit(store, new_id), 201)
 

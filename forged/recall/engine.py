@@ -17,12 +17,14 @@ from forged.models import (
     SummariesPage,
 )
 from forged.recall import listing, postgres, sqlite
+from forged.recall.corrections import with_corrections
 from forged.recall.fusion import by_coverage
 from forged.recall.listing import Page
 from forged.recall.packing import FIRST_KEPT, kept_first, pack
 from forged.recall.query import SearchQuery
 from forged.recall.relative_times import with_times_resolved
 from forged.store.backend import Backend
+from forged.store.portable import portable
 from forged.text.tokens import estimate_tokens
 
 __all__ = ["KNOWN_LINE_TOKENS", "Recall"]
@@ -47,9 +49,13 @@ class Recall:
     async def search(self, query: SearchQuery, *, client: bool = True) -> list[MemoryItem]:
         """The query's best items; a `client`'s read is stopped after `query_timeout_ms`."""
         budget = self._budget() if client else None
-        return await self.store.read(
-            self._search, query, self.config.half_life_days, scope=query.scope, budget=budget
-        )
+        return await self.store.read(self._found, query, scope=query.scope, budget=budget)
+
+    def _found(self, conn: Any, query: SearchQuery) -> list[MemoryItem]:
+        """Search's answer, in the reader's thread, with the user's corrections put ahead of
+        what they correct (forged.recall.corrections)."""
+        found = self._search(conn, query, self.config.half_life_days)
+        return with_corrections(portable(conn), query.scope, found, query.limit)
 
     async def context(self, query: SearchQuery, budget_tokens: int) -> ContextAnswer:
         """The best candidates (up to `max_limit`), their relative times resolved, packed into
@@ -64,9 +70,12 @@ class Recall:
         against the question is work the event loop must not wait on."""
         limits = [self.config.max_limit, self.config.default_limit]
         found, shown = self._searches(conn, query, self.config.half_life_days, limits)
+        sql = portable(conn)
+        found = with_corrections(sql, query.scope, by_coverage(found, query.q))
+        shown = with_corrections(sql, query.scope, shown)
         found = [with_times_resolved(i) for i in found]
         first = [with_times_resolved(i) for i in shown[:FIRST_KEPT]]
-        return pack(kept_first(first, by_coverage(found, query.q), budget_tokens), budget_tokens)
+        return pack(kept_first(first, found, budget_tokens), budget_tokens)
 
     def _budget(self) -> float:
         return self.config.query_timeout_ms / 1000

@@ -32,6 +32,7 @@ __all__ = [
     "SCORE",
     "SELECTIVE_MIN_ROWS",
     "STREAMED_MIN_ROWS",
+    "fact_items",
     "memory_item",
     "ranked",
     "recency_decay",
@@ -465,6 +466,13 @@ def turn_text(messages: bytes) -> tuple[str, str]:
     speakers = [m.name or m.role for m in decoded]
     text = "\n".join(f"{who}: {m.text}" for who, m in zip(speakers, decoded, strict=True))
     return ", ".join(dict.fromkeys(speakers)), text
+
+
+def fact_items(sql: Any, ids: Iterable[int]) -> list[MemoryItem]:
+    """Facts by id as recall's items, unscored (portable SQL: either store's connection)."""
+    query = f"SELECT {_COLUMNS['fact']}, 0.0, {_LATER['fact']} FROM facts AS f WHERE f.id = ?"
+    rows = [sql.execute(query, (i,)).fetchone() for i in ids]
+    return [memory_item("fact", row) for row in rows if row is not None]
 
 
 def memory_item(table: MemoryType, row: tuple[Any, ...]) -> MemoryItem:

@@ -12,6 +12,7 @@ from forged.text.tokens import estimate_tokens
 __all__ = [
     "CONTEXT_CLOSE",
     "CONTEXT_OPEN",
+    "CORRECTED",
     "FRAME_TOKENS",
     "NOVELTY_MIN",
     "TURNS_HEADING",
@@ -29,6 +30,7 @@ CONTEXT_OPEN = (
 TURNS_HEADING = "What was said:\n"  # between distilled memory and the turns that support it
 CONTEXT_CLOSE = "</memory>"
 FRAME_TOKENS = estimate_tokens(CONTEXT_OPEN) + estimate_tokens(CONTEXT_CLOSE)  # cost of no items
+CORRECTED = ", corrected by the user: see above"  # a corrected item's label ends so
 _WORD = re.compile(r"\w+")  # words, for the novelty rule
 _DELIMITER = re.compile(r"<(\s*/?\s*memory)", re.IGNORECASE)  # text must not close the block
 _QUOTE_MARK = "\u2039"  # SINGLE LEFT-POINTING ANGLE QUOTATION MARK stands in for a delimiter's "<"
@@ -51,6 +53,8 @@ def _context_line(item: MemoryItem) -> str:
     if item.superseded_by is not None:  # history: say it is no longer current, and since when
         until = f" {item.invalid_at[:10]}" if item.invalid_at else ""
         label += f", superseded{until} by #{item.superseded_by}"
+    if item.corrected_by is not None:  # its correction is in the block, above it
+        label += CORRECTED
     return f"- [{label}] {text}\n"
 
 
@@ -67,13 +71,17 @@ def _repeats(words: set[str], block: set[str]) -> bool:
 class _Packing:
     """A block being filled: what it holds, its words and its cost in tokens."""
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, corrections: set[int]) -> None:
         self.budget = budget
+        self.corrections = corrections  # the user's facts that other items need above them
         self.used = FRAME_TOKENS
         # by position in the ranking: the item, its words, its cost
         self.taken: dict[int, tuple[MemoryItem, set[str], int]] = {}
         self.seen: set[str] = set()
         self.heading = estimate_tokens(TURNS_HEADING)  # paid once, by the first turn
+
+    def _holds(self, fact_id: int) -> bool:
+        return any(i.type == "fact" and i.id == fact_id for i, _, _ in self.taken.values())
 
     def _covering(self, item: MemoryItem) -> list[int]:
         """The distilled items taken before that an interaction is one of the sources of."""
@@ -91,6 +99,8 @@ class _Packing:
         The cost is checked first, against the most the item could free: most candidates of a
         full block stop there, before their words are read.
         """
+        if item.corrected_by is not None and not self._holds(item.corrected_by):
+            return  # never without the user's correction above it
         cost = estimate_tokens(_context_line(item))
         cost += self.heading if item.type == "interaction" else 0
         covering = self._covering(item)
@@ -102,7 +112,8 @@ class _Packing:
         if gone:  # the block's words without the items this one replaces
             rest = set().union(*(w for a, (_, w, _) in self.taken.items() if a not in gone))
         freed = sum(self.taken[g][2] for g in gone)
-        if _repeats(words, rest) or self.used + cost - freed > self.budget:
+        needed = item.type == "fact" and item.id in self.corrections
+        if (_repeats(words, rest) and not needed) or self.used + cost - freed > self.budget:
             return
         for g in gone:
             del self.taken[g]
@@ -140,11 +151,13 @@ def pack(items: Iterable[MemoryItem], budget_tokens: int) -> ContextAnswer:
     An item that does not fit is skipped and the next ones are still tried; so is one that
     mostly repeats what the block already holds (less than NOVELTY_MIN of its content words
     new). A turn taken after a fact or summary distilled from it, which it repeats in the same
-    way, takes that item's place: the agent reads the words as they were said. The block lists
+    way, takes that item's place: the agent reads the words as they were said. An item a user
+    corrected is taken only below its correction (which the novelty rule never skips). The block lists
     the distilled memory taken first, then, under a heading, the interactions taken. The count
     is the sum of each part's estimate, an upper bound of the estimate of the whole.
     """
-    packing = _Packing(budget_tokens)
+    items = list(items)
+    packing = _Packing(budget_tokens, {i.corrected_by for i in items if i.corrected_by})
     for at, item in enumerate(items):
         packing.offer(at, item)
     taken = [item for item, _, _ in packing.taken.values()]

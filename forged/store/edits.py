@@ -191,16 +191,27 @@ def add_fact(sql: Any, new: NewFact, at: str, created: str) -> int:
     return int(fact_id)
 
 
+def _dated(old_first: str, old_last: str, at: str | None) -> tuple[str, str, str]:
+    """A correction's first and last time and when the fact it replaces stops being true: it
+    is about what the fact was about (its dates), or about `at` when the user gives one; the
+    old fact is invalid from the correction's start, never before its own."""
+    if at is None:
+        return old_first, old_last, old_first
+    return at, at, max(at, old_first)
+
+
 def correct_fact(sql: Any, fact_id: int, correction: Correction, created: str) -> int:
-    """Supersede a current fact with the text a user wrote (reason `user`, dated now, in the
-    fact's audit trail); return the new fact's id."""
+    """Supersede a current fact with the text a user wrote (reason `user`, dated like the fact
+    or by the correction's `at`, in the fact's audit trail); return the new fact's id. The trail keeps the old
+    text's hash, as a delete does: a batch of what the log held then never revives it."""
     row = sql.execute(
-        "SELECT scope, session, kind, superseded_by, pinned, norm FROM facts WHERE id = ?",
+        "SELECT scope, session, kind, superseded_by, pinned, norm, first_at, last_at"
+        " FROM facts WHERE id = ?",
         (fact_id,),
     ).fetchone()
     if row is None:
         raise _missing("fact", fact_id)
-    scope, session, kind, successor, pinned, old_norm = row
+    scope, session, kind, successor, pinned, old_norm, old_first, old_last = row
     if successor is not None:
         raise InvalidRequest(
             "fact_superseded",
@@ -210,20 +221,21 @@ def correct_fact(sql: Any, fact_id: int, correction: Correction, created: str) -
     if norm == old_norm and kind == row[2]:
         raise InvalidRequest("invalid_body", "`text` says what the fact already says")
     _refuse_duplicate(sql, scope, kind, norm)
+    first_at, last_at, invalid_at = _dated(old_first, old_last, correction.at)
     (into,) = sql.execute(
         _INSERT_USER_FACT,
-        (kind, correction.text, norm, scope, session, created, created, created, created, pinned),
+        (kind, correction.text, norm, scope, session, first_at, last_at, created, created, pinned),
     ).fetchone()
     sql.execute(
         "UPDATE facts SET superseded_by = ?, superseded_reason = ?, invalid_at = ? WHERE id = ?",
-        (into, USER, created, fact_id),
+        (into, USER, invalid_at, fact_id),
     )
     sql.execute(
         "INSERT INTO consolidation_changes (observer, run_id, scope, action, fact_id, into_id,"
         " reason, created_at) VALUES (?, ?, ?, 'supersede', ?, ?, ?, ?)",
         (USER, USER, scope, fact_id, into, USER, created),
     )
-    record(sql, scope, "correct", "fact", fact_id, created, into_id=into)
+    record(sql, scope, "correct", "fact", fact_id, created, into_id=into, hashed=digest(old_norm))
     return int(into)
 
 
@@ -246,12 +258,13 @@ def erased_seqs(sql: Any, scope: str, first_seq: int, last_seq: int) -> set[int]
 
 
 def deleted_digests(sql: Any, scope: str) -> dict[str, int]:
-    """The hashed texts of the scope's facts a user deleted, each with the log's last seq then:
-    a batch of interactions up to it (in flight, or a dead letter re-run) does not write it
-    again; a later conversation that says it again may."""
+    """The hashed texts of the scope's facts a user deleted or corrected, each with the log's
+    last seq then: a batch of interactions up to it (in flight, or a dead letter re-run) does
+    not write it again, nor revive it, whatever the turns' dates; a later conversation that
+    says it again may."""
     rows = sql.execute(
-        "SELECT digest, max(through_seq) FROM edits WHERE scope = ? AND item ="
-        " 'fact' AND action = 'delete' AND digest IS NOT NULL GROUP BY digest",
+        "SELECT digest, max(through_seq) FROM edits WHERE scope = ? AND item = 'fact'"
+        " AND action IN ('delete', 'correct') AND digest IS NOT NULL GROUP BY digest",
         (scope,),
     ).fetchall()
     return {r[0]: int(r[1]) for r in rows}
