@@ -3,28 +3,37 @@ recombination of it: the same polarity (a negation on both sides or on neither),
 numbers in their own places (swapped people, numbers or choices do not agree).
 
 Both checks compare word stems (forged.text.grounding's) in the order they are written: a line is
-cut into clauses at punctuation; two names or numbers are swapped when exchanging them puts
-the words a sentence shares with a line in that line's order more nearly.
+cut into clauses at punctuation; two names or numbers are swapped when the sentence says one
+before the other and the line, everywhere it holds them, says them the other way round (with
+each term at one place, exactly when exchanging the two puts the sentence's terms in the line's
+order more nearly: an exchange changes the count of pairs out of order by one plus twice the
+terms between, in the direction of the pair itself).
+
+Every check here is linear in the sentence and in the lines it reads, whatever their length or
+script (an input that grew faster would let one long line stall distillation). A new check keeps
+that: it reads the sentence once, reads a line only through what was computed from it once
+(`places`, built when the line is first asked, linear in it) or through the index of the lines
+holding a term (at most a fixed number of lines per term), and never compares every pair of
+terms: a walk in one direction keeping a running minimum or maximum (as `_swapped` does) finds
+a pair out of order in linear time.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
-from collections.abc import Callable, Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 __all__ = [
-    "MAX_PLACES",
-    "MAX_PLACINGS",
     "NEGATIONS",
+    "Places",
     "clause_ends",
     "clauses",
     "negated",
     "partnered",
+    "places",
 ]
 
-MAX_PLACES = 3  # occurrences of a term in a line tried as its place
-MAX_PLACINGS = 256  # placements of a sentence's terms tried in one line
 # Words that turn a clause around; "no longer" and "stopped" hold "no" and a stop.
 NEGATIONS = frozenset(
     (  # noqa: SIM905 - a paragraph of words reads better than a column of quotes
@@ -39,6 +48,8 @@ _IDIOMS = frozenset(
     {"wait", "doubt", "only", "matter", "forget", "worry", "stop", "miss", "so", "long", "too"}
     | {"bad", "hesitate", "mind", "help", "believe", "just", "everyone", "every"}
 )
+
+Places = Mapping[str, tuple[int, int]]  # a line's terms: where each is first and last
 
 
 def negated(tokens: Sequence[str]) -> bool:
@@ -61,50 +72,43 @@ def clauses(text: str) -> list[str]:
     return [c for c in _CLAUSE_END.split(text) if c.strip()]
 
 
-def _discordance(order: list[str], at: dict[str, list[int]]) -> int:
-    """How many pairs of `order` a line has the other way round, its terms placed where that
-    is fewest (`at`: where each term occurs in the line, the first MAX_PLACES times)."""
-    choices = itertools.islice(itertools.product(*(at[t] for t in order)), MAX_PLACINGS)
-    return min(
-        sum(a > b for i, a in enumerate(placed) for b in placed[i + 1 :]) for placed in choices
-    )
+def places(order: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """Where each term of a line (its terms in order) is first and last: built once a line."""
+    out: dict[str, tuple[int, int]] = {}
+    for i, term in enumerate(order):
+        out[term] = (out[term][0] if term in out else i, i)
+    return out
 
 
-def _swapped(sentence: list[str], items: set[str], line: list[str]) -> str | None:
-    """An item the sentence puts where the line has another: exchanging two of the items the
-    line holds puts the sentence's shared terms in the line's order more nearly. None if no
-    exchange does."""
-    at: dict[str, list[int]] = {}
-    for i, term in enumerate(line):  # an item may be at any of its places; a word at its first
-        places = at.setdefault(term, [])
-        if len(places) < (MAX_PLACES if term in items else 1):
-            places.append(i)
-    order = list(dict.fromkeys(t for t in sentence if t in at))
-    held = [t for t in order if t in items]
-    base = _discordance(order, at)
-    for i, a in enumerate(held):
-        for b in held[i + 1 :]:
-            swap = {a: b, b: a}
-            if _discordance([swap.get(t, t) for t in order], at) < base:
-                return a
-    return None
+def _swapped(held: list[str], at: Places) -> str | None:
+    """The first of `held` (items in the sentence's order) that the line says, everywhere,
+    after a later one: one walk from the end keeping the earliest last place seen."""
+    earliest = sys.maxsize  # after every place
+    found = None
+    for term in reversed(held):
+        first, last = at[term]
+        if first > earliest:
+            found = term
+        earliest = min(earliest, last)
+    return found
 
 
 def partnered(
-    sentence: list[str], items: set[str], lines: Callable[[str], list[list[str]]]
+    sentence: Sequence[str],
+    items: set[str],
+    lines: Callable[[str], Iterable[tuple[int, Places]]],
 ) -> str | None:
     """A name or number (of `items`) the sentence gives another's place, or None: every line
-    holding two of them says them the other way round (`lines(term)` are the term lists of
-    the lines holding `term`). A paraphrase may reorder words; only an exchange is refused."""
+    holding two of them says them the other way round (`lines(term)`: the lines holding
+    `term`, each as an id and its places, at most a fixed number of them). A paraphrase may
+    reorder words; only an exchange is refused. Linear: each item reads its own lines once."""
     present = [t for t in dict.fromkeys(sentence) if t in items]
     if len(present) < 2:
         return None
-    both = [line for line in lines(present[0]) if len(items.intersection(line)) >= 2]
-    both += [
-        line
-        for t in present[1:]
-        for line in lines(t)
-        if present[0] not in line and len(items.intersection(line)) >= 2
-    ]
-    swaps = [_swapped(sentence, items, line) for line in both]
+    held: dict[int, tuple[Places, list[str]]] = {}  # a line's items, in the sentence's order
+    for term in present:
+        for key, at in lines(term):
+            if term in at:  # not only in what the line's index holds (its speaker's label)
+                held.setdefault(key, (at, []))[1].append(term)
+    swaps = [_swapped(terms, at) for at, terms in held.values() if len(terms) >= 2]
     return swaps[0] if swaps and all(swaps) else None

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from forged.text.agreement import clause_ends, clauses, negated, partnered
+from forged.text.agreement import Places, clause_ends, clauses, negated, partnered, places
 
 __all__ = [
     "MAX_SOURCE_LINES",
@@ -53,6 +53,7 @@ STEM_CACHE = 1 << 16  # words whose stems are kept: a batch repeats most of its 
 MAX_POSTINGS = 512  # lines a check counts per term (a term of more lines tells few apart)
 HELD_MEMO = 4096  # sets of terms whose line counts a batch's Sources remembers
 CANDIDATE_LINES = 8  # lines a sentence's polarity is compared with: those holding most of it
+CLAUSE_POSTINGS = 64  # clauses of a line counted per term (a word of more tells few apart)
 PARTNER_LINES = 32  # lines holding a name or number searched for its partner
 MIN_PARTNERED = 2  # a sentence with this many names and numbers keeps each beside its partner
 SUBJECT_MIN_OVERLAP = 0.5  # a replaced fact shares this share of the shorter one's content words
@@ -188,6 +189,22 @@ class Line:
     def __post_init__(self) -> None:
         object.__setattr__(self, "terms", self.stems | self.numbers)
 
+    @functools.cached_property
+    def places(self) -> Places:
+        """Where each term of `order` is first and last; built when first asked."""
+        return places(self.order)
+
+    @functools.cached_property
+    def clauses_holding(self) -> dict[str, list[int]]:
+        """The clauses (their indices) holding each term, at most CLAUSE_POSTINGS a term: a
+        sentence's polarity reads only its own words' clauses, linear in it whatever the line."""
+        out: dict[str, list[int]] = {}
+        for i, (terms, _) in enumerate(self.clauses):
+            for term in terms:
+                if len(held := out.setdefault(term, [])) < CLAUSE_POSTINGS:
+                    held.append(i)
+        return out
+
     @classmethod
     def of(cls, seq: int, text: str) -> Line:
         speaker, said, quoted = None, text, set()
@@ -281,9 +298,10 @@ class Sources:
                 self._held[key] = held
         return held
 
-    def orders_holding(self, term: str) -> list[list[str]]:
-        """The terms in order of the lines holding a term, at most PARTNER_LINES of them."""
-        return [list(self.lines[i].order) for i in self.index.get(term, ())[:PARTNER_LINES]]
+    def placed_holding(self, term: str) -> list[tuple[int, Places]]:
+        """The lines holding a term, at most PARTNER_LINES of them: each its index and where
+        its terms are (forged.text.agreement.places)."""
+        return [(i, self.lines[i].places) for i in self.index.get(term, ())[:PARTNER_LINES]]
 
 
 @dataclass(frozen=True)
@@ -458,7 +476,7 @@ def _unsupported_sentence(
         items = asserted.names | asserted.numbers | (asserted.leading & sources.names)
         if len(items) >= MIN_PARTNERED:
             order = list(_order(_tokens(sentence)))
-            if lost := partnered(order, items, sources.orders_holding):
+            if lost := partnered(order, items, sources.placed_holding):
                 return f"puts {lost} beside words its source does not"
     return None
 
@@ -482,14 +500,14 @@ def _same_polarity(
     enough = len(words) * MIN_LINE_COVERAGE
     lines = [sources.lines[i] for i, n in held.most_common(CANDIDATE_LINES) if n >= enough]
     wanted = negated(_tokens(sentence))
-    same = opposite = 0
-    for line in lines:
-        for terms, no in line.clauses if _about(line, allowed) else ():
-            if no == wanted:
-                same = max(same, len(words & terms))
-            else:
-                opposite = max(opposite, len(words & terms))
-    return not (opposite > same and opposite >= enough)
+    best = {True: 0, False: 0}  # the most of its words a clause holds: same polarity, other
+    for line in lines if allowed is None else [n for n in lines if _about(n, allowed)]:
+        postings = line.clauses_holding
+        shared = Counter(c for w in words for c in postings.get(w, ()))
+        for c, n in shared.items():
+            same = line.clauses[c][1] == wanted
+            best[same] = max(best[same], n)
+    return not (best[False] > best[True] and best[False] >= enough)
 
 
 def subject_share(a: str, b: str) -> float:
