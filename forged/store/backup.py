@@ -3,12 +3,15 @@
 `take_backup` copies one snapshot through SQLite's online backup API inside a single read
 transaction: in WAL mode the daemon keeps accepting while it runs, and everything committed
 before it began is in the copy. The copy is checked (integrity, schema version, the same counts
-as the snapshot) before it replaces the target. `restore_backup` checks the file the same way and
-puts it in place only while no daemon holds the database: an open `Store` holds a shared lock on
+as the snapshot) before it replaces the target. `restore_backup` checks the file the same way,
+then trusts nothing of it but its rows: they are copied into a freshly created schema, whose
+triggers index them anew (forged.store.rebuild), and that copy is put in place only while no
+daemon holds the database: an open `Store` holds a shared lock on
 the database's directory, and restore takes it exclusively. The lock is on the directory, not on
 a file beside the database, so no file written or replaced there can fool it; and no backup is
 ever written onto the database or a file of its (`-wal`, `-shm`, `-journal`, any `DB*` beside it).
-A restored file must hold the very schema the migrations make, not only their numbers.
+A file to restore must hold the very schema the migrations make, not only their numbers: every
+trigger and view is compared, whatever its name (none of forged's starts with `sqlite_`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import msgspec
 
 from forged.config import DEFAULT_DATABASE, StoreConfig
 from forged.errors import BackupError, StoreError
+from forged.store.rebuild import rebuild_from, untrusted
 from forged.store.sqlite_schema import MIGRATIONS
 from forged.timestamps import now
 
@@ -41,8 +45,11 @@ INTEGRITY_ERRORS = 5  # problems integrity_check reports at most
 SCHEMA_DIFFERENCES = 3  # schema differences a refusal names at most
 SYSTEMD_STOP = "systemctl stop forged forged.socket"  # how the packaged daemon is stopped
 DEV_STOP = "Ctrl-C the `forged serve` or `make run` serving it"  # a daemon started by hand
-_SCHEMA = """SELECT type, name, sql FROM sqlite_master
-    WHERE name NOT LIKE 'sqlite_%' AND name != 'schema_migrations'"""  # what migrations make
+# What the migrations make: everything but their record and the planner's statistics (tables
+# ANALYZE may add, which nothing runs). SQLite's own sqlite_sequence and automatic indexes are
+# compared too: the migrations make the same ones.
+_SCHEMA = """SELECT type, name, sql FROM sqlite_master WHERE name != 'schema_migrations'
+    AND NOT (type = 'table' AND name IN ('sqlite_stat1', 'sqlite_stat4'))"""
 _COUNTS = """
     SELECT (SELECT count(*) FROM interactions), (SELECT coalesce(max(seq), 0) FROM interactions),
            (SELECT count(*) FROM summaries), (SELECT count(*) FROM facts),
@@ -165,7 +172,7 @@ def inspect_backup(path: Path) -> BackupInfo:
     if not path.is_file():
         raise BackupError(f"{path}: no such file")
     try:
-        with closing(sqlite3.connect(_read_only(path), uri=True)) as conn:
+        with closing(untrusted(path)) as conn:
             problems = [p for (p,) in conn.execute(f"PRAGMA integrity_check({INTEGRITY_ERRORS})")]
             if problems != ["ok"]:
                 raise BackupError(f"{path}: damaged: {'; '.join(problems)}")
@@ -297,7 +304,8 @@ def _exclusive(database: str) -> int:
 
 
 def restore_backup(backup: Path, database: str, *, replace: bool) -> BackupInfo:
-    """Put a checked backup in place of the database while no daemon runs."""
+    """Put the rows of a checked backup, in a fresh schema, in place of the database while no
+    daemon runs."""
     _refuse_companion(backup, database, "restore from")
     info = inspect_backup(backup)
     target = Path(database)
@@ -310,8 +318,8 @@ def restore_backup(backup: Path, database: str, *, replace: bool) -> BackupInfo:
         partial = target.with_name(f".{target.name}.restoring")
         try:
             _create_private(partial)
-            with closing(sqlite3.connect(_read_only(backup), uri=True)) as source:
-                _copy_into(source, partial)
+            with closing(untrusted(backup)) as source:
+                rebuild_from(source, partial, info.schema_version, backup)
             if _counts_of(inspect_backup(partial)) != _counts_of(info):
                 raise BackupError(f"the copy of {backup} does not hold what the file holds")
             if os.geteuid() == 0:  # run as root: the daemon's user must still own its database

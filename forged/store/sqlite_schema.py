@@ -427,11 +427,12 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
 )
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Apply the missing migrations in order; return the schema version now in force."""
+def migrate(conn: sqlite3.Connection, upto: int = len(MIGRATIONS)) -> int:
+    """Apply the missing migrations in order, up to version `upto` (all by default); return the
+    schema version now in force."""
     done = migrations.applied(conn)
     migrations.check(done, len(MIGRATIONS))
-    for version, (name, sql) in enumerate(MIGRATIONS, start=1):
+    for version, (name, sql) in enumerate(MIGRATIONS[:upto], start=1):
         if version <= len(done):
             continue
         applied_at = now()
@@ -442,4 +443,4 @@ def migrate(conn: sqlite3.Connection) -> int:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-    return len(MIGRATIONS)
+    return max(upto, len(done))
