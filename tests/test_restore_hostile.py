@@ -133,7 +133,7 @@ def _index_problems(path: Path) -> list[str]:
 
 async def _backup_of_a_used_store(directory: Path, llm: FakeLLM) -> Path:
     """A backup of a store that served turns of two scopes and distilled them."""
-    directory.mkdir()
+    await trio.Path(directory).mkdir()
     config = load_config(write_config(directory, llm.base_url), {})
     turns = [
         {"scope": scope, "messages": [{"role": "user", "text": f"I keep {what} on the roof."}]}
