@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_SOCKET",
     "MIB",
     "OCTAL_KEYS",
+    "OFFLINE_DISTILLER",
     "BundledConfig",
     "Config",
     "ConsolidateConfig",
@@ -46,6 +47,7 @@ DEFAULT_SOCKET = "/run/forged/forged.sock"  # RuntimeDirectory of the systemd un
 DEFAULT_DATABASE = "/var/lib/forged/forged.db"  # StateDirectory of the systemd unit
 DEFAULT_LLM_URL = "http://127.0.0.1:11434/v1"  # Ollama's OpenAI-compatible endpoint
 DEFAULT_LLM_MODEL = "smollm2:135m"  # Ollama's name for the bundled model
+OFFLINE_DISTILLER = "forged.distill.offline:OfflineDistiller"  # `offline = true`, `serve --offline`
 MIB = 1024 * 1024
 OCTAL_KEYS = frozenset({"socket_mode"})  # file modes: written as 0o660, the way people read them
 _OCTAL_LINE = re.compile(rf"^({'|'.join(OCTAL_KEYS)}) = (\d+)$", re.MULTILINE)
@@ -115,6 +117,7 @@ class DistillerConfig(_Section, frozen=True):
     """The model client: where the model is, how to ask it, and the shape of its answer."""
 
     class_: str = msgspec.field(default="", name="class")
+    offline: bool = False  # no model server: the offline distiller keeps the salient lines
     base_url: str = DEFAULT_LLM_URL
     model: str = DEFAULT_LLM_MODEL
     api_key_file: str = ""
@@ -129,7 +132,9 @@ class DistillerConfig(_Section, frozen=True):
     request_extra: dict[str, str | int | float | bool] = {}
 
     def __post_init__(self) -> None:
-        if not self.class_ and not re.match(r"^https?://[^/\s]+", self.base_url):
+        if self.offline and self.class_:
+            raise ValueError("offline = true and class both name a distiller; keep one")
+        if not (self.class_ or self.offline) and not re.match(r"^https?://[^/\s]+", self.base_url):
             raise ValueError(f"base_url must be an http:// or https:// URL, got {self.base_url!r}")
 
 

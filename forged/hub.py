@@ -188,11 +188,15 @@ class Progress:
         return self.status.name
 
     def set_state(self, state: ObserverState, error: str | None = None) -> None:
+        """Show `state`; a wait for the model keeps the time it began through the retries (the
+        state is `distilling` again while one is tried) until a batch ends."""
         self.status.state = state
         if error is not None:
             self.status.last_error = error
+        if state == "waiting_for_llm" and self.status.waiting_since is None:
+            self.status.waiting_since = now()
         if state == "idle":
-            self.status.batch = None
+            self.status.batch = self.status.waiting_since = None
         self._changed()
 
     def follow(self, watermark: int) -> None:
@@ -251,6 +255,7 @@ class Progress:
             s.ungrounded += run.ungrounded
         s.dead_letters += len(stored.dead_letters) - len(stored.resolved_dead_letters)
         s.last_batch_at = now()
+        s.waiting_since = None  # its model answered, or gave up on what it could not answer
         self._changed()
 
     async def commit_with(self, write: Callable[[], Awaitable[T]]) -> T:

@@ -212,6 +212,8 @@ class ObserverStatus(msgspec.Struct):
     last_batch_at: str | None = None
     last_error: str | None = None
     batch: BatchInFlight | None = None  # while a batch is being worked on
+    # when its model was first found unavailable, kept through the retries until it answers
+    waiting_since: str | None = None
 
 
 class LogStatus(msgspec.Struct):

@@ -71,6 +71,11 @@ def test_environment_overrides_the_distiller() -> None:
             "[distiller]\nbase_url = 'localhost:8080'",
             "f.toml: distiller: base_url must be an http:// or https:// URL, got 'localhost:8080'",
         ),
+        (
+            "[distiller]\noffline = true\nclass = 'my.distiller:Mine'",
+            "f.toml: distiller: offline = true and class both name a distiller; keep one",
+        ),
+        ("[distiller]\noffline = 'yes'", "f.toml: distiller.offline: expected `bool`, got `str`"),
         ("[server]\nallowed_uids = [-1]", "f.toml: server.allowed_uids[0]: expected `int` >= 0"),
         ("[bundled]\nthreads = -2", "f.toml: bundled.threads: expected `int` >= 0"),
         (

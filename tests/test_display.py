@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from forged.cli import display
 from forged.models import (
     DeadLetterInfo,
     DeadLettersAnswer,
+    LogStatus,
+    ObserverStatus,
     RedistillReport,
     RedistillResult,
+    Status,
     StoredFact,
 )
+from forged.timestamps import utc_text
 
 STAMP = "2026-11-29T17:00:03.120Z"
 
@@ -79,3 +85,27 @@ def test_a_redistill_report_counts_on_standard_error(capsys: pytest.CaptureFixtu
     out, err = capsys.readouterr()
     assert out.splitlines() == ["SEQ  OUTCOME      FACTS  REASON", "4    redistilled  2"]
     assert err == "1 redistilled, 0 still failing\n"
+
+
+@pytest.mark.parametrize(
+    ("ago", "shown"),
+    [(timedelta(seconds=42), "42 s"), (timedelta(minutes=5), "5 min"), (timedelta(hours=3), "3 h")],
+)
+def test_a_wait_for_the_model_says_since_when_and_what_to_do(
+    ago: timedelta, shown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An observer waiting for its model gets a line with the start of the wait, how long ago
+    that was, and the fix; the distill observer's names the offline distiller too."""
+    since = utc_text(datetime.now(UTC) - ago - timedelta(milliseconds=300))
+    waiting = [
+        ObserverStatus(name, state="waiting_for_llm", waiting_since=since)
+        for name in ("distill", "consolidate")
+    ]
+    display.show_status(Status("0.1.0", 9.0, True, False, LogStatus(1, 1), waiting))
+    day, clock = since[:10], since[11:19]
+    lines = [line for line in capsys.readouterr().out.splitlines() if "waiting for" in line]
+    assert lines == [
+        f"  waiting for its model since {day} {clock} UTC ({shown}); start the model server,"
+        " or distil without one: [distiller] offline = true",
+        f"  waiting for its model since {day} {clock} UTC ({shown}); start the model server",
+    ]

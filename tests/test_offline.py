@@ -27,6 +27,7 @@ from tests.fakellm import FakeLLM
 
 TIMEOUT = 30  # seconds any daemon test may take
 OFFLINE = {"class": "forged.distill.offline:OfflineDistiller"}
+SHIPPED_CONFIG = Path(__file__).resolve().parents[1] / "config" / "forged.toml"
 # A made-up chat in the way people talk: news among greetings, reactions and questions.
 CHAT = [
     ("Ana", "Hey Ben! Good to see you! How have you been?"),
@@ -272,3 +273,40 @@ async def test_offline_and_the_bundled_model_are_one_or_the_other(short_tmp: Pat
     assert done.stderr.decode().splitlines()[-1] == (
         "forged serve: error: argument --bundled-llm: not allowed with argument --offline"
     )
+
+
+def _shipped_config_offline(directory: Path) -> Path:
+    """config/forged.toml with `offline = true` and its socket and database in `directory`."""
+    text = (
+        SHIPPED_CONFIG.read_text()
+        .replace("offline = false", "offline = true", 1)
+        .replace('"/run/forged/forged.sock"', f'"{directory / "forged.sock"}"', 1)
+        .replace('"/var/lib/forged/forged.db"', f'"{directory / "forged.db"}"', 1)
+    )
+    assert text.count(str(directory)) == 2 and "offline = true" in text
+    path = directory / "forged.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.sqlite_only  # the shipped file's store, whichever backend the suite runs
+async def test_the_shipped_config_with_offline_distils_with_no_model_server(
+    short_tmp: Path,
+) -> None:
+    """The shipped config file with `offline = true` and nothing else changed but its paths:
+    `forged serve --config FILE` (as the systemd unit runs it) is ready and distils, with no
+    model server at its `base_url`."""
+    config_path = _shipped_config_offline(short_tmp)
+    daemon = DaemonProcess(config_path, short_tmp)
+    pushed = [_push(n, w, t, "s1") for n, (w, t) in enumerate(CHAT)]
+    with trio.fail_after(TIMEOUT):
+        await daemon.start()
+        try:
+            async with socket_client(daemon.socket) as client:
+                assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
+                await wait_for_watermark(client, len(CHAT))
+        finally:
+            assert await daemon.stop() == 0
+    db = daemon.config.store.path
+    assert rows(db, "SELECT DISTINCT model, llm_calls FROM distill_runs") == [("offline", 0)]
+    assert daemon.events("llm_unavailable") == []

@@ -70,3 +70,41 @@ async def test_forgetting_a_scope_takes_its_runs_out_of_the_totals(
     assert (before.batches, before.llm_calls) == (2, 2)
     assert (after.batches, after.llm_calls) == (1, 1)
     assert (after.prompt_tokens, after.llm_ms) == (stored.prompt_tokens, stored.llm_ms)
+
+
+WAITING = re.compile(
+    r"^  waiting for its model since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+ s\);"
+    r" start the model server, or distil without one: \[distiller\] offline = true$"
+)
+
+
+async def test_status_says_since_when_it_waits_for_its_model(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """With the model down, status says plainly that distill waits for it and since when; the
+    time holds through the retries and is gone once the model answers."""
+    await fake_llm.go_down()
+    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
+    with trio.fail_after(TIMEOUT):
+        async with running_daemon(config) as api, AsyncClient(config.server.socket) as client:
+            await client.push(Interaction([Message("user", "A turn nobody distils yet.")]))
+            seen: list[tuple[str, str | None]] = []  # (state, waiting_since) as they change
+            distill = api.hub.progress["distill"].status
+            while [state for state, _ in seen].count("waiting_for_llm") < 2:
+                await api.hub.changed()
+                if not seen or seen[-1] != (distill.state, distill.waiting_since):
+                    seen.append((distill.state, distill.waiting_since))
+            shown = await trio.run_process(
+                [sys.executable, "-m", "forged", "status", "--socket", config.server.socket],
+                capture_stdout=True,
+            )
+            await fake_llm.come_back()
+            async with socket_client(config.server.socket) as http:
+                await wait_for_watermark(http, 1)
+            after = (await client.status()).observers[0]
+    waits = {since for state, since in seen if state == "waiting_for_llm"}
+    assert len(waits) == 1 and None not in waits, seen  # one outage, one start
+    assert "distilling" in [state for state, _ in seen]  # a retry came between
+    lines = shown.stdout.decode().splitlines()
+    assert any(WAITING.match(line) for line in lines), lines
+    assert (after.state, after.waiting_since) == ("idle", None)

@@ -55,7 +55,6 @@ EXIT_CONFIG = 2  # a bad configuration (or usage): systemd should not restart us
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
 IMPORT_FORMATS = ("chatgpt", "claude", "jsonl")
 T = TypeVar("T")
-OFFLINE_DISTILLER = "forged.distill.offline:OfflineDistiller"  # what `serve --offline` distils with
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -87,10 +86,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from forged.scrub import scan as scrub
 
     config = _config(args)
-    if args.offline:
-        config = msgspec.structs.replace(
-            config, distiller=msgspec.structs.replace(config.distiller, class_=OFFLINE_DISTILLER)
-        )
+    if args.offline or args.bundled_llm:  # the flag chooses over the file's `offline`
+        fields = {"offline": True, "class_": ""} if args.offline else {"offline": False}
+        distiller = msgspec.structs.replace(config.distiller, **fields)
+        config = msgspec.structs.replace(config, distiller=distiller)
     log.configure(config.log.format, config.log.level)
     scrub.prepare(cache_directory(os.environ))  # before the first push, not during it
     trio.run(lambda: run_daemon(config, bundled_llm=args.bundled_llm))

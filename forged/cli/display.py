@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 
 from forged.models import (
+    DISTILL_OBSERVER,
     ContextAnswer,
     DeadLettersAnswer,
     EditsAnswer,
@@ -48,6 +50,28 @@ def _clock(timestamp: str) -> str:
     return timestamp[11:19]
 
 
+def _for_how_long(since: str) -> str:
+    """How long ago `since` was, in the largest unit that reads well: `40 s`, `12 min`, `3 h`."""
+    elapsed = datetime.now(UTC) - datetime.fromisoformat(since.replace("Z", "+00:00"))
+    seconds = max(0, int(elapsed.total_seconds()))  # the daemon's clock may be a little ahead
+    if seconds < 120:
+        return f"{seconds} s"
+    return f"{seconds // 60} min" if seconds < 7200 else f"{seconds // 3600} h"
+
+
+def _waiting_line(observer: str, since: str) -> str:
+    """Since when an observer waits for its model, and what an operator can do about it."""
+    fix = "start the model server" + (
+        ", or distil without one: [distiller] offline = true"
+        if observer == DISTILL_OBSERVER
+        else ""
+    )
+    return (
+        f"  waiting for its model since {since[:10]} {_clock(since)} UTC"
+        f" ({_for_how_long(since)}); {fix}"
+    )
+
+
 def _observer_lines(o: ObserverStatus) -> list[str]:
     lines = [
         f"{o.name}: {o.state}, watermark {o.watermark}, backlog {o.backlog},"
@@ -55,6 +79,8 @@ def _observer_lines(o: ObserverStatus) -> list[str]:
         f" ({o.prompt_tokens} prompt + {o.completion_tokens} completion tokens,"
         f" {o.llm_ms / 1000:.1f} s), {o.dead_letters} dead letters"
     ]
+    if o.waiting_since:  # through the retries between waits too: it has not answered since
+        lines.append(_waiting_line(o.name, o.waiting_since))
     if o.batch is not None:
         size = f"{o.batch.interactions} interaction" + ("s" if o.batch.interactions != 1 else "")
         lines.append(

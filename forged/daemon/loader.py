@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import msgspec
 
-from forged.config import Config, DistillerConfig, decode_table
+from forged.config import OFFLINE_DISTILLER, Config, DistillerConfig, decode_table
 from forged.consolidate.judgement import Proposer
 from forged.errors import ConfigError
 from forged.hub import Observer
@@ -154,10 +154,14 @@ def load_observers(config: Config, store: Backend) -> list[Observer]:
 
 
 def make_distiller(config: DistillerConfig, memory: ModeMemory | None = None) -> Distiller:
-    """The distiller named by `[distiller] class`, or the OpenAI-compatible client."""
-    if not config.class_:
+    """The distiller named by `[distiller] class`, the offline one (`offline = true`), or the
+    OpenAI-compatible client."""
+    if config.offline:
+        key, spec = "distiller.offline", OFFLINE_DISTILLER
+    elif config.class_:
+        key, spec = "distiller.class", config.class_
+    else:
         return OpenAIDistiller(config, memory=memory)
-    key, spec = "distiller.class", config.class_
     distiller = load_object(spec, key)(config)
     model = getattr(distiller, "model", None)
     if not isinstance(model, str) or not model:

@@ -191,6 +191,8 @@ def _status_line(running: Running) -> str:
     parts = [f"interactions {running.store.count}"]
     for s in running.hub.statuses():
         part = f"{s.name} {s.state}, backlog {s.backlog}, batches {s.batches}"
+        if s.waiting_since:
+            part += f" (waiting for its model since {s.waiting_since})"
         part += f", last batch {s.last_batch_at or 'none yet'}"
         if s.dead_letters:
             part += f", dead letters {s.dead_letters}"
