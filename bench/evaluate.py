@@ -1,4 +1,5 @@
-"""`make eval`: the quality benchmark on LoCoMo; prints the table and writes docs/quality.md."""
+"""`make eval`: the quality benchmark on LoCoMo and on agent traffic made from it; prints the
+tables and writes docs/quality.md."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import trio
 
-from bench import currentstate, quality, report, salience, smallmodel
+from bench import agenteval, agenttraffic, currentstate, quality, report, salience, smallmodel
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "quality.md"
@@ -251,9 +252,27 @@ def _current_state(bundled: bool) -> str:
     return f"\n\n{CURRENT_STATE_SECTION}\n\n{CURRENT_STATE_NOTES}\n\n{section}\n"
 
 
+def _agent(limit: int | None, work: Path) -> str:
+    """The agent-traffic section: printed, and returned for the report; empty without LoCoMo."""
+    chats = agenttraffic.chats(REPO, limit)
+    if not chats:
+        return ""
+    answered = trio.run(agenteval.measure, chats, work / "agent")
+    kept = agenteval.kept(chats, work / "agent" / "forged.db")
+    section = agenteval.section(chats, answered, kept)
+    print(section)
+    return f"\n{section}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.evaluate", description=__doc__)
     parser.add_argument("--conversations", type=int, help="only the first N (default: all)")
+    parser.add_argument(
+        "--agent-chats",
+        type=int,
+        metavar="N",
+        help="agent traffic made of the first N LoCoMo conversations (default: all; 0: none)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the markdown report")
     parser.add_argument(
         "--no-bundled",
@@ -298,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         dated = quality.dated_right(convs, Path(work) / "gold") if "gold" in names else (0, 0)
         seconds = time.perf_counter() - started
         kept = _salience(Path(work), names, convs, costs)
+        agent = "" if args.agent_chats == 0 else _agent(args.agent_chats, Path(work))
         bundled = _bundled(args.bundled_sessions, Path(work)) if bundled_too else None
         if bundled:
             print(bundled)
@@ -309,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(
         markdown(results, dated, facts, len(convs), seconds, kept)
         + current
+        + agent
         + tail(args.out, bundled)
     )
     print(f"\n{seconds:.0f} s; written to {args.out}")

@@ -71,10 +71,14 @@ class Conversation:
     questions: list[Question] = field(default_factory=list)
 
 
+def session_start(raw: str) -> datetime:
+    """LoCoMo's session date (the dataset gives no zone: read as UTC)."""
+    return datetime.strptime(raw, SESSION_TIME).replace(tzinfo=UTC)
+
+
 def _session_time(raw: str) -> str:
-    """LoCoMo's session date as an ISO timestamp (the dataset gives no zone: read as UTC)."""
-    parsed = datetime.strptime(raw, SESSION_TIME).replace(tzinfo=UTC)
-    return parsed.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """LoCoMo's session date as an ISO timestamp."""
+    return session_start(raw).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _turn_text(turn: dict[str, Any]) -> str:
@@ -152,26 +156,34 @@ def content_words(text: str) -> set[str]:
     return {w for w in words if w not in STOPWORDS}
 
 
-def _turn_item(n: int, scope: str, interaction: dict[str, Any]) -> MemoryItem:
-    """A raw turn as a recall item, so baselines are packed and dated exactly as forged's turns."""
-    (message,) = interaction["messages"]
-    at = interaction["timestamp"]
+def raw_item(
+    n: int, scope: str, at: str, speaker: str, text: str, seq: int | None = None
+) -> MemoryItem:
+    """Something said as a recall item, so baselines are packed and dated exactly as forged's
+    turns (`seq`: the interaction it belongs to, `n` when None)."""
+    seq = n if seq is None else seq
     return MemoryItem(
         id=n,
         type="interaction",
         kind="interaction",
         scope=scope,
-        session=interaction["session"],
-        text=f"{message['name']}: {message['text']}",
+        session=None,
+        text=f"{speaker}: {text}",
         score=0.0,
         created_at=at,
         last_seen_at=at,
-        first_seq=n,
-        last_seq=n,
+        first_seq=seq,
+        last_seq=seq,
         first_at=at,
         last_at=at,
-        speaker=message["name"],
+        speaker=speaker,
     )
+
+
+def _turn_item(n: int, scope: str, interaction: dict[str, Any]) -> MemoryItem:
+    """A raw LoCoMo turn as a recall item."""
+    (message,) = interaction["messages"]
+    return raw_item(n, scope, interaction["timestamp"], message["name"], message["text"])
 
 
 class RawTurns:
