@@ -12,7 +12,8 @@ every value (it builds the DOM with textContent only) and the Content-Security-P
 scripts from this server alone.
 
 The server is the standard library's threading HTTP server: one person's browser at a time
-needs no event loop, and nothing is added to the daemon. It forwards an allow-list of the
+needs no event loop, and nothing is added to the daemon. forged.ui.limits caps its connections
+and the time each request may take to arrive. It forwards an allow-list of the
 daemon's routes (`/api/v1/...`) over the socket and serves the page's files from
 `forged/ui/static/`: plain HTML, CSS and JavaScript, with no build step and no CDN, because the
 machine it runs on may have no internet and a memory browser must not load code from elsewhere.
@@ -26,7 +27,6 @@ import re
 import secrets
 import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -34,6 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from forged.client.methods import BASE_URL, TIMEOUT
+from forged.ui.limits import MAX_CONNECTIONS, REQUEST_TIMEOUT, CappedServer, TimedRequests
 
 __all__ = [
     "ALLOWED",
@@ -113,7 +114,7 @@ def _same(a: str | None, b: str) -> bool:
     return a is not None and hmac.compare_digest(a.encode(), b.encode())
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(TimedRequests):
     """One request: the checks, then a file of the page or a call forwarded to the daemon."""
 
     server: UiServer
@@ -219,13 +220,25 @@ class Handler(BaseHTTPRequestHandler):
         self._refuse(HTTPStatus.METHOD_NOT_ALLOWED, "no CORS here")
 
 
-class UiServer(ThreadingHTTPServer):
+class UiServer(CappedServer):
     """The page's server on loopback, with one client of the daemon's socket."""
 
     daemon_threads = True
 
-    def __init__(self, socket: str, port: int = 0) -> None:
-        super().__init__((HOST, port), Handler)
+    def __init__(
+        self,
+        socket: str,
+        port: int = 0,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        request_timeout: float = REQUEST_TIMEOUT,
+    ) -> None:
+        super().__init__(
+            (HOST, port),
+            Handler,
+            max_connections=max_connections,
+            request_timeout=request_timeout,
+        )
         self.page = Page(socket, self.server_address[1])
         transport = httpx.HTTPTransport(uds=socket, verify=False)
         self.http = httpx.Client(transport=transport, base_url=BASE_URL, timeout=TIMEOUT)
