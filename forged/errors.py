@@ -4,7 +4,7 @@ ForgedError
 ├── ConfigError          the configuration file or environment is wrong
 ├── InvalidRequest       a client sent something the API cannot accept (carries a code)
 │   └── QueryTimeout     a recall query ran past its time budget and was stopped
-├── StoreError           SQLite failed
+├── StoreError           the store (SQLite or PostgreSQL) failed
 │   └── StorageFull      the disk (or the database size limit) is full
 ├── DistillError         a distiller could not turn a transcript into memory
 │   ├── LLMUnavailable   transient: connect, timeout, 429, 5xx, model loading; retry forever
@@ -12,6 +12,7 @@ ForgedError
 │   ├── UnsupportedMode  the server rejected the structured-output mode; try the next one
 │   └── InvalidAnswer    the answer was not valid memory; retry, then split
 ├── ObserverError        an observer plugin broke its contract (its run returned)
+├── BudgetSpent          the hourly budget of consolidation's LLM calls is used up
 ├── BundledLLMError      the bundled local model could not be started
 ├── AlreadyRunning       another daemon is serving on the configured socket
 ├── BackupError          a backup could not be taken, checked or restored
@@ -35,6 +36,7 @@ __all__ = [
     "ApiError",
     "BackupError",
     "BadRequest",
+    "BudgetSpent",
     "BundledLLMError",
     "ClientError",
     "ConfigError",
@@ -123,6 +125,14 @@ class InvalidAnswer(DistillError):
 
 class ObserverError(ForgedError):
     """An observer plugin broke its contract: its `run` returned instead of running on."""
+
+
+class BudgetSpent(ForgedError):
+    """The hourly call budget is used up; `retry_after` seconds until a call is free."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"the hourly budget of LLM calls is spent for {retry_after:.0f} s")
+        self.retry_after = retry_after
 
 
 class BundledLLMError(ForgedError):

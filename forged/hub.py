@@ -49,7 +49,7 @@ FEED_CHUNK = 256  # log rows a feeder reads per query
 STORAGE_RETRY_INITIAL = 0.1  # seconds before retrying a commit that found the disk full
 STORAGE_RETRY_MAX = 5.0  # longest wait between such retries
 
-log = structlog.get_logger("forged.hub")
+log = structlog.get_logger(__name__)
 
 
 class Queue(Protocol[T_co]):

@@ -25,7 +25,7 @@ import ijson
 import msgspec
 
 from forged.client.methods import Client
-from forged.errors import BadRequest, ClientError, Unavailable, Unreachable
+from forged.errors import BadRequest, ClientError, ForgedError, Unavailable, Unreachable
 from forged.models import DEFAULT_SCOPE, Interaction
 
 __all__ = [
@@ -81,7 +81,7 @@ class ImportReport(msgspec.Struct):
     bad: list[str] = []  # `where: problem` for each record skipped
 
 
-class _Bad(Exception):
+class _Bad(ForgedError):
     """A value of the file that is not what its format says: where it is, and what is wrong."""
 
     def __init__(self, where: str, problem: str) -> None:

@@ -96,7 +96,7 @@ TASK = Task("consolidation", SYSTEM_PROMPT, ANSWER_SCHEMA, _guided())
 _OUR_TAGS = re.compile(r"</?facts\b", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
 
-log = structlog.get_logger("forged.consolidate")
+log = structlog.get_logger(__name__)
 
 
 class CurrentFact(NamedTuple):

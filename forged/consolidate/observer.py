@@ -33,7 +33,7 @@ from forged.consolidate.judgement import (
     render_facts,
 )
 from forged.distill.batches import RetryPolicy, add_usage
-from forged.errors import ContextOverflow, InvalidAnswer, LLMUnavailable
+from forged.errors import BudgetSpent, ContextOverflow, InvalidAnswer, LLMUnavailable
 from forged.hub import Feed, Progress
 from forged.llm.distiller import Task
 from forged.models import Condensed, ConsolidationChange, ConsolidationRun, Usage
@@ -43,7 +43,7 @@ from forged.timestamps import utc_text
 if TYPE_CHECKING:
     from forged.store.backend import Backend
 
-__all__ = ["FEED_BATCH", "HOUR", "NAME", "Asker", "BudgetSpent", "ConsolidateObserver"]
+__all__ = ["FEED_BATCH", "HOUR", "NAME", "Asker", "ConsolidateObserver"]
 
 NAME = "consolidate"  # the observer's name: its status, its progress rows, its log
 HOUR = 3600.0  # the window of `max_calls_per_hour`
@@ -51,7 +51,7 @@ FEED_BATCH = 256  # interactions passed over per watermark commit
 
 T = TypeVar("T")
 
-log = structlog.get_logger("forged.consolidate")
+log = structlog.get_logger(__name__)
 
 
 class Asker(Protocol):
@@ -60,14 +60,6 @@ class Asker(Protocol):
     model: str
 
     async def ask(self, task: Task, user: str) -> tuple[str, Usage]: ...
-
-
-class BudgetSpent(Exception):
-    """The hourly call budget is used up; `retry_after` seconds until a call is free."""
-
-    def __init__(self, retry_after: float) -> None:
-        super().__init__(f"the hourly budget of LLM calls is spent for {retry_after:.0f} s")
-        self.retry_after = retry_after
 
 
 def _plugin_name(proposer: Proposer) -> str:

@@ -55,7 +55,7 @@ INTERRUPT = signal.SIGINT.name  # Ctrl-C: stop at once, without waiting for the 
 API_FD_NAME = "api"  # FileDescriptorName= of the API socket in forged.socket
 FD_RESERVE = 256  # descriptors besides client connections: database, journal, LLM, refusals
 
-log = structlog.get_logger("forged.daemon")
+log = structlog.get_logger(__name__)
 
 
 def _bind(server: ServerConfig) -> trio.SocketListener:

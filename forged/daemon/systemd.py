@@ -2,7 +2,7 @@
 
 These functions read systemd's protocol variables (`NOTIFY_SOCKET`, `WATCHDOG_USEC`, `LISTEN_FDS`,
 `JOURNAL_STREAM`) from the environment themselves: they are handed over by the service manager,
-not configuration, so they stay out of `cli.py`.
+not configuration, so they stay out of `cli/`.
 """
 
 from __future__ import annotations

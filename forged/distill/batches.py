@@ -69,7 +69,7 @@ OFFLOAD_CHARS = 32_768
 # The scope's current facts recall finds for a text: shown beside the transcript (supersession).
 Related = Callable[[str, str], Awaitable[list[MemoryItem]]]
 
-log = structlog.get_logger("forged.distill")
+log = structlog.get_logger(__name__)
 
 
 def _chars(items: list[StoredInteraction]) -> int:

@@ -13,7 +13,7 @@ from forged.store.records import BatchOutcome
 
 __all__ = ["Redistiller"]
 
-log = structlog.get_logger("forged.deadletters")
+log = structlog.get_logger(__name__)
 
 
 class Redistiller:

@@ -13,7 +13,7 @@ from forged.models import DISTILL_OBSERVER
 
 __all__ = ["DistillObserver"]
 
-log = structlog.get_logger("forged.distill")
+log = structlog.get_logger(__name__)
 
 
 class DistillObserver:

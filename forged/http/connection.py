@@ -19,7 +19,7 @@ import msgspec
 import trio
 
 from forged.config import ServerConfig
-from forged.errors import InvalidRequest
+from forged.errors import ForgedError, InvalidRequest
 from forged.models import ErrorAnswer, ErrorBody
 
 __all__ = [
@@ -105,11 +105,11 @@ def refusal_response(exc: InvalidRequest) -> Response:
     return error_response(status, exc.code, exc.message, exc.retry_after)
 
 
-class _TooLarge(Exception):
+class _TooLarge(ForgedError):
     """The request body is over the limit."""
 
 
-class _Busy(Exception):
+class _Busy(ForgedError):
     """Bodies being received by other connections already fill the budget."""
 
 

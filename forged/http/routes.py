@@ -52,7 +52,7 @@ SCOPES_PREFIX = "/v1/scopes/"  # DELETE /v1/scopes/{scope} forgets a scope
 MAX_ID_DIGITS = 18  # a fact id in a path: at most this many digits, so it fits SQLite's integer
 
 _JSON = msgspec.json.Encoder()
-log = structlog.get_logger("forged.api")
+log = structlog.get_logger(__name__)
 _SEARCH = ("q", "scope", "kind", "types", "session", "since", "until", "history")
 _PAGE = ("since", "until", "after", "limit")  # listings
 FACTS_PREFIX = "/v1/facts/"  # GET /v1/facts/{id}: a fact and its audit trail

@@ -42,7 +42,7 @@ REFUSAL_LINGER = 1.0  # seconds a refused client has to send its request before 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _GONE = (trio.BrokenResourceError, trio.ClosedResourceError)  # the client closed or reset
 
-log = structlog.get_logger("forged.http")
+log = structlog.get_logger(__name__)
 
 
 def _peer_uid(stream: trio.SocketStream) -> int | None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import msgspec
 
-from forged.consolidate.observer import NAME, BudgetSpent, ConsolidateObserver
+from forged.consolidate.observer import NAME, ConsolidateObserver
 from forged.distill.deadletters import Redistiller
-from forged.errors import LLMUnavailable
+from forged.errors import BudgetSpent, LLMUnavailable
 from forged.http.connection import HttpError, Request, Response
 from forged.http.params import MAX_SEQ, Params
 from forged.hub import Hub

@@ -62,7 +62,7 @@ ANSWER_ENVELOPE_BYTES = 65536
 ERROR_TEXT_CHARS = 500  # of an error answer's body, quoted in the error
 _OVERFLOW = re.compile(r"exceed_context_size|context (?:size|length|window)|too long|n_ctx", re.I)
 
-log = structlog.get_logger("forged.llm")
+log = structlog.get_logger(__name__)
 
 
 class Distiller(Protocol):

@@ -102,7 +102,7 @@ def searches(
     limits: list[int],
     now: float | None = None,
 ) -> list[list[MemoryItem]]:
-    """The best items of one scope for each of `limits`, as `recall.searches` gives them on
+    """The best items of one scope for each of `limits`, as `recall.sqlite.searches` gives them on
     SQLite: each type ranked once, to `query.limit` (at least the largest)."""
     now = julian_now() if now is None else now
     wanted = query.types if query.kind is None else (kind_type(query.kind),)
@@ -114,7 +114,7 @@ def searches(
 def search(
     conn: Any, query: SearchQuery, half_life_days: float, now: float | None = None
 ) -> list[MemoryItem]:
-    """The best `query.limit` items of one scope, as `recall.search` ranks them on SQLite."""
+    """The best `query.limit` items of one scope, as `recall.sqlite.search` ranks them on SQLite."""
     (found,) = searches(conn, query, half_life_days, [query.limit], now)
     if query.sources:
         found = [with_sources(Portable(conn), i) for i in found]  # type: ignore[arg-type]

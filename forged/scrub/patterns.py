@@ -1,7 +1,7 @@
 """The regex vocabulary the secret rules are written in: token edges, credential names and the
 kinds their endings give, assigned values, line edges, and the marker a redaction leaves.
 
-Everything here is a piece of an exact Python regex (``re.ASCII``) for ``scrub_rules``; the
+Everything here is a piece of an exact Python regex (``re.ASCII``) for ``scrub.rules``; the
 ``*_TRIE`` pieces also serve the rules' anchors, so they use only what Hyperscan understands.
 """
 

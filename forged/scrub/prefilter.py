@@ -1,6 +1,6 @@
 """Prefilter: in one scan, which strings may hold a match of which secret rule.
 
-Every rule has an anchor that all its matches contain (see ``scrub_rules``), so a string where
+Every rule has an anchor that all its matches contain (see ``scrub.rules``), so a string where
 no anchor matches needs no exact regex at all: that is nearly every string of a conversation.
 Hyperscan matches all anchors at once over an interaction's strings joined; without it (a
 platform with no wheel) a pure-stdlib prefilter gives the same flags, more slowly. Both only

@@ -1,4 +1,4 @@
-"""The provider credentials adapted from gitleaks' default rules, as data for ``scrub_rules``:
+"""The provider credentials adapted from gitleaks' default rules, as data for ``scrub.rules``:
 tokens whose own prefix names the provider, and providers whose name stands before a value."""
 
 from __future__ import annotations

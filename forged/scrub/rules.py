@@ -5,8 +5,8 @@ secret, the kind its marker names, and an *anchor*: a simpler regex that every m
 contains, matched case-insensitively. Anchors use only what Hyperscan and ``re`` both understand
 (no lookarounds, no backreferences, no possessive or atomic groups), so a multi-pattern engine can
 find the few strings worth the exact regexes; the scrubber's tests check that each anchor is a
-superset of its rule. The regex pieces rules share live in ``scrub_patterns``; the provider
-tables adapted from gitleaks in ``scrub_providers``.
+superset of its rule. The regex pieces rules share live in ``scrub.patterns``; the provider
+tables adapted from gitleaks in ``scrub.providers``.
 
 Two passes, each one alternation tried in order at every position:
 

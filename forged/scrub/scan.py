@@ -1,7 +1,7 @@
 """Secret scrubbing: credentials in text become ``[REDACTED:<kind>]`` before anything stores or sends it.
 
-The rules, their kinds and their anchors live in ``scrub_rules`` (written with the pieces of
-``scrub_patterns``, the providers' from ``scrub_providers``). Scrubbing is two passes over a
+The rules, their kinds and their anchors live in ``scrub.rules`` (written with the pieces of
+``scrub.patterns``, the providers' from ``scrub.providers``). Scrubbing is two passes over a
 string: self-identifying formats first, so that a token assigned to a name keeps its own kind
 (``api_key=sk-...`` is an ``openai_key``), then credentials known by their context; the second
 pass never re-matches the first pass's markers.

@@ -1,6 +1,6 @@
 """The store seam: what the daemon needs of the database that holds the memory, and how it opens.
 
-SQLite (`store.Store`) is the embedded default; PostgreSQL (`pgstore.PostgresStore`) is one memory
+SQLite (`store.sqlite.Store`) is the embedded default; PostgreSQL (`store.postgres.PostgresStore`) is one memory
 shared by daemons on many hosts. Everything that differs between them (SQL dialect, transactions,
 migrations, full-text search, how observers share work) lives behind these methods and in
 `recall`'s choice of queries.

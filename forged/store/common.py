@@ -1,7 +1,7 @@
 """What both stores do alike, written once: a batch's results, consolidation, forget, watermarks,
 totals and dead letters, in portable SQL (forged.store.portable) around a few hooks a backend fills in.
 
-A backend (`store.Store` for SQLite, `pgstore.PostgresStore`) supplies its connections
+A backend (`store.sqlite.Store` for SQLite, `store.postgres.PostgresStore`) supplies its connections
 (`_write`, `read`), its write transaction (`_transaction`), how it appends to and reads the log,
 and where many daemons need them, its fences and locks (`_fence`, `_lock_scope`).
 """

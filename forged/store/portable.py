@@ -2,7 +2,7 @@
 it is and on PostgreSQL with psycopg's placeholders.
 
 The statements keep to what both engines read alike; where they differ in a function's name,
-SQLite is taught PostgreSQL's (`greatest`, `least`: see `store._connect`).
+SQLite is taught PostgreSQL's (`greatest`, `least`: see `store.sqlite._connect`).
 """
 
 from __future__ import annotations

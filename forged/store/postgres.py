@@ -78,7 +78,7 @@ _LEASE_HELD = """
     SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s
         AND objsubid = 2 AND pid = %s AND granted
 """
-log = structlog.get_logger("forged.pgstore")
+log = structlog.get_logger(__name__)
 
 
 def _one_line(exc: psycopg.Error) -> str:

@@ -43,7 +43,7 @@ CHECKPOINT_ATTEMPTS = 3  # TRUNCATE checkpoints tried while readers hold old sna
 READERS = 2  # reader connections: on two cores, more of them slow one another (docs/recall.md)
 
 
-log = structlog.get_logger("forged.store")
+log = structlog.get_logger(__name__)
 
 
 def _greatest(*values: Any) -> Any:
