@@ -10,7 +10,7 @@ import trio
 
 from forged.client.methods import AsyncClient, Client, find_socket
 from forged.config import DEFAULT_CONFIG_PATH, Config, load_config
-from forged.errors import BadRequest, Unavailable, Unreachable
+from forged.errors import BadRequest, ClientError, Unavailable, Unreachable
 from forged.models import (
     Accepted,
     ContextAnswer,
@@ -133,3 +133,16 @@ async def test_a_daemon_that_does_not_answer_is_unreachable(sock_dir: Path) -> N
         async with AsyncClient(path, timeout=timeout) as client:
             with pytest.raises(Unreachable, match=rf"^forged at {path} did not answer in time \("):
                 await client.status()
+
+
+def test_a_query_too_long_for_a_url_is_a_client_error(sock_dir: Path) -> None:
+    """A query past what a URL carries is refused before it is sent, saying so."""
+    with (
+        Client(str(sock_dir / "none.sock")) as client,
+        pytest.raises(
+            ClientError,
+            match=r"^the request is too long to send \(URL component 'query' too long\):"
+            r" shorten the query$",
+        ),
+    ):
+        client.search("word " * 14_000, scope="s")

@@ -123,9 +123,12 @@ def decode(call: Call[T], response: httpx.Response) -> T:
 
 @contextmanager
 def transport_errors(socket: str) -> Iterator[None]:
-    """Translate what can go wrong on the way to the daemon, once, into `Unreachable`."""
+    """Translate what can go wrong on the way to the daemon, once, into `Unreachable` (or a
+    `ClientError` for a request too long to send)."""
     try:
         yield
+    except httpx.InvalidURL as exc:  # not an HTTPError: a query far over the daemon's head limit
+        raise ClientError(f"the request is too long to send ({exc}): shorten the query") from exc
     except (httpx.ConnectError, FileNotFoundError, ConnectionRefusedError) as exc:
         raise Unreachable(
             f"cannot reach forged at {socket} ({exc}); is the daemon running?"

@@ -17,6 +17,7 @@ __all__ = [
     "NOVELTY_MIN",
     "TURNS_HEADING",
     "content_words",
+    "one_line",
     "pack",
 ]
 
@@ -46,9 +47,16 @@ def _date(item: MemoryItem) -> str:
     return f"{first}..{last[shared:]}"
 
 
+def one_line(text: str) -> str:
+    """Stored text as one line that cannot close the block: each run of whitespace, line and
+    paragraph separators (U+2028, U+2029, U+0085, form feeds...) included, becomes one space,
+    and a delimiter's "<" is quoted."""
+    return _DELIMITER.sub(_QUOTE_MARK + r"\1", " ".join(text.split()))
+
+
 def _context_line(item: MemoryItem) -> str:
     """One item of the block, dated, on one line that cannot close the block."""
-    text = _DELIMITER.sub(_QUOTE_MARK + r"\1", " ".join(item.text.split()))
+    text = one_line(item.text)
     label = _date(item) if item.type == "interaction" else f"{item.kind}, {_date(item)}"
     if item.superseded_by is not None:  # history: say it is no longer current, and since when
         until = f" {item.invalid_at[:10]}" if item.invalid_at else ""
