@@ -18,6 +18,7 @@ from bench.corpus import NAMES, Turn, interaction, log_row, sentence
 from bench.sizes import Context
 from forged.models import normalise
 from forged.store.sqlite import Store
+from forged.store.sqlite_schema import register_functions
 from forged.store.sqlite_schema import FILL_BLOCKS, MIGRATIONS
 
 CHUNK = 10_000  # rows per executemany
@@ -39,6 +40,7 @@ def _fresh(path: Path) -> sqlite3.Connection:
         p.unlink(missing_ok=True)
     Store(str(path)).close()
     conn = sqlite3.connect(path, isolation_level=None)
+    register_functions(conn)  # the full-text triggers call them
     conn.execute("PRAGMA synchronous = OFF")  # a bulk load: durability comes from the final sync
     return conn
 

@@ -14,6 +14,7 @@ import trio
 from forged.models import Message
 from forged.store.records import NewInteraction
 from forged.store.sqlite import atomic
+from forged.store.sqlite_schema import register_functions
 from tests import daemons
 
 T = TypeVar("T")
@@ -33,6 +34,14 @@ def interaction(
         ],
         **extra,
     }
+
+
+def connect(database: str | Path, **options: Any) -> sqlite3.Connection:
+    """A connection to a SQLite store that may write to it: with the functions its full-text
+    indexes call (a bare connection cannot insert or delete an indexed row)."""
+    conn = sqlite3.connect(database, **options)
+    register_functions(conn)
+    return conn
 
 
 def new(text: str, client_id: str | None = None, scope: str = "s") -> NewInteraction:
@@ -150,7 +159,7 @@ async def write_rows(db: str, write: Callable[[sqlite3.Connection], T]) -> T:
         if daemons.STORE_URL:
             with psycopg.connect(daemons.STORE_URL) as pg, pg.transaction():
                 return write(Portable(pg))  # type: ignore[arg-type]  # the calls tests make
-        conn = sqlite3.connect(db, isolation_level=None)
+        conn = connect(db, isolation_level=None)
         try:
             with atomic(conn):
                 return write(conn)

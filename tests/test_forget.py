@@ -17,7 +17,7 @@ from forged.daemon.runner import Running
 from forged.recall.fulltext import scope_token
 from tests import daemons
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
-from tests.data import rows
+from tests.data import connect, rows
 from tests.fakellm import FakeLLM
 from tests.observers import Recorder
 
@@ -205,7 +205,7 @@ async def test_forgotten_memory_is_not_found_again(
     assert (await client.get("/v1/search", params=params)).json() == {"results": []}
     if daemons.STORE_URL:
         return  # PostgreSQL's search columns are in the rows: nothing to fall out of step
-    with sqlite3.connect(config.store.path) as conn:
+    with connect(config.store.path) as conn:
         for table in ("facts_fts", "summaries_fts"):  # an index agreeing with its content table
             conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 1)")
 

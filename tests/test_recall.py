@@ -49,7 +49,7 @@ from tests.daemons import (
     wait_for_watermark,
     write_config,
 )
-from tests.data import new, write_rows
+from tests.data import connect, new, write_rows
 from tests.fakellm import FakeLLM
 from tests.oracles import exact_ids
 from tests.profiles import examples
@@ -153,7 +153,7 @@ def find(conn: sqlite3.Connection, q: str, scope: str = "a", **kw: Any) -> list[
 def db(tmp_path: Path) -> Iterator[sqlite3.Connection]:
     """A migrated database with filler facts, and an autocommit connection to it."""
     Store(str(tmp_path / "forged.db")).close()
-    conn = sqlite3.connect(tmp_path / "forged.db", isolation_level=None)
+    conn = connect(tmp_path / "forged.db", isolation_level=None)
     conn.execute("BEGIN")  # one commit for the filler, not one fsync per row
     for text in FILLER:
         add_fact(conn, text)
@@ -264,7 +264,7 @@ async def test_the_facts_shown_to_a_distiller_are_found_by_function_words_too(
     """A new state may share only "the" with the fact it replaces: the distiller is still
     shown that fact, though a question's search leaves function words out."""
     store = Store(str(tmp_path / "forged.db"))
-    conn = sqlite3.connect(tmp_path / "forged.db", isolation_level=None)
+    conn = connect(tmp_path / "forged.db", isolation_level=None)
     add_fact(conn, "The user lives in Lisbon.")
     try:
         shown = await Recall(store, RecallConfig()).related("a", "We moved to the north.", 400)
@@ -351,7 +351,7 @@ def test_index_follows_updates_and_deletes(db: sqlite3.Connection) -> None:
 def test_migration_indexes_existing_rows(tmp_path: Path) -> None:
     """Facts and summaries stored before the index existed are searchable after the upgrade."""
     path = tmp_path / "old.db"
-    conn = sqlite3.connect(path, isolation_level=None)
+    conn = connect(path, isolation_level=None)
     conn.executescript(MIGRATIONS[0][1])
     conn.execute(
         "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
@@ -1239,7 +1239,7 @@ def test_the_search_that_stops_early_gives_the_exact_ranking(
     """On any corpus, a table's results are those of ranking every match in full."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
-        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn = connect(":memory:", isolation_level=None)
         migrate(conn)
         conn.executemany(
             _INSERT[table],
@@ -1282,7 +1282,7 @@ def test_turns_bounded_by_their_block_s_latest_time_give_the_exact_ranking(
         patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
         patch.setattr(fulltext, "FIRST_CANDIDATES", 2)
         patch.setattr(fulltext, "FIRST_DEPTH", depth)
-        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn = connect(":memory:", isolation_level=None)
         migrate(conn)
         for seq, text, scope, days, _ in rows:
             conn.execute(
@@ -1312,7 +1312,7 @@ def test_a_decay_computed_in_python_is_the_one_sqlite_computes(
 ) -> None:
     """Turns are ranked by decays computed in Python and their rows by SQLite's: the two agree
     to the last bit, for forged's timestamps and for any ISO 8601 time with a zone."""
-    conn = sqlite3.connect(":memory:")
+    conn = connect(":memory:")
     zone = timezone(timedelta(minutes=offset))
     texts = [
         utc_text(moment),
@@ -1370,7 +1370,7 @@ def test_forgetting_takes_each_block_s_latest_time_from_what_is_left(tmp_path: P
 def test_a_block_keeps_the_latest_time_of_its_turns_forgotten_or_not() -> None:
     """The bound of a block only rises: a turn dated earlier leaves it, forgetting the latest
     leaves it above the rest; the migration fills it for the turns already written."""
-    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn = connect(":memory:", isolation_level=None)
     for sql in MIGRATIONS[:-1]:  # every migration but the blocks'
         conn.executescript(f"BEGIN; {sql[1]}; COMMIT;")
     insert = (
@@ -1412,7 +1412,7 @@ def test_the_search_over_every_scope_s_matches_gives_the_exact_ranking(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
         patch.setattr(fulltext, "SCORE_TO_SCAN", 0)  # never the scope's token
-        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn = connect(":memory:", isolation_level=None)
         migrate(conn)
         conn.executemany(
             _INSERT[table],
@@ -1471,7 +1471,7 @@ def test_the_search_that_skips_rows_with_only_common_words_gives_the_exact_ranki
     exact ranking, however the two words weigh."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
-        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn = connect(":memory:", isolation_level=None)
         migrate(conn)
         _skewed(conn, table, rows, others)
         query = SearchQuery(q="grafana report", scope="a", limit=limit)
@@ -1484,7 +1484,7 @@ def test_rows_with_only_a_common_word_are_not_scored_when_none_can_enter() -> No
     """A rare word's few matches answer alone once a common word's ceiling is below them."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
-        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn = connect(":memory:", isolation_level=None)
         migrate(conn)
         _skewed(conn, "fact", [(n % 20 == 0, 0, n / 10) for n in range(400)], 800)
         statements: list[str] = []
@@ -1502,7 +1502,7 @@ def test_a_row_with_only_the_common_word_still_wins_when_its_bm25_can() -> None:
     says the common word fifty times beats two old rows with the rare one."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(fulltext, "STREAMED_MIN_ROWS", 0)  # these tables are small
-        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn = connect(":memory:", isolation_level=None)
         migrate(conn)
         rows = [
             ("report " * 50, "a", 0.0),
@@ -1542,7 +1542,7 @@ def test_lists_read_only_as_deep_as_fusion_reaches_give_the_same_answer(
 ) -> None:
     """Whatever the lists' lengths, and with a time named or not, search answers what fusing
     every type's best `limit` answers."""
-    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn = connect(":memory:", isolation_level=None)
     migrate(conn)
     for n, (table, text, days) in enumerate(rows):
         conn.execute(
@@ -1580,7 +1580,7 @@ def test_the_context_block_is_the_one_packed_from_ranking_every_match(
     """Context reads each type's best matches with every shortcut (lists read best first until
     nothing left can enter, rows holding only a common word skipped); its candidates and its
     block are those of scoring every match of the scope in one statement."""
-    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn = connect(":memory:", isolation_level=None)
     migrate(conn)
     for n, (table, text, scope, days) in enumerate(rows):
         conn.execute(

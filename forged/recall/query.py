@@ -9,6 +9,7 @@ import msgspec
 
 from forged.models import MEMORY_TYPES, MemoryType
 from forged.recall.packing import content_words
+from forged.store.cjk import cjk_grams
 
 __all__ = [
     "ALIAS",
@@ -59,7 +60,7 @@ class SearchQuery(msgspec.Struct, frozen=True):
 def _distinct_words(text: str) -> list[str]:
     """The query's words, each once, in order: what it holds besides punctuation."""
     text = text.replace("\x00", " ")  # FTS5 reads its query as a C string: NUL would cut it
-    terms = dict.fromkeys(text.split())
+    terms = dict.fromkeys(cjk_grams(text).split())  # CJK as the indexes hold it
     return [t for t in terms if any(c.isalnum() for c in t)]  # the tokenizer drops the rest
 
 

@@ -27,7 +27,7 @@ import msgspec
 from forged.config import DEFAULT_DATABASE, StoreConfig
 from forged.errors import BackupError, StoreError
 from forged.store.rebuild import rebuild_from, untrusted
-from forged.store.sqlite_schema import MIGRATIONS
+from forged.store.sqlite_schema import MIGRATIONS, register_functions
 from forged.timestamps import now
 
 __all__ = [
@@ -144,6 +144,7 @@ def _normal(sql: str | None) -> str:
 def _expected_schema(version: int) -> list[tuple[str, str, str]]:
     """What the first `version` migrations make in an empty database."""
     with closing(sqlite3.connect(":memory:", isolation_level=None)) as conn:
+        register_functions(conn)
         for _name, sql in MIGRATIONS[:version]:
             conn.executescript(sql)
         return [(t, n, _normal(q)) for t, n, q in conn.execute(_SCHEMA)]

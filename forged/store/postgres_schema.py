@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from forged.store import migrations
+from forged.store.cjk import CJK_RUN, SQL_FUNCTION
 from forged.timestamps import now
 
 __all__ = ["MIGRATIONS", "MIGRATION_LOCK", "TEXT_SEARCH", "migrate"]
@@ -199,6 +200,44 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             created_at text NOT NULL
         );
         CREATE INDEX edits_by_item ON edits (scope, item, item_id);
+        """,
+    ),
+    (
+        "CJK text indexed as its characters and their overlapping pairs",
+        f"""
+        -- forged.store.cjk in SQL: the runs set apart by spaces, then each run's characters and
+        -- overlapping pairs (the same words as on SQLite; their order matters to no query)
+        CREATE FUNCTION {SQL_FUNCTION}(t text) RETURNS text
+            LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+            SELECT regexp_replace(t, '{CJK_RUN}', ' ', 'g')
+                || coalesce(' ' || string_agg(c || coalesce(' ' || c || next, ''), ' '), '')
+            FROM (SELECT c, lead(c) OVER (PARTITION BY r ORDER BY n) AS next
+                  FROM regexp_matches(t, '{CJK_RUN}', 'g') WITH ORDINALITY AS m (run, r),
+                       unnest(regexp_split_to_array(m.run[1], '')) WITH ORDINALITY AS u (c, n)
+                 ) AS grams
+        $$;
+        -- One line per message, "speaker: text", the speaker being its name or else its role.
+        CREATE FUNCTION turn_lines(messages bytea) RETURNS text
+            LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+            SELECT coalesce(string_agg(coalesce(m->>'name', m->>'role') || ': ' || (m->>'text'),
+                                       E'\\n'), '')
+            FROM jsonb_array_elements(convert_from(messages, 'UTF8')::jsonb) AS m
+        $$;
+        CREATE OR REPLACE FUNCTION interactions_search() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            NEW.search := to_tsvector('{TEXT_SEARCH}', {SQL_FUNCTION}(turn_lines(NEW.messages)));
+            RETURN NEW;
+        END $$;
+        UPDATE interactions
+            SET search = to_tsvector('{TEXT_SEARCH}', {SQL_FUNCTION}(turn_lines(messages)));
+        ALTER TABLE summaries DROP COLUMN search;  -- with its index
+        ALTER TABLE summaries ADD COLUMN search tsvector GENERATED ALWAYS AS
+            (to_tsvector('{TEXT_SEARCH}', {SQL_FUNCTION}(text))) STORED;
+        CREATE INDEX summaries_search ON summaries USING gin (search);
+        ALTER TABLE facts DROP COLUMN search;
+        ALTER TABLE facts ADD COLUMN search tsvector GENERATED ALWAYS AS
+            (to_tsvector('{TEXT_SEARCH}', {SQL_FUNCTION}(text))) STORED;
+        CREATE INDEX facts_search ON facts USING gin (search);
         """,
     ),
 )

@@ -23,7 +23,7 @@ from forged.store.backup import DatabaseLock
 from forged.store.common import READ_LOG, SqlStore, new_rows, row_to_interaction
 from forged.store.readers import Readers, within
 from forged.store.records import NewInteraction
-from forged.store.sqlite_schema import FILL_BLOCKS, migrate
+from forged.store.sqlite_schema import FILL_BLOCKS, migrate, register_functions
 
 __all__ = ["CHECKPOINT_ATTEMPTS", "Store", "atomic", "file_schema_version"]
 
@@ -70,6 +70,7 @@ def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
     # the portable SQL's names for the scalar max and min (forged.store.portable)
     conn.create_function("greatest", -1, _greatest, deterministic=True)
     conn.create_function("least", -1, _least, deterministic=True)
+    register_functions(conn)  # what the full-text indexes' views and triggers call
     return conn
 
 

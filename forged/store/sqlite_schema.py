@@ -5,9 +5,17 @@ from __future__ import annotations
 import sqlite3
 
 from forged.store import migrations
+from forged.store.cjk import SQL_FUNCTION, cjk_grams
 from forged.timestamps import now
 
-__all__ = ["BLOCK_BITS", "FILL_BLOCKS", "MIGRATIONS", "SCOPE_TOKEN", "migrate"]
+__all__ = [
+    "BLOCK_BITS",
+    "FILL_BLOCKS",
+    "MIGRATIONS",
+    "SCOPE_TOKEN",
+    "migrate",
+    "register_functions",
+]
 
 # The time span of a fact's or summary's source interactions, for rows stored before it was
 # recorded; a row whose interactions are gone keeps the time it was distilled.
@@ -52,35 +60,41 @@ _RANK_BY_TEXT = "INSERT INTO {fts} ({fts}, rank) VALUES ('rank', 'bm25(1.0, 0.0)
 # A memory table's index: its text and its scope as a token, read from a view of the table.
 _SCOPED_INDEX = f"""
         CREATE VIEW {{table}}_text (id, text, scope) AS
-            SELECT id, text, {SCOPE_TOKEN.format(scope="scope")} FROM {{table}};
+            SELECT id, {{text}}, {SCOPE_TOKEN.format(scope="scope")} FROM {{table}};
         CREATE VIRTUAL TABLE {{table}}_fts USING fts5(
             text, scope, content='{{table}}_text', content_rowid='id', {_INDEX_TOKENIZER}
         );
         {_RANK_BY_TEXT.format(fts="{table}_fts")};
         CREATE TRIGGER {{table}}_fts_insert AFTER INSERT ON {{table}} BEGIN
             INSERT INTO {{table}}_fts (rowid, text, scope)
-                VALUES (new.id, new.text, {SCOPE_TOKEN.format(scope="new.scope")});
+                VALUES (new.id, {{new}}, {SCOPE_TOKEN.format(scope="new.scope")});
         END;
         CREATE TRIGGER {{table}}_fts_delete AFTER DELETE ON {{table}} BEGIN
             INSERT INTO {{table}}_fts ({{table}}_fts, rowid, text, scope)
-                VALUES ('delete', old.id, old.text, {SCOPE_TOKEN.format(scope="old.scope")});
+                VALUES ('delete', old.id, {{old}}, {SCOPE_TOKEN.format(scope="old.scope")});
         END;
         CREATE TRIGGER {{table}}_fts_update AFTER UPDATE OF text, scope ON {{table}} BEGIN
             INSERT INTO {{table}}_fts ({{table}}_fts, rowid, text, scope)
-                VALUES ('delete', old.id, old.text, {SCOPE_TOKEN.format(scope="old.scope")});
+                VALUES ('delete', old.id, {{old}}, {SCOPE_TOKEN.format(scope="old.scope")});
             INSERT INTO {{table}}_fts (rowid, text, scope)
-                VALUES (new.id, new.text, {SCOPE_TOKEN.format(scope="new.scope")});
+                VALUES (new.id, {{new}}, {SCOPE_TOKEN.format(scope="new.scope")});
         END;
         INSERT INTO {{table}}_fts ({{table}}_fts) VALUES ('rebuild');"""
 
+# What a memory table's index reads of its text: the text as it is (versions 8 to 12), or with
+# its CJK runs as characters and pairs (forged.store.cjk, a function each connection registers).
+_AS_IS = {"text": "text", "new": "new.text", "old": "old.text"}
+_GRAMS = {k: f"{SQL_FUNCTION}({v})" for k, v in _AS_IS.items()}
 # The interactions' text as the full-text index reads it, and the triggers keeping it in step.
-_INTERACTIONS_VIEW = f"""CREATE VIEW interactions_text (seq, text, scope) AS
-            SELECT seq, (SELECT group_concat(
+_TURN_LINES = """(SELECT group_concat(
                        coalesce(json_extract(m.value, '$.name'), json_extract(m.value, '$.role'))
                        || ': ' || json_extract(m.value, '$.text'), char(10))
-                   FROM json_each(CAST(messages AS TEXT)) AS m),
+                   FROM json_each(CAST(messages AS TEXT)) AS m)"""
+_INTERACTIONS_TEXT = f"""CREATE VIEW interactions_text (seq, text, scope) AS
+            SELECT seq, {{lines}},
                    {SCOPE_TOKEN.format(scope="scope")}
             FROM interactions;"""
+_INTERACTIONS_VIEW = _INTERACTIONS_TEXT.format(lines=_TURN_LINES)
 _INTERACTIONS_TRIGGERS = """CREATE TRIGGER interactions_fts_insert AFTER INSERT ON interactions BEGIN
             INSERT INTO interactions_fts (rowid, text, scope)
                 SELECT seq, text, scope FROM interactions_text WHERE seq = new.seq;
@@ -339,8 +353,8 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         DROP TABLE summaries_fts;
         DROP TABLE interactions_fts;
         DROP VIEW interactions_text;
-        {_SCOPED_INDEX.format(table="facts")}
-        {_SCOPED_INDEX.format(table="summaries")}
+        {_SCOPED_INDEX.format(table="facts", **_AS_IS)}
+        {_SCOPED_INDEX.format(table="summaries", **_AS_IS)}
         {_INTERACTIONS_VIEW}
         CREATE VIRTUAL TABLE interactions_fts USING fts5(
             text, scope, content='interactions_text', content_rowid='seq', {_INDEX_TOKENIZER}
@@ -424,12 +438,55 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         END;
         """,
     ),
+    (
+        "CJK text indexed as its characters and their overlapping pairs",
+        f"""
+        -- every index rebuilt: its old rows hold whole CJK runs, which a delete through the new
+        -- triggers would not find
+        DROP TRIGGER facts_fts_insert;
+        DROP TRIGGER facts_fts_delete;
+        DROP TRIGGER facts_fts_update;
+        DROP TRIGGER summaries_fts_insert;
+        DROP TRIGGER summaries_fts_delete;
+        DROP TRIGGER summaries_fts_update;
+        DROP TRIGGER interactions_fts_insert;
+        DROP TRIGGER interactions_fts_delete;
+        DROP TABLE facts_fts;                       -- secure_delete zeroes the pages they held
+        DROP TABLE summaries_fts;
+        DROP TABLE interactions_fts;
+        DROP VIEW facts_text;
+        DROP VIEW summaries_text;
+        DROP VIEW interactions_text;
+        {_SCOPED_INDEX.format(table="facts", **_GRAMS)}
+        {_SCOPED_INDEX.format(table="summaries", **_GRAMS)}
+        {_INTERACTIONS_TEXT.format(lines=f"{SQL_FUNCTION}({_TURN_LINES})")}
+        CREATE VIRTUAL TABLE interactions_fts USING fts5(
+            text, scope, content='interactions_text', content_rowid='seq', {_INDEX_TOKENIZER}
+        );
+        {_RANK_BY_TEXT.format(fts="interactions_fts")};
+        {_INTERACTIONS_TRIGGERS}
+        INSERT INTO interactions_fts (rowid, text, scope) SELECT seq, text, scope
+            FROM interactions_text;                 -- not 'rebuild': see the interactions index
+        """,
+    ),
 )
+
+
+def _grams(text: str | None) -> str | None:
+    """cjk_grams as SQL calls it: NULL stays NULL."""
+    return None if text is None else cjk_grams(text)
+
+
+def register_functions(conn: sqlite3.Connection) -> None:
+    """Define the functions the schema's views and triggers call, on one connection: every
+    connection that writes the indexed tables or migrates needs them."""
+    conn.create_function(SQL_FUNCTION, 1, _grams, deterministic=True)
 
 
 def migrate(conn: sqlite3.Connection, upto: int = len(MIGRATIONS)) -> int:
     """Apply the missing migrations in order, up to version `upto` (all by default); return the
     schema version now in force."""
+    register_functions(conn)
     done = migrations.applied(conn)
     migrations.check(done, len(MIGRATIONS))
     for version, (name, sql) in enumerate(MIGRATIONS[:upto], start=1):
