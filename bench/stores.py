@@ -18,8 +18,7 @@ from bench.corpus import NAMES, Turn, interaction, log_row, sentence
 from bench.sizes import Context
 from forged.models import normalise
 from forged.store.sqlite import Store
-from forged.store.sqlite_schema import register_functions
-from forged.store.sqlite_schema import FILL_BLOCKS, MIGRATIONS
+from forged.store.sqlite_schema import FILL_BLOCKS, MIGRATIONS, register_functions
 
 CHUNK = 10_000  # rows per executemany
 ROW_OVERHEAD = 340  # bytes an interaction row costs besides its text (columns, indexes), measured
