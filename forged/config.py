@@ -27,6 +27,7 @@ __all__ = [
     "DistillStyle",
     "DistillerConfig",
     "LogConfig",
+    "MetricsConfig",
     "Positive",
     "RecallConfig",
     "Seconds",
@@ -193,6 +194,13 @@ class LogConfig(_Section, frozen=True):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 
+class MetricsConfig(_Section, frozen=True):
+    """`[metrics]`: `GET /v1/metrics` is always on the socket; a file for node_exporter too."""
+
+    textfile: str = ""  # node_exporter's textfile collector reads it; empty = no file
+    interval: Annotated[float, msgspec.Meta(ge=1)] = 15.0  # seconds between two writes of it
+
+
 class Config(_Section, frozen=True):
     server: ServerConfig = ServerConfig()
     store: StoreConfig = StoreConfig()
@@ -203,6 +211,7 @@ class Config(_Section, frozen=True):
     observers: dict[str, dict[str, Any]] = {}  # [observers.NAME]: `class` and its settings
     recall: RecallConfig = RecallConfig()
     log: LogConfig = LogConfig()
+    metrics: MetricsConfig = MetricsConfig()
 
 
 _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<key>[^`]+)`$")

@@ -12,6 +12,7 @@ import trio
 
 from forged.backoff import Backoff
 from forged.errors import ObserverError, StorageFull, leaves
+from forged.metrics import Metrics
 from forged.models import (
     MAX_TOTAL,
     BatchInFlight,
@@ -176,11 +177,18 @@ class Feed(trio.abc.ReceiveChannel[StoredInteraction]):
 class Progress:
     """An observer's handle on its own progress: its watermark, its status and the stop signal."""
 
-    def __init__(self, store: Backend, status: ObserverStatus, changed: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        store: Backend,
+        status: ObserverStatus,
+        changed: Callable[[], None],
+        metrics: Metrics | None = None,
+    ) -> None:
         self._store = store
         self.status = status
         self.stopping = False
         self._changed = changed
+        self.metrics = metrics or Metrics()
         self._batch_started = 0.0  # monotonic time the batch in flight began
 
     @property
@@ -208,6 +216,17 @@ class Progress:
     def note_error(self, error: str) -> None:
         """Show the last error without a change of state (a bad answer that will be retried)."""
         self.status.last_error = error
+
+    def model_called(self, seconds: float, outcome: str) -> None:
+        """Count a call to the model: `ok`, or the error it ended with, and how long it took."""
+        self.metrics.model_calls.labels(self.name, outcome).inc()
+        self.metrics.model_seconds.labels(self.name).observe(seconds)
+
+    def _count(self, batches: int, prompt_tokens: int, completion_tokens: int) -> None:
+        m, name = self.metrics, self.name
+        m.batches.labels(name).inc(max(0, batches))
+        m.model_tokens.labels(name, "prompt").inc(max(0, prompt_tokens))
+        m.model_tokens.labels(name, "completion").inc(max(0, completion_tokens))
 
     def start_batch(self, batch: Sequence[StoredInteraction]) -> None:
         """Show the batch being worked on in the status (size, start), until idle again."""
@@ -246,7 +265,12 @@ class Progress:
         s = self.status
         if outcome.watermark is not None:
             s.watermark = max(s.watermark, outcome.watermark)
-        s.batches += len({run.batch_id for run in stored.runs})  # as the store counts them
+        batches = len({run.batch_id for run in stored.runs})  # as the store counts them
+        s.batches += batches
+        usages = [run.usage for run in stored.runs]
+        self._count(
+            batches, sum(u.prompt_tokens for u in usages), sum(u.completion_tokens for u in usages)
+        )
         for run in stored.runs:
             s.llm_calls += run.usage.calls
             s.prompt_tokens = min(s.prompt_tokens + run.usage.prompt_tokens, MAX_TOTAL)
@@ -268,6 +292,12 @@ class Progress:
     def recount(self, totals: ObserverStatus) -> None:
         """Take the totals the store counts now (after a forget erased some of the work)."""
         s = self.status
+        # what was done since (an observer committing its own results); a forget only lowers
+        self._count(
+            totals.batches - s.batches,
+            totals.prompt_tokens - s.prompt_tokens,
+            totals.completion_tokens - s.completion_tokens,
+        )
         s.batches, s.llm_calls, s.llm_ms = totals.batches, totals.llm_calls, totals.llm_ms
         s.prompt_tokens, s.completion_tokens = totals.prompt_tokens, totals.completion_tokens
         s.dead_letters, s.last_batch_at = totals.dead_letters, totals.last_batch_at
@@ -296,6 +326,7 @@ class Hub:
         self._capacity = channel_capacity
         self._appended = trio.Event()
         self._changed = trio.Event()
+        self.metrics = Metrics()  # the daemon's registry: the observers' counts, the API's
         self.progress: dict[str, Progress] = {}
         self.feeds: dict[str, Feed] = {}  # each observer's queue in its current life
 
@@ -387,7 +418,9 @@ class Hub:
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         for observer in self._observers:
             status = await self._store.observer_totals(observer.name)
-            self.progress[observer.name] = Progress(self._store, status, self._notify_changed)
+            self.progress[observer.name] = Progress(
+                self._store, status, self._notify_changed, self.metrics
+            )
         async with trio.open_nursery() as nursery:
             for observer in self._observers:
                 nursery.start_soon(self._supervise, observer)

@@ -32,7 +32,7 @@ from forged.consolidate.judgement import (
     parse_changes,
     render_facts,
 )
-from forged.distill.batches import RetryPolicy, add_usage
+from forged.distill.batches import RetryPolicy, add_usage, timed
 from forged.errors import BudgetSpent, ContextOverflow, InvalidAnswer, LLMUnavailable
 from forged.hub import Feed, Progress
 from forged.llm.distiller import Task
@@ -269,7 +269,7 @@ class ConsolidateObserver:
         while attempts < self.retry.max_attempts:  # an outage is waited out, not counted
             await self._budget(patient)
             try:
-                answer, usage = await request()
+                answer, usage = await timed(progress, request)
                 return answer, add_usage(spent, usage)
             except LLMUnavailable as exc:
                 if not patient:

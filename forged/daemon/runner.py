@@ -28,6 +28,7 @@ from forged.distill.deadletters import Redistiller
 from forged.distill.observer import DistillObserver
 from forged.errors import AlreadyRunning, ConfigError
 from forged.http.routes import Api
+from forged.http.scrape import write_textfile
 from forged.http.server import HttpServer
 from forged.hub import Hub, Observer
 from forged.ingest.pipeline import Ingest
@@ -337,6 +338,15 @@ async def run_daemon(
                         schema=store.schema_version,
                     )
                     nursery.start_soon(_heartbeat, running)
+                    if config.metrics.textfile:
+                        nursery.start_soon(
+                            write_textfile,
+                            Path(config.metrics.textfile),
+                            store,
+                            hub,
+                            lifecycle,
+                            config.metrics.interval,
+                        )
                     task_status.started(running)
                 await signals.stop.wait()
                 log.info("stopping", signal=signals.name, ready=signals.running is not None)

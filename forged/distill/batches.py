@@ -7,8 +7,10 @@ re-runs of dead letters live in forged.distill.deadletters.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Awaitable, Callable
+from functools import partial
 from itertools import groupby
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -223,6 +225,8 @@ class StatusSink(Protocol):
 
     def note_error(self, error: str) -> None: ...
 
+    def model_called(self, seconds: float, outcome: str) -> None: ...
+
 
 class _Unwatched:
     """A status nobody shows: a re-run answers its caller directly."""
@@ -233,8 +237,31 @@ class _Unwatched:
     def note_error(self, error: str) -> None:
         pass
 
+    def model_called(self, seconds: float, outcome: str) -> None:
+        pass
+
 
 UNWATCHED: StatusSink = _Unwatched()
+# How a call to the model ended, as the metrics count it (the first class that matches).
+_OUTCOMES: tuple[tuple[type[DistillError], str], ...] = (
+    (LLMUnavailable, "unavailable"),
+    (ContextOverflow, "context_overflow"),
+    (InvalidAnswer, "invalid_answer"),
+    (DistillError, "error"),
+)
+
+
+async def timed(status: StatusSink, call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`, a call to the model, counted with its outcome and how long it took."""
+    started = time.monotonic()
+    try:
+        result = await call()
+    except DistillError as exc:
+        outcome = next(name for cls, name in _OUTCOMES if isinstance(exc, cls))
+        status.model_called(time.monotonic() - started, outcome)
+        raise
+    status.model_called(time.monotonic() - started, "ok")
+    return result
 
 
 def new_batch_id() -> str:
@@ -418,7 +445,8 @@ class BatchDistiller:
         spent = Usage()
         while True:
             try:
-                memory = await self.distiller.distill(transcript, attempt=attempt)
+                ask = partial(self.distiller.distill, transcript, attempt=attempt)
+                memory = await timed(status, ask)
             except LLMUnavailable as exc:
                 if not retry.wait_for_llm:
                     raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, NamedTuple
@@ -14,12 +15,13 @@ from forged.config import Config
 from forged.distill.deadletters import Redistiller
 from forged.errors import InvalidRequest, StorageFull, StoreError
 from forged.http import edits as edit_api
-from forged.http import work
+from forged.http import scrape, work
 from forged.http.connection import HttpError, Request, Response, error_response, refusal_response
 from forged.http.params import MAX_KEY_CHARS, SCOPED, Params
 from forged.hub import Hub
 from forged.ingest.pipeline import Ingest, read_body
 from forged.lifecycle import Lifecycle
+from forged.metrics import CONTENT_TYPE
 from forged.models import (
     DEFAULT_SCOPE,
     FACT_KINDS,
@@ -116,6 +118,7 @@ class Api:
             "/v1/edits": {"GET": Route(partial(edit_api.edits, store), edit_api.EDITS_PARAMS)},
             "/v1/status": {"GET": Route(self.status)},
             "/v1/health": {"GET": Route(self.health)},
+            "/v1/metrics": {"GET": Route(self.metrics)},
             "/v1/search": {"GET": Route(self.search, (*_SEARCH, "limit", "sources"))},
             "/v1/context": {"GET": Route(self.context, (*_SEARCH, "budget_tokens"))},
             "/v1/facts": {
@@ -160,21 +163,33 @@ class Api:
             },
         }
 
-    def _methods(self, request: Request) -> dict[str, Route] | None:
-        if (methods := self.routes.get(request.path)) is not None:
-            return methods
+    def _methods(self, request: Request) -> tuple[dict[str, Route] | None, str]:
+        """The request's route's methods, and the route as the metrics name it."""
+        path = request.path
+        if (methods := self.routes.get(path)) is not None:
+            return methods, scrape.route_label(path, True, None, "")
         for prefix, suffixes in self.prefix_routes.items():
-            if request.path.startswith(prefix) and len(request.path) > len(prefix):
-                rest = request.path.removeprefix(prefix)
+            if path.startswith(prefix) and len(path) > len(prefix):
+                rest = path.removeprefix(prefix)
                 for suffix, methods in suffixes.items():
                     if suffix and rest.endswith(suffix) and len(rest) > len(suffix):
-                        return methods
-                return suffixes.get("")
-        return None
+                        return methods, scrape.route_label(path, False, prefix, suffix)
+                return suffixes.get(""), scrape.route_label(path, False, prefix, "")
+        return None, scrape.route_label(path, False, None, "")
 
     async def handle(self, request: Request) -> Response:
-        """Answer one request; errors become the API's error shape, never a traceback."""
-        methods = self._methods(request)
+        """Answer one request, timed by route; errors become the API's error shape."""
+        started = time.monotonic()
+        methods, route = self._methods(request)
+        response = await self._answer(request, methods)
+        method = scrape.method_label(request.method)
+        self.hub.metrics.requests.labels(route, method, str(response.status)).observe(
+            time.monotonic() - started
+        )
+        return response
+
+    async def _answer(self, request: Request, methods: dict[str, Route] | None) -> Response:
+        """The answer to one request; an error is the API's error shape, never a traceback."""
         if methods is None:
             return error_response(404, "not_found", f"no such path: {request.path}")
         # HEAD is GET without the body; the server sends only the head
@@ -199,7 +214,16 @@ class Api:
     async def push(self, request: Request, _params: Params) -> Response:
         content_type = request.headers.get("content-type", "")
         items = await read_body(request.body, content_type, self.config.server)
-        return json_response(await self.ingest.push(items), 202)
+        answer = await self.ingest.push(items)
+        metrics = self.hub.metrics
+        metrics.accepted.inc(answer.accepted)
+        metrics.duplicates.inc(answer.duplicates)
+        metrics.accepted_bytes.inc(len(request.body))
+        return json_response(answer, 202)
+
+    async def metrics(self, _request: Request, _params: Params) -> Response:
+        state = await scrape.snapshot(self.store, self.hub, self.lifecycle)
+        return Response(200, self.hub.metrics.render(state), CONTENT_TYPE)
 
     async def status(self, _request: Request, _params: Params) -> Response:
         await self.hub.refresh()  # totals and backlogs as the store has them
@@ -249,7 +273,8 @@ class Api:
         recall = self.config.recall
         limit = params.integer("limit", recall.default_limit, 1, recall.max_limit)
         query = self._search_query(params, limit)
-        results = await self.recall.search(query)
+        with self.hub.metrics.recall.labels("search").time():
+            results = await self.recall.search(query)
         return json_response(SearchAnswer(results, dropped_words(query)))
 
     async def context(self, _request: Request, params: Params) -> Response:
@@ -258,7 +283,8 @@ class Api:
             "budget_tokens", recall.default_budget_tokens, 1, recall.max_budget_tokens
         )
         query = self._search_query(params, recall.max_limit)
-        answer = await self.recall.context(query, budget)
+        with self.hub.metrics.recall.labels("context").time():
+            answer = await self.recall.context(query, budget)
         return json_response(msgspec.structs.replace(answer, dropped_words=dropped_words(query)))
 
     def _page(self, params: Params, kinds: tuple[str, ...] = ()) -> Page:

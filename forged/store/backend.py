@@ -24,6 +24,7 @@ from forged.models import (
     ObserverStatus,
     StoredInteraction,
 )
+from forged.store.readers import ReadWaits
 from forged.store.records import BatchOutcome, Forgotten, NewInteraction, OpenDeadLetter
 
 __all__ = ["Backend", "check_store", "open_store"]
@@ -42,6 +43,14 @@ class Backend(Protocol):
     count: int
 
     def close(self) -> None: ...
+
+    async def size_bytes(self) -> int:
+        """The bytes the database takes on disk (SQLite's file and its WAL; PostgreSQL's)."""
+        ...
+
+    def read_waits(self) -> ReadWaits:
+        """Reads on the shared reader connections since the start, and their waits."""
+        ...
 
     async def read(
         self,

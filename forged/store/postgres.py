@@ -38,7 +38,7 @@ from forged.models import StoredInteraction
 from forged.store.common import READ_LOG, SqlStore, new_rows, row_to_interaction
 from forged.store.portable import to_psycopg
 from forged.store.postgres_schema import migrate
-from forged.store.readers import Readers
+from forged.store.readers import Readers, ReadWaits
 from forged.store.records import NewInteraction
 
 __all__ = [
@@ -149,6 +149,12 @@ def _totals(conn: psycopg.Connection[Any]) -> tuple[int, int, dict[str, int]]:
     return last_seq, count, {observer: seq for observer, seq in marks}
 
 
+def _database_size(conn: psycopg.Connection[Any]) -> int:
+    """Bytes of the database on the server's disk (every table, index and TOAST of it)."""
+    row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+    return int(row[0]) if row else 0
+
+
 class PostgresStore(SqlStore):
     """A pool of connections to a PostgreSQL database, used from worker threads."""
 
@@ -201,6 +207,12 @@ class PostgresStore(SqlStore):
     def close(self) -> None:
         self._recall.close()
         self._pool.close()
+
+    async def size_bytes(self) -> int:
+        return await self.read(_database_size)
+
+    def read_waits(self) -> ReadWaits:
+        return self._readers.waits
 
     def _call(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         try:

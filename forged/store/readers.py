@@ -14,18 +14,26 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import trio
 
 from forged.errors import QueryTimeout
 
-__all__ = ["CHECK_STEPS", "Readers", "within"]
+__all__ = ["CHECK_STEPS", "ReadWaits", "Readers", "within"]
 
 C = TypeVar("C")
 T = TypeVar("T")
 
 CHECK_STEPS = 10_000  # SQLite VM steps between two looks at a read's deadline
+
+
+class ReadWaits(NamedTuple):
+    """Reads since the start, and how many of them waited for a connection, how long in all."""
+
+    reads: int = 0
+    waited: int = 0
+    wait_s: float = 0.0
 
 
 class Readers(Generic[C]):
@@ -37,6 +45,14 @@ class Readers(Generic[C]):
         self._limiter = trio.CapacityLimiter(self.size)
         self._per_scope = max(1, self.size - 1)
         self._lanes: dict[str, trio.CapacityLimiter] = {}  # scopes with reads in flight
+        self.waits = ReadWaits()
+
+    def _all_taken(self, scope: str | None) -> bool:
+        """Whether a read for `scope` would wait now: no connection free, or none for it."""
+        lane = self._lanes.get(scope) if scope is not None else None
+        return self._limiter.available_tokens < 1 or (
+            lane is not None and lane.available_tokens < 1
+        )
 
     @asynccontextmanager
     async def _lane(self, scope: str | None) -> AsyncIterator[None]:
@@ -55,7 +71,12 @@ class Readers(Generic[C]):
 
     async def run(self, call: Callable[[C], T], scope: str | None = None) -> T:
         """`call(connection)` in a worker thread, once a connection is free for `scope`."""
+        waits, started = self._all_taken(scope), time.monotonic()
         async with self._lane(scope), self._limiter:
+            reads, waited, wait_s = self.waits
+            if waits:
+                waited, wait_s = waited + 1, wait_s + time.monotonic() - started
+            self.waits = ReadWaits(reads + 1, waited, wait_s)
             conn = self._free.pop()
             try:
                 return await trio.to_thread.run_sync(call, conn)

@@ -21,7 +21,7 @@ from forged.errors import StorageFull, StoreError
 from forged.models import StoredInteraction
 from forged.store.backup import DatabaseLock
 from forged.store.common import READ_LOG, SqlStore, new_rows, row_to_interaction
-from forged.store.readers import Readers, within
+from forged.store.readers import Readers, ReadWaits, within
 from forged.store.records import NewInteraction
 from forged.store.sqlite_schema import FILL_BLOCKS, migrate, register_functions
 
@@ -140,6 +140,12 @@ def file_schema_version(path: str) -> int:
         raise StoreError(f"cannot read the database at {path}: {exc}") from exc
 
 
+def _size_on_disk(path: str) -> int:
+    """Bytes of the database file and its companions (-wal, -shm) that exist."""
+    files = (Path(path + suffix) for suffix in ("", "-wal", "-shm"))
+    return sum(f.stat().st_size for f in files if f.exists())
+
+
 class Store(SqlStore):
     """The database, opened once: a writer connection behind a `CapacityLimiter(1)`, a few
     readers shared by scope (forged.store.readers), and the observers' own connection to the log.
@@ -182,6 +188,12 @@ class Store(SqlStore):
         self._reader.close()
         self._writer.close()
         self._claim.release()
+
+    async def size_bytes(self) -> int:
+        return await trio.to_thread.run_sync(_size_on_disk, self.path)
+
+    def read_waits(self) -> ReadWaits:
+        return self._readers.waits
 
     def _transaction(self, conn: sqlite3.Connection) -> Any:
         return atomic(conn)
