@@ -19,7 +19,7 @@ from forged.store.portable import portable
 
 __all__ = ["method_label", "route_label", "snapshot", "write_textfile"]
 
-log = structlog.get_logger("forged.metrics")
+log = structlog.get_logger(__name__)
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE"})  # any other is counted as "other"
 
