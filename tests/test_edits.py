@@ -33,11 +33,15 @@ from tests.test_forget import database_bytes, matching_turns
 
 WORDS = ("Amberfalcon", "Bluequartz", "Copperlynx")  # what turns 1, 2 and 3 talk about
 SECRET = WORDS[1]
+ED = {"scope": "ed"}  # the scope the edits below are made in: the scope rule needs it named
 SAID = {  # a line of its own for each word: no fact of one can rest on another's turn
     "Amberfalcon": "{} nests sat above the harbour at dawn.",
     "Bluequartz": "{} was the hint for my bank password.",
     "Copperlynx": "{} paint arrived downtown yesterday evening.",
 }
+
+
+STATE = {"scope": STATE_SCOPE}
 
 
 def turn(n: int, word: str, scope: str = "ed", at: str | None = None) -> dict[str, Any]:
@@ -84,7 +88,7 @@ async def test_deleting_a_turn_takes_the_memory_resting_on_it_alone(
     _, _, client = edited
     summaries = await _summaries(client)
     assert summaries and all(s["first_seq"] <= 2 <= s["last_seq"] for s in summaries)
-    response = await client.delete("/v1/interactions/2")
+    response = await client.delete("/v1/interactions/2", params=ED)
     assert response.status_code == 200, response.text
     answer = response.json()
     assert answer["deleted"] == {"interactions": 1, "summaries": len(summaries), "facts": 1}
@@ -126,7 +130,7 @@ async def test_a_deleted_turn_leaves_the_index_and_the_file(
     config, _, client = edited
     before = database_bytes(config.store.path)
     assert matching_turns(config.store.path, SECRET) == 1
-    await client.delete("/v1/interactions/2")
+    await client.delete("/v1/interactions/2", params=ED)
     assert matching_turns(config.store.path, SECRET) == 0
     assert matching_turns(config.store.path, WORDS[0]) == 1
     if daemons.STORE_URL:
@@ -144,11 +148,11 @@ async def test_deleting_a_fact_and_a_summary(
     _, _, client = edited
     fact = _by_word(await _facts(client))[SECRET]
     (summary, *_) = await _summaries(client)
-    gone = await client.delete(f"/v1/facts/{fact['id']}")
+    gone = await client.delete(f"/v1/facts/{fact['id']}", params=ED)
     assert gone.status_code == 200, gone.text
     assert gone.json()["deleted"] == {"interactions": 0, "summaries": 0, "facts": 1}
     assert (await client.get(f"/v1/facts/{fact['id']}")).status_code == 404
-    assert (await client.delete(f"/v1/summaries/{summary['id']}")).json()["deleted"] == {
+    assert (await client.delete(f"/v1/summaries/{summary['id']}", params=ED)).json()["deleted"] == {
         "interactions": 0,
         "summaries": 1,
         "facts": 0,
@@ -162,10 +166,10 @@ async def test_deleting_a_fact_and_a_summary(
         ("delete", "fact", fact["id"]),
     ]
     assert SECRET not in str(trail)
-    again = await client.delete(f"/v1/facts/{fact['id']}")
+    again = await client.delete(f"/v1/facts/{fact['id']}", params=ED)
     assert (again.status_code, again.json()) == (
         404,
-        {"error": {"code": "not_found", "message": f"no fact with id {fact['id']}"}},
+        {"error": {"code": "not_found", "message": f"no fact with id {fact['id']} in scope 'ed'"}},
     )
 
 
@@ -174,8 +178,8 @@ async def test_deleting_a_fact_and_a_summary(
     [
         ("/v1/facts/abc", "no fact with id 'abc'"),
         ("/v1/facts/0", "no fact with id '0'"),
-        ("/v1/summaries/99", "no summary with id 99"),
-        ("/v1/interactions/99", "no interaction with id 99"),
+        ("/v1/summaries/99", "no summary with id 99 in scope 'default'"),
+        ("/v1/interactions/99", "no interaction with id 99 in scope 'default'"),
         ("/v1/interactions/1x", "no interaction with id '1x'"),
     ],
 )
@@ -200,6 +204,7 @@ async def test_correcting_a_fact_supersedes_it_with_the_users_text(
     response = await client.post(
         f"/v1/facts/{old['id']}/correct",
         json={"text": "Mia never spoke of Bluequartz.", "kind": "correction"},
+        params=ED,
     )
     assert response.status_code == 201, response.text
     new = response.json()
@@ -224,7 +229,9 @@ async def test_correcting_a_fact_supersedes_it_with_the_users_text(
     assert audit["replaced_by"]["fact"]["id"] == fact["id"]
     current = {f["id"] for f in await _facts(client)}
     assert fact["id"] in current and old["id"] not in current
-    twice = await client.post(f"/v1/facts/{old['id']}/correct", json={"text": "Something else."})
+    twice = await client.post(
+        f"/v1/facts/{old['id']}/correct", json={"text": "Something else."}, params=ED
+    )
     assert (twice.status_code, twice.json()["error"]["message"]) == (
         409,
         f"fact {old['id']} was replaced by fact {fact['id']}; correct that one",
@@ -247,7 +254,7 @@ async def test_a_bad_correction_is_refused(
     """400 `invalid_body` naming the field; the fact stays as it was."""
     _, _, client = edited
     old = _by_word(await _facts(client))[SECRET]
-    response = await client.post(f"/v1/facts/{old['id']}/correct", content=body)
+    response = await client.post(f"/v1/facts/{old['id']}/correct", content=body, params=ED)
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["code"] == "invalid_body" and error["message"].startswith(message), error
@@ -260,7 +267,7 @@ async def test_a_correction_is_scrubbed(edited: tuple[Config, Running, httpx.Asy
     old = _by_word(await _facts(client))[SECRET]
     key = "AKIA" + "Z7QXWPLMNB4RTYUE"
     response = await client.post(
-        f"/v1/facts/{old['id']}/correct", json={"text": f"The deploy key is {key}."}
+        f"/v1/facts/{old['id']}/correct", json={"text": f"The deploy key is {key}."}, params=ED
     )
     assert response.status_code == 201, response.text
     assert key not in response.json()["fact"]["text"]
@@ -360,7 +367,7 @@ async def test_a_turn_deleted_while_its_batch_is_with_the_model(
             )
             await fake_llm.wait_for_calls(1)
             assert SECRET in str(fake_llm.requests[-1])  # the whole batch is in flight
-            assert (await client.delete("/v1/interactions/2")).status_code == 200
+            assert (await client.delete("/v1/interactions/2", params=ED)).status_code == 200
             fake_llm.gate.set()
             await wait_for_watermark(client, 3, hub=api.hub)
             facts = await _facts(client)
@@ -380,7 +387,7 @@ async def test_a_queued_turn_deleted_is_never_distilled(short_tmp: Path, fake_ll
             await client.post("/v1/interactions", json=[turn(2, SECRET), turn(3, WORDS[2])])
             while api.hub.feeds["distill"].sent < 3:
                 await api.hub.changed()
-            await client.delete("/v1/interactions/2")
+            await client.delete("/v1/interactions/2", params=ED)
             fake_llm.gate.set()
             await wait_for_watermark(client, 3, hub=api.hub)
             facts = await _facts(client)
@@ -404,7 +411,7 @@ async def test_a_deleted_dead_letter_is_not_redistilled(short_tmp: Path, fake_ll
                 )
                 == 1
             )
-            await client.delete("/v1/interactions/2")
+            await client.delete("/v1/interactions/2", params=ED)
             fake_llm.poison = None
             calls = fake_llm.calls
             report = (await client.post("/v1/dead-letters/redistill")).json()
@@ -429,7 +436,7 @@ async def test_a_fact_deleted_while_a_batch_says_it_again_stays_deleted(
             fake_llm.gate = trio.Event()
             await client.post("/v1/interactions", json=turn(2, SECRET))
             await fake_llm.wait_for_calls(2)
-            await client.delete(f"/v1/facts/{fact['id']}")
+            await client.delete(f"/v1/facts/{fact['id']}", params=ED)
             fake_llm.gate.set()
             await wait_for_watermark(client, 2, hub=api.hub)
             after_batch = await _facts(client)
@@ -451,7 +458,7 @@ async def test_a_pinned_fact_is_never_retired_by_consolidation(
         facts = {f["text"]: f for f in await _facts(client, STATE_SCOPE)}
         lisbon, jon = facts["The user lives in Lisbon."], facts["The user's name is Jon."]
         tea = facts["The user prefers tea."]
-        pinned = await client.put(f"/v1/facts/{lisbon['id']}/pin")
+        pinned = await client.put(f"/v1/facts/{lisbon['id']}/pin", params=STATE)
         assert pinned.status_code == 200 and pinned.json()["fact"]["pinned"] is True
         fake_llm.gate = trio.Event()
         answers: list[httpx.Response] = []
@@ -463,12 +470,12 @@ async def test_a_pinned_fact_is_never_retired_by_consolidation(
             calls = fake_llm.calls
             nursery.start_soon(run)
             await fake_llm.wait_for_calls(calls + 1)
-            assert (await client.put(f"/v1/facts/{tea['id']}/pin")).status_code == 200
-            assert (await client.delete(f"/v1/facts/{jon['id']}")).status_code == 200
+            assert (await client.put(f"/v1/facts/{tea['id']}/pin", params=STATE)).status_code == 200
+            assert (await client.delete(f"/v1/facts/{jon['id']}", params=STATE)).status_code == 200
             fake_llm.gate.set()
         assert answers[0].status_code == 200, answers[0].text
         current = {f["text"] for f in await _facts(client, STATE_SCOPE)}
-        unpinned = await client.delete(f"/v1/facts/{tea['id']}/pin")
+        unpinned = await client.delete(f"/v1/facts/{tea['id']}/pin", params=STATE)
     assert {"The user lives in Lisbon.", "The user prefers tea."} <= current
     assert "The user lives in Berlin." in current and "The user's name is Jon." not in current
     assert "The user's name is John." in current
@@ -483,6 +490,7 @@ async def test_the_command_line_edits(
 
     config, _, client = edited
     socket = ("--socket", config.server.socket)
+    ed = (*socket, "--scope", "ed")
     scopes = await forged("scopes", *socket)
     assert scopes.returncode == 0 and b"ed" in scopes.stdout and b"TURNS" in scopes.stdout
     summaries = await forged("summaries", "--scope", "ed", *socket)
@@ -493,15 +501,15 @@ async def test_the_command_line_edits(
         f"    Mia: {SAID[WORDS[0]].format(WORDS[0])}",
     ]
     old = _by_word(await _facts(client))[SECRET]
-    fixed = await forged("correct", str(old["id"]), "Mia spoke of sapphire.", *socket)
+    fixed = await forged("correct", str(old["id"]), "Mia spoke of sapphire.", *ed)
     assert fixed.returncode == 0 and b"[by user]" in fixed.stdout, fixed.stderr
     new = next(f for f in await _facts(client) if f["source"] == "user")
-    assert (await forged("pin", str(new["id"]), *socket)).stdout.count(b"[pinned]") == 1
-    refused = await forged("delete", "interaction", "1", *socket)
+    assert (await forged("pin", str(new["id"]), *ed)).stdout.count(b"[pinned]") == 1
+    refused = await forged("delete", "interaction", "1", *ed)
     assert refused.returncode == 1 and b"pass --yes" in refused.stderr
-    deleted = await forged("delete", "interaction", "1", "--yes", *socket)
+    deleted = await forged("delete", "interaction", "1", "--yes", *ed)
     assert deleted.stdout.startswith(b"erased (edit ") and b"1 interactions" in deleted.stdout
-    trail = await forged("edits", "--json", *socket)
+    trail = await forged("edits", "--json", *ed)
     trail_edits = json.loads(trail.stdout)["edits"]
     assert [e["action"] for e in trail_edits if e["action"] != "delete"] == ["pin", "correct"]
     assert {e["item"] for e in trail_edits if e["action"] == "delete"} == {

@@ -13,7 +13,7 @@ import msgspec
 
 from forged import __version__
 from forged.cli import display
-from forged.cli.edits import add_edit_commands
+from forged.cli.edits import add_edit_commands, add_scope_rule
 from forged.client.methods import JSON, NDJSON, Client, find_config, find_socket
 from forged.config import Config, StoreConfig, config_file, load_config, render_toml
 from forged.errors import (
@@ -322,13 +322,6 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scoped(command: argparse.ArgumentParser) -> None:
-    """The scope rule of every listing: one scope (`default` unless named), or all by asking."""
-    which = command.add_mutually_exclusive_group()
-    which.add_argument("--scope", help='only this scope (default: "default")')
-    which.add_argument("--all-scopes", action="store_true", help="every scope")
-
-
 def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     def query(
         name: str, handler: Callable[[argparse.Namespace], int], help: str
@@ -350,20 +343,20 @@ def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     context = query("context", cmd_context, "print the memory block an agent would be given")
     context.add_argument("--budget", type=int, help="tokens the block may use (default: config)")
     facts = add("facts", cmd_facts, "list stored facts, oldest first")
-    _scoped(facts)
+    add_scope_rule(facts)
     facts.add_argument("--kind", choices=FACT_KINDS, help="only facts of this kind")
     facts.add_argument("--history", action="store_true", help="superseded facts too, marked")
     facts.add_argument("--json", action="store_true", help="one JSON object per line")
     fact = add("fact", cmd_fact, "show a fact with what it replaced and what replaced it")
     fact.add_argument("id", type=int, help="the fact's id")
-    _scoped(fact)
+    add_scope_rule(fact)
     consolidate = add("consolidate", cmd_consolidate, "consolidate facts now (scopes due, or one)")
     consolidate.add_argument("--scope", help="only this scope, due or not")
     forget = add("forget", cmd_forget, "erase everything of a scope, for good")
     forget.add_argument("scope", help="the scope to erase")
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     export = add("export", cmd_export, "write summaries and facts as JSON lines")
-    _scoped(export)
+    add_scope_rule(export)
     export.add_argument("--output", "-o", help="file to write (default: standard output)")
 
 
@@ -383,7 +376,7 @@ def _add_client_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
         p.add_argument("--to", dest="to_seq", type=int, metavar="SEQ", help="last seq")
         p.add_argument("--json", action="store_true", help="print the raw JSON answer")
         if name == "dead-letters":
-            _scoped(p)
+            add_scope_rule(p)
     imports = add(
         "import",
         cmd_import,

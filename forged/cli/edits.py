@@ -21,6 +21,7 @@ from forged.models import FACT_KINDS, Erased, FactAudit, FactKind
 __all__ = [
     "ITEMS",
     "add_edit_commands",
+    "add_scope_rule",
     "cmd_add_fact",
     "cmd_correct",
     "cmd_delete",
@@ -32,6 +33,18 @@ __all__ = [
 ]
 
 ITEMS = ("fact", "summary", "interaction")
+
+
+def add_scope_rule(command: argparse.ArgumentParser) -> None:
+    """The one scope rule, for listings and edits alike: one scope (`default` unless named), or
+    every scope by asking."""
+    which = command.add_mutually_exclusive_group()
+    which.add_argument("--scope", help='only this scope (default: "default")')
+    which.add_argument("--all-scopes", action="store_true", help="every scope")
+
+
+def _scope(args: argparse.Namespace) -> dict[str, Any]:
+    return {"scope": args.scope, "all_scopes": args.all_scopes}
 
 
 def _client(args: argparse.Namespace) -> Client:
@@ -70,7 +83,7 @@ def cmd_interactions(args: argparse.Namespace) -> int:
 
 def cmd_summaries(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        for summary in client.iter_summaries(scope=args.scope):
+        for summary in client.iter_summaries(**_scope(args)):
             if args.json:
                 print(msgspec.json.encode(summary).decode())
             else:
@@ -107,7 +120,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
         print("nothing erased", file=sys.stderr)
         return 1
     with _client(args) as client:
-        return _show(args, client.delete(args.item, args.id), _show_erased)
+        return _show(args, client.delete(args.item, args.id, **_scope(args)), _show_erased)
 
 
 def _show_audit(audit: FactAudit) -> None:
@@ -119,7 +132,8 @@ def _show_audit(audit: FactAudit) -> None:
 def cmd_correct(args: argparse.Namespace) -> int:
     kind: FactKind | None = args.kind
     with _client(args) as client:
-        return _show(args, client.correct(args.id, args.text, kind, at=args.at), _show_audit)
+        audit = client.correct(args.id, args.text, kind, at=args.at, **_scope(args))
+        return _show(args, audit, _show_audit)
 
 
 def cmd_add_fact(args: argparse.Namespace) -> int:
@@ -136,12 +150,12 @@ def cmd_add_fact(args: argparse.Namespace) -> int:
 
 def cmd_pin(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        return _show(args, client.pin(args.id, args.pinned), _show_audit)
+        return _show(args, client.pin(args.id, args.pinned, **_scope(args)), _show_audit)
 
 
 def cmd_edits(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        return _show(args, client.edits(scope=args.scope), display.show_edits)
+        return _show(args, client.edits(**_scope(args)), display.show_edits)
 
 
 def add_edit_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
@@ -152,7 +166,6 @@ def add_edit_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     shown.add_argument("--since", help="only on or after this date (2023-05-07)")
     shown.add_argument("--until", help="only on or before this date")
     summaries = add("summaries", cmd_summaries, "list stored summaries, oldest first")
-    summaries.add_argument("--scope", help="only this scope (default: every scope)")
     delete = add("delete", cmd_delete, "erase one fact, summary or interaction, for good")
     delete.add_argument("item", choices=ITEMS, help="what to erase")
     delete.add_argument("id", type=int, help="its id (an interaction's seq)")
@@ -179,6 +192,7 @@ def add_edit_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
         p.add_argument("id", type=int, help="the fact's id")
         p.set_defaults(pinned=pinned)
     trail = add("edits", cmd_edits, "list the edit trail, newest first")
-    trail.add_argument("--scope", help="only this scope")
+    for p in (summaries, delete, correct, trail, *pins):
+        add_scope_rule(p)
     for p in (scopes, shown, summaries, delete, correct, added, trail, *pins):
         p.add_argument("--json", action="store_true", help="print the raw JSON answer")

@@ -216,7 +216,7 @@ def _edit_tools(server: MCPServer, client: AsyncClient, scope: str) -> None:
         "correction by when what it says became true (default: the fact's own dates)."
     )
     async def correct(fact_id: FactId, text: FactText, at: At = None) -> str:
-        audit = await _ask(client.correct(fact_id, text, within=scope, at=_when(at, "at")))
+        audit = await _ask(client.correct(fact_id, text, scope=scope, at=_when(at, "at")))
         said = one_line(audit.fact.text)
         return f"Fact {fact_id} is corrected: fact {audit.fact.id} now says: {said}"
 
@@ -226,7 +226,7 @@ def _edit_tools(server: MCPServer, client: AsyncClient, scope: str) -> None:
         "alone with it). Give its id from `search` or `list_facts`."
     )
     async def forget(item: Item, item_id: ItemId) -> str:
-        erased = await _ask(client.delete(item, item_id, within=scope))
+        erased = await _ask(client.delete(item, item_id, scope=scope))
         d = erased.deleted
         return (
             f"Forgot {item} {item_id}: {d.interactions} turns, {d.summaries} summaries and"

@@ -198,33 +198,43 @@ SCOPES = Call("GET", "/v1/scopes", ScopesAnswer)
 ITEM_PATHS = {"fact": "/v1/facts/", "summary": "/v1/summaries/", "interaction": "/v1/interactions/"}
 
 
-def delete(item: str, item_id: int, within: str | None = None) -> Call[Erased]:
-    """Erase one `fact`, `summary` or `interaction` (by its seq); `within`: only of that scope."""
-    return Call("DELETE", f"{ITEM_PATHS[item]}{int(item_id)}", Erased, {"scope": within})
+def delete(
+    item: str, item_id: int, *, scope: str | None = None, all_scopes: bool = False
+) -> Call[Erased]:
+    """Erase one `fact`, `summary` or `interaction` (by its seq) of the scope the rule names."""
+    path = f"{ITEM_PATHS[item]}{int(item_id)}"
+    return Call("DELETE", path, Erased, _scoped(scope, all_scopes))
 
 
 def correct(
     fact_id: int,
     text: str,
     kind: FactKind | None = None,
-    within: str | None = None,
+    *,
+    scope: str | None = None,
+    all_scopes: bool = False,
     at: str | None = None,
 ) -> Call[FactAudit]:
     body = _ENCODE.encode(Correction(text, kind, at))
     path = f"/v1/facts/{int(fact_id)}/correct"
-    return Call("POST", path, FactAudit, {"scope": within}, body=body)
+    return Call("POST", path, FactAudit, _scoped(scope, all_scopes), body=body)
 
 
 def add_fact(fact: NewFact) -> Call[FactAudit]:
     return Call("POST", "/v1/facts", FactAudit, body=_ENCODE.encode(fact))
 
 
-def pin(fact_id: int, pinned: bool = True) -> Call[FactAudit]:
-    return Call("PUT" if pinned else "DELETE", f"/v1/facts/{int(fact_id)}/pin", FactAudit)
+def pin(
+    fact_id: int, pinned: bool = True, *, scope: str | None = None, all_scopes: bool = False
+) -> Call[FactAudit]:
+    path = f"/v1/facts/{int(fact_id)}/pin"
+    return Call("PUT" if pinned else "DELETE", path, FactAudit, _scoped(scope, all_scopes))
 
 
-def edits(scope: str | None = None, limit: int | None = None) -> Call[EditsAnswer]:
-    return Call("GET", "/v1/edits", EditsAnswer, {"scope": scope, "limit": limit})
+def edits(
+    *, scope: str | None = None, all_scopes: bool = False, limit: int | None = None
+) -> Call[EditsAnswer]:
+    return Call("GET", "/v1/edits", EditsAnswer, {**_scoped(scope, all_scopes), "limit": limit})
 
 
 def forget(scope: str) -> Call[ForgetAnswer]:

@@ -272,10 +272,13 @@ class Client:
             calls.interactions(scope, since=since, until=until, after=after, limit=limit)
         )
 
-    def delete(self, item: str, item_id: int, *, within: str | None = None) -> models.Erased:
+    def delete(
+        self, item: str, item_id: int, *, scope: str | None = None, all_scopes: bool = False
+    ) -> models.Erased:
         """Erase one `fact`, `summary` or `interaction` (by seq) for good; a deleted interaction
-        takes the memory resting on it alone with it. `within`: only if it is of that scope."""
-        return self._send(calls.delete(item, item_id, within))
+        takes the memory resting on it alone with it. Only one of `scope` (`default` if None),
+        or of any scope with `all_scopes`: another scope's item is missing."""
+        return self._send(calls.delete(item, item_id, scope=scope, all_scopes=all_scopes))
 
     def correct(
         self,
@@ -283,12 +286,14 @@ class Client:
         text: str,
         kind: models.FactKind | None = None,
         *,
-        within: str | None = None,
+        scope: str | None = None,
+        all_scopes: bool = False,
         at: str | None = None,
     ) -> models.FactAudit:
-        """Replace a current fact by `text` (reason `user`), dated `at` or like the fact;
-        returns the new fact's audit."""
-        return self._send(calls.correct(fact_id, text, kind, within, at))
+        """Replace a current fact of `scope` (the scope rule, as `delete`) by `text` (reason
+        `user`), dated `at` or like the fact; returns the new fact's audit."""
+        call = calls.correct(fact_id, text, kind, scope=scope, all_scopes=all_scopes, at=at)
+        return self._send(call)
 
     def add_fact(
         self,
@@ -302,13 +307,23 @@ class Client:
         """Write a fact by hand (`source` user), dated `at` (ISO 8601) or now."""
         return self._send(calls.add_fact(models.NewFact(text, kind, scope, session, at)))
 
-    def pin(self, fact_id: int, pinned: bool = True) -> models.FactAudit:
-        """Pin a fact so consolidation never retires it (`pinned=False` unpins)."""
-        return self._send(calls.pin(fact_id, pinned))
+    def pin(
+        self,
+        fact_id: int,
+        pinned: bool = True,
+        *,
+        scope: str | None = None,
+        all_scopes: bool = False,
+    ) -> models.FactAudit:
+        """Pin a fact of `scope` (the scope rule, as `delete`) so consolidation never retires
+        it (`pinned=False` unpins)."""
+        return self._send(calls.pin(fact_id, pinned, scope=scope, all_scopes=all_scopes))
 
-    def edits(self, *, scope: str | None = None, limit: int | None = None) -> models.EditsAnswer:
-        """The edit trail, newest first."""
-        return self._send(calls.edits(scope, limit))
+    def edits(
+        self, *, scope: str | None = None, all_scopes: bool = False, limit: int | None = None
+    ) -> models.EditsAnswer:
+        """The edit trail of `scope` (`default` if None) or of every scope, newest first."""
+        return self._send(calls.edits(scope=scope, all_scopes=all_scopes, limit=limit))
 
     def forget(self, scope: str) -> models.ForgetAnswer:
         """Erase everything of a scope, for good."""
@@ -506,10 +521,13 @@ class AsyncClient:
             calls.interactions(scope, since=since, until=until, after=after, limit=limit)
         )
 
-    async def delete(self, item: str, item_id: int, *, within: str | None = None) -> models.Erased:
+    async def delete(
+        self, item: str, item_id: int, *, scope: str | None = None, all_scopes: bool = False
+    ) -> models.Erased:
         """Erase one `fact`, `summary` or `interaction` (by seq) for good; a deleted interaction
-        takes the memory resting on it alone with it. `within`: only if it is of that scope."""
-        return await self._send(calls.delete(item, item_id, within))
+        takes the memory resting on it alone with it. Only one of `scope` (`default` if None),
+        or of any scope with `all_scopes`: another scope's item is missing."""
+        return await self._send(calls.delete(item, item_id, scope=scope, all_scopes=all_scopes))
 
     async def correct(
         self,
@@ -517,12 +535,14 @@ class AsyncClient:
         text: str,
         kind: models.FactKind | None = None,
         *,
-        within: str | None = None,
+        scope: str | None = None,
+        all_scopes: bool = False,
         at: str | None = None,
     ) -> models.FactAudit:
-        """Replace a current fact by `text` (reason `user`), dated `at` or like the fact;
-        returns the new fact's audit."""
-        return await self._send(calls.correct(fact_id, text, kind, within, at))
+        """Replace a current fact of `scope` (the scope rule, as `delete`) by `text` (reason
+        `user`), dated `at` or like the fact; returns the new fact's audit."""
+        call = calls.correct(fact_id, text, kind, scope=scope, all_scopes=all_scopes, at=at)
+        return await self._send(call)
 
     async def add_fact(
         self,
@@ -536,15 +556,23 @@ class AsyncClient:
         """Write a fact by hand (`source` user), dated `at` (ISO 8601) or now."""
         return await self._send(calls.add_fact(models.NewFact(text, kind, scope, session, at)))
 
-    async def pin(self, fact_id: int, pinned: bool = True) -> models.FactAudit:
-        """Pin a fact so consolidation never retires it (`pinned=False` unpins)."""
-        return await self._send(calls.pin(fact_id, pinned))
+    async def pin(
+        self,
+        fact_id: int,
+        pinned: bool = True,
+        *,
+        scope: str | None = None,
+        all_scopes: bool = False,
+    ) -> models.FactAudit:
+        """Pin a fact of `scope` (the scope rule, as `delete`) so consolidation never retires
+        it (`pinned=False` unpins)."""
+        return await self._send(calls.pin(fact_id, pinned, scope=scope, all_scopes=all_scopes))
 
     async def edits(
-        self, *, scope: str | None = None, limit: int | None = None
+        self, *, scope: str | None = None, all_scopes: bool = False, limit: int | None = None
     ) -> models.EditsAnswer:
-        """The edit trail, newest first."""
-        return await self._send(calls.edits(scope, limit))
+        """The edit trail of `scope` (`default` if None) or of every scope, newest first."""
+        return await self._send(calls.edits(scope=scope, all_scopes=all_scopes, limit=limit))
 
     async def forget(self, scope: str) -> models.ForgetAnswer:
         """Erase everything of a scope, for good."""

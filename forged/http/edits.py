@@ -2,7 +2,9 @@
 time, the edit trail; delete an interaction, summary or fact, correct, add or pin a fact.
 
 Each handler is bound to what it uses by `forged.http.routes`; a body is JSON, decoded into the Structs
-of forged.models, and every text a user writes is scrubbed before it is stored.
+of forged.models, and every text a user writes is scrubbed before it is stored. Every route
+follows the one scope rule (`Params.scope`): an item of a scope other than the one named (or
+`default`) is missing, unless the request asks for `all_scopes=true`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import msgspec
 import trio
 
 from forged.http.connection import HttpError, Request, Response
-from forged.http.params import Params
+from forged.http.params import SCOPED, Params
 from forged.hub import Hub
 from forged.models import (
     DEFAULT_SCOPE,
@@ -49,8 +51,8 @@ __all__ = [
 
 T = TypeVar("T")
 INTERACTIONS_PARAMS = ("scope", "since", "until", "after", "limit")
-EDITS_PARAMS = ("scope", "limit")
-WITHIN = ("scope",)  # an edit's only parameter: the item must be of this scope
+EDITS_PARAMS = (*SCOPED, "limit")
+WITHIN = SCOPED  # an edit's only parameters: the item must be of the scope the rule names
 MAX_ID_DIGITS = 18  # an id in a path: at most this many digits, so it fits SQLite's integer
 _CURSOR = re.compile(r"(\d{1,18})@(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")  # `next` of a page
 _JSON = msgspec.json.Encoder()
@@ -131,12 +133,12 @@ async def interactions(store: Backend, _request: Request, params: Params) -> Res
 
 
 async def edits(store: Backend, _request: Request, params: Params) -> Response:
-    scope, limit = params.key("scope"), params.integer("limit", PAGE_DEFAULT, 1, EDITS_MAX)
+    scope, limit = params.scope(), params.integer("limit", PAGE_DEFAULT, 1, EDITS_MAX)
     return json_response(EditsAnswer(await store.read(listing.list_edits, scope, limit)))
 
 
 async def delete(hub: Hub, prefix: str, item: str, request: Request, params: Params) -> Response:
-    erased = await hub.delete(item, item_id(request, prefix, what=item), params.key("scope"))
+    erased = await hub.delete(item, item_id(request, prefix, what=item), params.scope())
     return json_response(erased)
 
 
@@ -154,7 +156,7 @@ async def add_fact(store: Backend, request: Request, _params: Params) -> Respons
 
 
 async def correct(store: Backend, prefix: str, request: Request, params: Params) -> Response:
-    fact_id, within = item_id(request, prefix, "/correct"), params.key("scope")
+    fact_id, within = item_id(request, prefix, "/correct"), params.scope()
     correction = decode_body(request, Correction)
     at = _moment(correction.at)
     correction = msgspec.structs.replace(correction, text=await _scrubbed(correction.text), at=at)
@@ -165,5 +167,5 @@ async def correct(store: Backend, prefix: str, request: Request, params: Params)
 async def pin(store: Backend, prefix: str, request: Request, params: Params) -> Response:
     """PUT pins the fact, DELETE unpins it; both answer the fact with its audit trail."""
     fact_id = item_id(request, prefix, "/pin")
-    await store.pin_fact(fact_id, request.method == "PUT", params.key("scope"))
+    await store.pin_fact(fact_id, request.method == "PUT", params.scope())
     return json_response(await _audit(store, fact_id))
