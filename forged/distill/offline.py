@@ -1,11 +1,13 @@
-"""The offline distiller: no model; it keeps a transcript's salient lines, verbatim.
+"""The offline distiller: no model; it keeps what a transcript says worth keeping, verbatim.
 
 `[distiller] class = "forged.distill.offline:OfflineDistiller"`, which `forged serve --offline` (and
-`make run` without a distiller URL) uses. Every line gets forged.distill.salience's score, beside the
-lines around it and the scope's facts shown with the transcript; a line scoring `KEEP_AT` or
-more is kept, with the one kind forged.distill.kinds gives it. The summary is the batch's few most
-salient kept lines, in the order said, so it is never a greeting. What is stored is the
-transcript's own words.
+`make run` without a distiller URL) uses. Between people, every line gets forged.distill.salience's
+score, beside the lines around it and the scope's facts shown with the transcript; a line
+scoring `KEEP_AT` or more is kept, with the one kind forged.distill.kinds gives it. In a chat
+with an assistant, forged.distill.chat says what is kept: the user's statements, sentence by
+sentence, and of the assistant only what records a decision or a result or what the user
+accepted; the best `limit` by the same score. The summary says what the kept lines were about
+(forged.distill.topics). What is stored is the transcript's own words.
 """
 
 from __future__ import annotations
@@ -16,16 +18,17 @@ import time
 import trio
 
 from forged.config import DistillerConfig
+from forged.distill import chat, topics
 from forged.distill.kinds import kind_of
 from forged.distill.salience import KEEP_AT, Line, scores, words_of
 from forged.llm.prompt import KNOWN_ID, LINE_ID
-from forged.models import DistilledMemory, LinePick, Usage
+from forged.models import DistilledMemory, Fact, LinePick, Usage
 
-__all__ = ["SUMMARY_LINES", "OfflineDistiller", "distil"]
+__all__ = ["OfflineDistiller", "distil"]
 
-SUMMARY_LINES = 3  # kept lines a summary holds: a session's few most salient
 _LINE = re.compile(LINE_ID.pattern + r"(.*)$", re.MULTILINE)  # [seq.line] speaker: text
 _KNOWN = re.compile(KNOWN_ID.pattern + r"\([^)]*\) (.*)$", re.MULTILINE)  # [fact N] (kind, date)
+_PART = re.compile(r'^<interaction [^>\n]* part="', re.MULTILINE)  # a chunk of a long interaction
 
 
 def _lines(transcript: str) -> list[tuple[tuple[int, int], Line]]:
@@ -42,16 +45,37 @@ def _known_words(transcript: str) -> set[str]:
     return {w for m in _KNOWN.finditer(transcript) for w in words_of(Line.of("", m.group(2)))}
 
 
+def _best(points: list[float], eligible: list[int], limit: int) -> list[int]:
+    """The `limit` best of the eligible indexes by points, in the order said."""
+    return sorted(sorted(eligible, key=lambda i: -points[i])[:limit])
+
+
+def _chat(
+    lines: list[tuple[tuple[int, int], Line]], known: set[str], limit: int
+) -> DistilledMemory:
+    """A chat with an assistant: forged.distill.chat's statements, the best `limit`, as facts."""
+    keep = chat.kept(lines)
+    points = scores([Line.of(k.speaker, k.text) for k in keep], known)
+    best = [keep[i] for i in _best(points, list(range(len(keep))), limit)]
+    facts = [
+        Fact("decision" if k.accepted else kind_of(k.text), f"{k.speaker}: {k.text}") for k in best
+    ]
+    people = [k.speaker for k in best if k.speaker not in chat.ASSISTANT_SPEAKERS]
+    said = [k.text for k in best if k.speaker not in chat.ASSISTANT_SPEAKERS]
+    return DistilledMemory(topics.summary(people, said), facts)
+
+
 def distil(transcript: str, limit: int) -> DistilledMemory:
     """The kept lines of a rendered transcript (at most `limit`, the best when more) and its
     summary."""
     lines = _lines(transcript)
-    points = scores([line for _, line in lines], _known_words(transcript))
-    kept = [i for i, p in enumerate(points) if p >= KEEP_AT]
-    kept = sorted(sorted(kept, key=lambda i: -points[i])[:limit])
+    known = _known_words(transcript)
+    if chat.is_chat([line.speaker for _, line in lines], bool(_PART.search(transcript))):
+        return _chat(lines, known, limit)
+    points = scores([line for _, line in lines], known)
+    kept = _best(points, [i for i, p in enumerate(points) if p >= KEEP_AT], limit)
     picks = [LinePick(*lines[i][0], kind_of(lines[i][1].text)) for i in kept]
-    best = sorted(sorted(kept, key=lambda i: -points[i])[:SUMMARY_LINES])
-    summary = "\n".join(f"{lines[i][1].speaker}: {lines[i][1].text}" for i in best)
+    summary = topics.summary([lines[i][1].speaker for i in kept], [lines[i][1].text for i in kept])
     return DistilledMemory(summary, [], picks=picks)
 
 

@@ -1,0 +1,143 @@
+"""Chats with an assistant: what the user says is memory; the assistant's explanations are not.
+
+An agent's traffic is a user's message, often one long paragraph, and an assistant's answer,
+often hundreds of lines of markdown. The offline distiller reads such a transcript (one where a
+line's speaker is an assistant, a system or a tool, or one part of an interaction cut in
+chunks) by these rules:
+
+- the user's lines are read sentence by sentence; each sentence that states something (not a
+  question, not small talk, not a request to the assistant such as "Can you…" or "Please
+  write…"; MIN_STATED_WORDS content words or a number) is kept on its own, with the kind forged.distill.kinds gives it;
+- of the assistant's lines, only those that record a decision or a result ("**Result:** the
+  import took 12 minutes", "Decision: …", "We migrated … in 3 hours") and the one line the user
+  then accepts ("Sounds good, let's go with Backblaze" keeps the assistant's line that shares
+  most words with it, two at least) are kept; headings, code, table rows, list items and the
+  rest, general advice, never are.
+
+Everything is one pass over the lines, and each acceptance reads only the answer before it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from forged.distill.salience import Line, small_talk, words_of
+from forged.text.grounding import claim
+
+__all__ = [
+    "ASSISTANT_SPEAKERS",
+    "MIN_ACCEPTED_WORDS",
+    "MIN_STATED_WORDS",
+    "Kept",
+    "is_chat",
+    "kept",
+    "sentences",
+]
+
+ASSISTANT_SPEAKERS = frozenset({"assistant", "system", "tool"})  # roles rendered as speakers
+MIN_ACCEPTED_WORDS = 2  # content words an accepted line shares with the user's acceptance
+MIN_STATED_WORDS = 2  # content words a user's sentence needs, unless it holds a number
+_SENTENCE_END = re.compile(r"[.!?][\"'\u201d)]*(?=\s+[\"'\u201c(]*[A-Z0-9])")  # what ends one
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
+_STRUCTURE = re.compile(  # a heading, a table row, a list item, a quote, a rule
+    r"^\s*(?:#{1,6}\s|\||[-*+]\s|\d+[.)]\s|>|(?:-{3,}|\*{3,}|_{3,})\s*$)"
+)
+_REQUEST = re.compile(  # a sentence that asks the assistant for something
+    r"^\W*(?:please\b|can you\b|could you\b|would you\b|will you\b|help me\b|write\b|"
+    r"give me\b|show me\b|tell me\b|explain\b|make me\b|generate\b|create\b|list\b|"
+    r"summari[sz]e\b|fix\b|i need you\b|i want you\b)",
+    re.IGNORECASE,
+)
+_RECORD = re.compile(  # an assistant line that records a decision or a result
+    r"^\W*(?:result|results|outcome|decision|decided|done|status|fixed|measured)\W*:"
+    r"|\b(?:we|i|you) (?:decided|chose|agreed|settled on|went with|migrated|deployed|measured)\b",
+    re.IGNORECASE,
+)
+_ACCEPTS = re.compile(  # a user's message that accepts what the assistant proposed
+    r"^\W*(?:yes|yep|yeah|ok|okay|sure|agreed|perfect|great|sounds good|that works|"
+    r"looks good|let's go with|let's do|go with|i'll go with|we'll go with|do it)\b",
+    re.IGNORECASE,
+)
+_MARKS = re.compile(r"[*_`]+")  # emphasis and inline code marks, not part of what is said
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What to keep of one line: the line's id, the text (a sentence of it, or all of it)."""
+
+    seq: int
+    line: int
+    speaker: str
+    text: str
+    accepted: bool = False  # an assistant's line the user accepted
+
+
+def is_chat(speakers: Sequence[str], part: bool) -> bool:
+    """Whether a transcript is a chat with an assistant: one of its speakers is one, or it is
+    one part of a long interaction (only an agent's traffic is that long)."""
+    return part or any(s in ASSISTANT_SPEAKERS for s in speakers)
+
+
+def sentences(text: str) -> list[str]:
+    """The text's sentences, each as written (a closing quote with its sentence)."""
+    out, start = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        out.append(text[start : m.end()].strip())
+        start = m.end()
+    out.append(text[start:].strip())
+    return [s for s in out if s]
+
+
+def _states(sentence: str, speakers: frozenset[str]) -> bool:
+    """Whether a user's sentence says something about their world."""
+    if sentence.rstrip("\"'\u201d) ").endswith("?") or _REQUEST.search(sentence):
+        return False
+    if small_talk(sentence, speakers):
+        return False
+    return len(words_of(Line.of("", sentence))) >= MIN_STATED_WORDS or bool(claim(sentence).numbers)
+
+
+def _records(text: str) -> bool:
+    """Whether an assistant's line records a decision or a result (not structure, not advice)."""
+    return not _STRUCTURE.search(text) and bool(_RECORD.search(_MARKS.sub("", text)))
+
+
+def _accepted(said: str, answer: list[Kept]) -> Kept | None:
+    """The line of the answer before that the user's `said` accepts: the one sharing most
+    content words with it, MIN_ACCEPTED_WORDS at least; None when `said` accepts nothing."""
+    if not _ACCEPTS.search(said):
+        return None
+    words = words_of(Line.of("", said))
+    best, most = None, MIN_ACCEPTED_WORDS - 1
+    for line in answer:
+        shared = len(words & words_of(Line.of("", _MARKS.sub("", line.text))))
+        if shared > most:
+            best, most = line, shared
+    return None if best is None else Kept(best.seq, best.line, best.speaker, best.text, True)
+
+
+def kept(lines: list[tuple[tuple[int, int], Line]]) -> list[Kept]:
+    """What to keep of a chat's lines (see the module docstring), in the order said."""
+    speakers = frozenset(line.speaker for _, line in lines)
+    out: list[Kept] = []
+    answer: list[Kept] = []  # the assistant's last answer's lines, outside code
+    fenced, last = False, ""
+    for (seq, n), line in lines:
+        text = line.text if not line.caption else f"{line.text} [shares {line.caption}]"
+        if line.speaker in ASSISTANT_SPEAKERS:
+            if last not in ASSISTANT_SPEAKERS:
+                answer, fenced = [], False
+            if _FENCE.search(text):
+                fenced = not fenced
+            elif not fenced and not _STRUCTURE.search(text):
+                answer.append(Kept(seq, n, line.speaker, text))
+                if _records(text):
+                    out.append(answer[-1])
+        else:
+            if last in ASSISTANT_SPEAKERS and (taken := _accepted(text, answer)):
+                out.append(taken)
+            out += [Kept(seq, n, line.speaker, s) for s in sentences(text) if _states(s, speakers)]
+        last = line.speaker
+    return list({(k.seq, k.line, k.text): k for k in out}.values())

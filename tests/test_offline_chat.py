@@ -1,0 +1,118 @@
+"""The offline distiller on a chat with an assistant: the user's statements, not the markdown."""
+
+from __future__ import annotations
+
+from forged.distill.chat import sentences
+from forged.distill.offline import distil
+from forged.llm.prompt import render_chunks, render_transcript
+from forged.models import Message, StoredInteraction
+
+USER = (
+    "Quick update on the garden project. I planted 40 tulip bulbs along the north fence "
+    "last Saturday. My neighbour Priya lent me her tiller, which saved hours. "
+    "Can you suggest a watering schedule? Thanks!"
+)
+ANSWER = """\
+## A watering plan for your tulips
+
+Great question! Here is a structured way to think about watering.
+
+### Step 1: Check the soil
+
+- Water deeply once a week in spring.
+- Avoid watering the leaves.
+
+| Week | Water |
+|---|---|
+| 1 | 2 litres |
+
+```python
+def litres(week: int) -> int:
+    return 2 * week
+```
+
+**Result:** the soil test kit read pH 6.5 for the north bed.
+**Recommendation:** use a soaker hose along the north fence.
+Would you like a printable checklist?"""
+ACCEPT = "Sounds good, let's go with the soaker hose for the north fence."
+
+
+def _chat(*exchanges: tuple[str, str]) -> list[StoredInteraction]:
+    return [
+        StoredInteraction(
+            seq,
+            "user:ana",
+            "s1",
+            "2026-05-04T10:00:00Z",
+            10,
+            [Message(role="user", text=user, name="Ana"), Message(role="assistant", text=answer)],
+        )
+        for seq, (user, answer) in enumerate(exchanges, start=1)
+    ]
+
+
+def _kept(*exchanges: tuple[str, str]) -> list[tuple[str, str]]:
+    memory = distil(render_transcript(_chat(*exchanges)), limit=64)
+    assert memory.picks == []
+    return [(f.kind, f.text) for f in memory.facts]
+
+
+def test_the_users_statements_are_kept_one_sentence_each() -> None:
+    """Each statement of the user's paragraph is a fact of its own; its question and its
+    thanks are not."""
+    kept = [text for _, text in _kept((USER, ANSWER)) if text.startswith("Ana: ")]
+    assert kept == [
+        "Ana: Quick update on the garden project.",
+        "Ana: I planted 40 tulip bulbs along the north fence last Saturday.",
+        "Ana: My neighbour Priya lent me her tiller, which saved hours.",
+    ]
+
+
+def test_no_heading_bullet_table_row_code_or_advice_of_the_assistant_is_kept() -> None:
+    """Of the assistant's answer only the line recording a result is kept."""
+    kept = [text for _, text in _kept((USER, ANSWER)) if not text.startswith("Ana: ")]
+    assert kept == ["assistant: **Result:** the soil test kit read pH 6.5 for the north bed."]
+
+
+def test_the_line_the_user_accepts_is_kept_as_a_decision() -> None:
+    """The user's "let's go with" keeps the assistant's line it accepts, and itself."""
+    kept = _kept((USER, ANSWER), (ACCEPT, "Great choice!"))
+    assert (
+        "decision",
+        "assistant: **Recommendation:** use a soaker hose along the north fence.",
+    ) in kept
+    assert ("decision", f"Ana: {ACCEPT}") in kept
+
+
+def test_requests_to_the_assistant_are_not_kept() -> None:
+    """A request ("Please write…", "Can you…") says nothing about the user's world."""
+    asked = "Please write me a haiku about spring. Can you make it rhyme? I keep bees on my roof."
+    kept = [text for _, text in _kept((asked, "Here it is."))]
+    assert kept == ["Ana: I keep bees on my roof."]
+
+
+def test_a_part_of_a_long_interaction_is_read_as_a_chat() -> None:
+    """A chunk holding only the user's message still keeps sentences, not the whole line."""
+    (item,) = _chat((USER, ANSWER))
+    first = render_chunks(item, max_tokens=100)[0]
+    assert 'part="1 of' in first and "assistant:" not in first
+    facts = distil(first, limit=64).facts
+    planted = "Ana: I planted 40 tulip bulbs along the north fence last Saturday."
+    assert planted in [f.text for f in facts]
+
+
+def test_the_summary_says_what_the_chat_was_about() -> None:
+    """The summary names the user and the topics, and copies no line."""
+    summary = distil(render_transcript(_chat((USER, ANSWER))), limit=64).summary
+    assert summary.startswith("Ana talked about ")
+    assert "garden" in summary and "Priya" in summary
+    assert all(line not in summary for line in sentences(USER))
+
+
+def test_sentences_split_after_a_closing_quote() -> None:
+    """A sentence ends after its mark, a closing quote included."""
+    assert sentences('Mel said: "I painted it!" It is lovely. 3 more to go.') == [
+        'Mel said: "I painted it!"',
+        "It is lovely.",
+        "3 more to go.",
+    ]
