@@ -23,6 +23,7 @@ from forged.recall.listing import Page
 from forged.recall.packing import FIRST_KEPT, kept_first, pack
 from forged.recall.query import SearchQuery
 from forged.recall.relative_times import with_times_resolved
+from forged.recall.updates import newest_first
 from forged.store.backend import Backend
 from forged.store.portable import portable
 from forged.text.tokens import estimate_tokens
@@ -59,7 +60,8 @@ class Recall:
 
     async def context(self, query: SearchQuery, budget_tokens: int) -> ContextAnswer:
         """The best candidates (up to `max_limit`), their relative times resolved, packed into
-        the budget: search's first few first when they fit, then by coverage of the question."""
+        the budget: search's first few first when they fit, then by coverage of the question;
+        a newer fact restating an older one's subject goes before it (forged.recall.updates)."""
         candidates = msgspec.structs.replace(query, limit=self.config.max_limit)
         return await self.store.read(
             self._block, candidates, budget_tokens, scope=query.scope, budget=self._budget()
@@ -75,7 +77,7 @@ class Recall:
         shown = with_corrections(sql, query.scope, shown)
         found = [with_times_resolved(i) for i in found]
         first = [with_times_resolved(i) for i in shown[:FIRST_KEPT]]
-        return pack(kept_first(first, found, budget_tokens), budget_tokens)
+        return pack(newest_first(kept_first(first, found, budget_tokens)), budget_tokens)
 
     def _budget(self) -> float:
         return self.config.query_timeout_ms / 1000

@@ -1,0 +1,66 @@
+"""Updates: in a block, a newer fact that restates an older one's subject goes before it.
+
+"I moved my morning run to 7:15 am" and, said a month before, "I usually do my morning run at
+6:30 am" share most of their words; full-text search may rank the older first (it is shorter,
+or says "morning run" twice). Whether or not consolidation has retired it, the block offers the
+newer first: the older, if it then adds too few words of its own, is left out by the packing's
+novelty rule, else it follows, as history. Two facts restate one subject when they share
+SUBJECT_MIN_OVERLAP of the shorter one's content words (numbers apart) and each holds a word or
+number the other does not (a changed value); newer is by the time each is about, then by what was said
+last. Only facts are moved, among at most the candidates a block reads (`max_limit`), each
+compared by its first MAX_CHARS characters.
+"""
+
+from __future__ import annotations
+
+from forged.models import MemoryItem
+from forged.text.grounding import GENERIC, SUBJECT_MIN_OVERLAP, claim
+
+__all__ = ["MAX_CHARS", "newest_first"]
+
+MAX_CHARS = 600  # characters of a fact compared: its subject is said in its first sentences
+
+
+def _terms(item: MemoryItem) -> tuple[frozenset[str], frozenset[str]]:
+    """The content words of a fact's first MAX_CHARS characters, and those with its numbers."""
+    said = claim(item.text[:MAX_CHARS])
+    words = frozenset(said.words - GENERIC)
+    return words, words | said.numbers
+
+
+def _restates(
+    newer: tuple[frozenset[str], frozenset[str]], older: tuple[frozenset[str], frozenset[str]]
+) -> bool:
+    """Whether two facts say one subject (shared content words) with a changed value (each
+    holds a word or number the other does not)."""
+    shared = len(newer[0] & older[0])
+    subject = shared and shared >= SUBJECT_MIN_OVERLAP * min(len(newer[0]), len(older[0]))
+    return bool(subject) and bool(newer[1] - older[1]) and bool(older[1] - newer[1])
+
+
+def _when(item: MemoryItem) -> tuple[str, int]:
+    return item.last_at, item.last_seq
+
+
+def newest_first(items: list[MemoryItem]) -> list[MemoryItem]:
+    """The items in the same order but for facts: each newer restatement of a fact's subject
+    (see the module docstring) moved to just before it, the newest first."""
+    order = list(items)
+    terms = {id(i): _terms(i) for i in order if i.type == "fact"}
+    at = 0
+    while at < len(order):
+        item = order[at]
+        later = [
+            j
+            for j in range(at + 1, len(order))
+            if id(order[j]) in terms
+            and id(item) in terms
+            and _when(order[j]) > _when(item)
+            and _restates(terms[id(order[j])], terms[id(item)])
+        ]
+        if later:
+            j = max(later, key=lambda k: _when(order[k]))
+            order.insert(at, order.pop(j))
+            continue  # the moved one may itself have a newer restatement further down
+        at += 1
+    return order
