@@ -14,7 +14,7 @@ import trio
 
 from forged.config import Config, load_config
 from forged.daemon.runner import Running
-from forged.recall.packing import CORRECTED, TURNS_HEADING
+from forged.recall.packing import CONTEXT_CLOSE, CONTEXT_OPEN, CORRECTED, TURNS_HEADING
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 from tests.test_edits import SECRET, _by_word, _facts, edited, turn
@@ -27,7 +27,7 @@ FIXED = "Mia chose the word sapphire for the hint."  # shares no word with the q
 
 async def _correct(client: httpx.AsyncClient, fact_id: int, **body: Any) -> httpx.Response:
     body = {"text": FIXED, **body}
-    return await client.post(f"/v1/facts/{fact_id}/correct", json=body)
+    return await client.post(f"/v1/facts/{fact_id}/correct", json=body, params=ED)
 
 
 async def test_a_batch_in_flight_with_turns_dated_ahead_does_not_revive_a_corrected_fact(
@@ -139,11 +139,12 @@ async def test_the_command_line_corrects_with_at_and_shows_the_correction_first(
 
     config, _, client = edited
     socket = ("--socket", config.server.socket)
+    ed = (*socket, "--scope", "ed")
     old = _by_word(await _facts(client))[SECRET]
-    bad = await forged("correct", str(old["id"]), FIXED, "--at", "soon", *socket)
+    bad = await forged("correct", str(old["id"]), FIXED, "--at", "soon", *ed)
     assert bad.returncode != 0 and b"at: 'soon' " in bad.stderr, bad.stderr
     fixed = await forged(
-        "correct", str(old["id"]), FIXED, "--at", "2023-07-01T00:00:00Z", "--json", *socket
+        "correct", str(old["id"]), FIXED, "--at", "2023-07-01T00:00:00Z", "--json", *ed
     )
     assert fixed.returncode == 0, fixed.stderr
     assert json.loads(fixed.stdout)["fact"]["first_at"] == "2023-07-01T00:00:00.000Z"
@@ -182,6 +183,6 @@ async def test_mcp_correct_takes_at_and_recall_shows_the_correction_first(daemon
     assert not fixed.is_error, _text(fixed)
     assert recalled.index("Alice lives in Lisbon.") < recalled.index("I live in Porto now.")
     assert CORRECTED in recalled
-    lines = found.splitlines()
+    lines = found.removeprefix(CONTEXT_OPEN).removesuffix(CONTEXT_CLOSE).splitlines()
     assert "2023-06-01] Alice lives in Lisbon." in lines[0], lines
     assert any("corrected by fact" in line and "Porto" in line for line in lines[1:]), lines
