@@ -243,7 +243,7 @@ async def test_the_readme_tour(tour: Tour, fake_llm: FakeLLM) -> None:
         seen = await tour.python("agent-loop")
         assert "model saw '<memory>" in seen and "PostgreSQL" in seen.splitlines()[0]
         stored, mcp_recalled = await tour.mcp_host("mcp-config")
-        assert stored.startswith("Stored as #") and "PostgreSQL" in mcp_recalled
+        assert stored == "Stored." and "PostgreSQL" in mcp_recalled
         await tour.sh("forget")
         async with socket_client(tour.socket) as client:
             searched = await client.get(
