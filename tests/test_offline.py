@@ -235,7 +235,7 @@ async def test_the_daemon_distils_offline_verbatim_with_sessions(
         ("event", f"Ben: {CHAT[5][1]}", "s2"),
     ]
     ((summary, session),) = rows(db, "SELECT text, session FROM summaries")
-    assert session is None and summary.startswith("Ana: I ran my first half marathon")
+    assert session is None and summary.startswith("Ana and Ben talked about ")
     assert [r["text"] for r in found["results"]] == [f"Ben: {CHAT[5][1]}"]
 
 

@@ -57,3 +57,11 @@ def test_the_block_holds_the_new_value_ahead_of_the_old() -> None:
     """Offered older first, the block still shows the new value before the old one."""
     block = pack(newest_first([OLD, NEW]), 200).text
     assert 0 < block.index("7:15") < block.index("6:30")
+
+
+def test_two_facts_on_one_subject_with_no_change_keep_their_order() -> None:
+    """Related facts, the newer saying nothing changed and holding no other number, are not
+    an update: search's order stands."""
+    lake = _fact(6, "Mel painted a lake sunrise with her kids.", "05-01")
+    horse = _fact(7, "Mel painted a horse with her kids.", "06-01")
+    assert [i.id for i in newest_first([lake, horse])] == [6, 7]

@@ -5,13 +5,16 @@
 or says "morning run" twice). Whether or not consolidation has retired it, the block offers the
 newer first: the older, if it then adds too few words of its own, is left out by the packing's
 novelty rule, else it follows, as history. Two facts restate one subject when they share
-SUBJECT_MIN_OVERLAP of the shorter one's content words (numbers apart) and each holds a word or
-number the other does not (a changed value); newer is by the time each is about, then by what was said
-last. Only facts are moved, among at most the candidates a block reads (`max_limit`), each
+SUBJECT_MIN_OVERLAP of the shorter one's content words (numbers apart), each holds a word or
+number the other does not, and the newer says something changed ("now", "moved", "switched",
+"raised"…) or both hold numbers and they differ. Newer is by the time each is about, then by
+what was said last. Only facts are moved, among at most the candidates a block reads (`max_limit`), each
 compared by its first MAX_CHARS characters.
 """
 
 from __future__ import annotations
+
+import re
 
 from forged.models import MemoryItem
 from forged.text.grounding import GENERIC, SUBJECT_MIN_OVERLAP, claim
@@ -19,23 +22,34 @@ from forged.text.grounding import GENERIC, SUBJECT_MIN_OVERLAP, claim
 __all__ = ["MAX_CHARS", "newest_first"]
 
 MAX_CHARS = 600  # characters of a fact compared: its subject is said in its first sentences
+_CHANGE = re.compile(  # words that say a value changed
+    r"\b(?:now|moved|changed|switched|instead|raised|lowered|upgraded|downgraded|increased|"
+    r"decreased|no longer|any ?more|from now on|went up|went down)\b",
+    re.IGNORECASE,
+)
 
 
-def _terms(item: MemoryItem) -> tuple[frozenset[str], frozenset[str]]:
-    """The content words of a fact's first MAX_CHARS characters, and those with its numbers."""
-    said = claim(item.text[:MAX_CHARS])
+def _terms(item: MemoryItem) -> tuple[frozenset[str], frozenset[str], bool]:
+    """Of a fact's first MAX_CHARS characters: the content words, those with its numbers, and
+    whether it says something changed."""
+    text = item.text[:MAX_CHARS]
+    said = claim(text)
     words = frozenset(said.words - GENERIC)
-    return words, words | said.numbers
+    return words, words | said.numbers, bool(_CHANGE.search(text))
 
 
 def _restates(
-    newer: tuple[frozenset[str], frozenset[str]], older: tuple[frozenset[str], frozenset[str]]
+    newer: tuple[frozenset[str], frozenset[str], bool],
+    older: tuple[frozenset[str], frozenset[str], bool],
 ) -> bool:
-    """Whether two facts say one subject (shared content words) with a changed value (each
-    holds a word or number the other does not)."""
+    """Whether the newer fact says the older one's subject (shared content words) with a
+    changed value: it says so, or both hold numbers and they differ; and each holds a word or
+    number the other does not."""
     shared = len(newer[0] & older[0])
     subject = shared and shared >= SUBJECT_MIN_OVERLAP * min(len(newer[0]), len(older[0]))
-    return bool(subject) and bool(newer[1] - older[1]) and bool(older[1] - newer[1])
+    numbers = (newer[1] - newer[0], older[1] - older[0])
+    changed = newer[2] or (all(numbers) and numbers[0] != numbers[1])
+    return bool(subject) and changed and bool(newer[1] - older[1]) and bool(older[1] - newer[1])
 
 
 def _when(item: MemoryItem) -> tuple[str, int]:
