@@ -232,10 +232,11 @@ async def test_forget_yes_erases_and_reports(daemon: Daemon) -> None:
     assert search.stdout == b""
 
 
-async def test_export_writes_summaries_and_facts_as_json_lines(
+async def test_export_writes_conversations_summaries_and_facts_as_json_lines(
     daemon: Daemon, short_tmp: Path
 ) -> None:
-    """Every summary and fact, one JSON object a line with its type; --scope narrows it."""
+    """Every interaction, summary and fact, one JSON object a line with its type; --scope
+    narrows it."""
     await daemon.client.post(
         "/v1/interactions", json={**CONVERSATION[0], "id": "other", "scope": "user:bob"}
     )
@@ -244,6 +245,8 @@ async def test_export_writes_summaries_and_facts_as_json_lines(
     everything = await daemon.forged("export", "--all-scopes")
     lines = [json.loads(line) for line in everything.stdout.splitlines()]
     assert {(row["type"], row["scope"]) for row in lines} == {
+        ("interaction", "user:alice"),
+        ("interaction", "user:bob"),
         ("summary", "user:alice"),
         ("fact", "user:alice"),
         ("summary", "user:bob"),
@@ -254,4 +257,96 @@ async def test_export_writes_summaries_and_facts_as_json_lines(
     done = await daemon.forged("export", "--scope", "user:alice", "--output", str(output))
     alice = [json.loads(line) for line in output.read_text().splitlines()]
     assert {row["scope"] for row in alice} == {"user:alice"}
-    assert done.stderr.decode() == f"exported {len(alice) - 3} summaries and 3 facts to {output}\n"
+    assert sum(row["type"] == "interaction" for row in alice) == 3
+    assert done.stderr.decode() == (
+        f"exported 3 interactions, {len(alice) - 6} summaries and 3 facts to {output}\n"
+    )
+
+
+async def test_search_ranks_results_with_a_share_of_the_best(daemon: Daemon) -> None:
+    """Each result line starts with its rank and how close it comes to the best, in percent,
+    not a raw score."""
+    done = await daemon.forged("search", "PostgreSQL JSONB", "--scope", "user:alice")
+    found = (
+        await daemon.client.get(
+            "/v1/search", params={"q": "PostgreSQL JSONB", "scope": "user:alice"}
+        )
+    ).json()["results"]
+    scores = [r["score"] for r in found]
+    lines = done.stdout.decode().splitlines()
+    assert [line[:9] for line in lines] == [
+        f"{n:>3}. {round(100 * s / scores[0]):>3}%" for n, s in enumerate(scores, start=1)
+    ]
+    assert lines[0].startswith("  1. 100%") and len(lines) >= 2
+
+
+async def test_fact_by_id_prints_text_and_names_the_scope_rule(daemon: Daemon) -> None:
+    """`forged fact ID` prints a line like `forged facts`; without --scope it looks in
+    `default` and says how to look elsewhere; --json keeps the raw answer."""
+    facts = await daemon.forged("facts", "--scope", "user:alice")
+    first = facts.stdout.decode().splitlines()[0]
+    fact_id = first.split()[0]
+    shown = await daemon.forged("fact", fact_id, "--scope", "user:alice")
+    assert (shown.returncode, shown.stdout.decode().splitlines()) == (0, [first])
+    every = await daemon.forged("fact", fact_id, "--all-scopes")
+    assert every.stdout.decode().splitlines() == [first]
+    raw = await daemon.forged("fact", fact_id, "--scope", "user:alice", "--json")
+    assert json.loads(raw.stdout)["fact"]["id"] == int(fact_id)
+    missing = await daemon.forged("fact", fact_id)
+    assert missing.returncode == 1
+    assert missing.stderr.decode() == (
+        f"forged: no fact {fact_id} in scope 'default'; name its scope with --scope S,"
+        " or look in every scope with --all-scopes\n"
+    )
+
+
+async def test_interactions_json_is_read_back_by_import(daemon: Daemon, short_tmp: Path) -> None:
+    """`forged interactions --json` into a file, then `forged import jsonl` of it into another
+    scope: every turn is stored again, and a second import adds nothing."""
+    listed = await daemon.forged("interactions", "--scope", "user:alice", "--json")
+    dump = short_tmp / "alice.jsonl"
+    dump.write_bytes(listed.stdout)
+    assert len(listed.stdout.splitlines()) == 3
+    done = await daemon.forged("import", "jsonl", str(dump), "--scope", "user:copy")
+    assert done.returncode == 0, done.stderr
+    assert (
+        done.stdout.decode() == "imported alice.jsonl: 3 new turns, 0 already stored, 0 skipped\n"
+    )
+    again = await daemon.forged("import", "jsonl", str(dump), "--scope", "user:copy")
+    assert again.stdout.decode().startswith("imported alice.jsonl: 0 new turns, 3 already stored")
+    copied = await daemon.forged("interactions", "--scope", "user:copy", "--json")
+    texts = [[m["text"] for m in json.loads(x)["messages"]] for x in copied.stdout.splitlines()]
+    assert texts == [
+        [m["text"] for m in json.loads(x)["messages"]] for x in listed.stdout.splitlines()
+    ]
+
+
+async def test_an_import_that_skips_everything_fails(daemon: Daemon, short_tmp: Path) -> None:
+    """A file of which no record can be read: each is named, then the import fails (exit 1)."""
+    export = short_tmp / "facts.jsonl"
+    export.write_text('{"type": "fact", "id": 1}\n{"nothing": "here"}\n')
+    done = await daemon.forged("import", "jsonl", str(export))
+    assert done.returncode == 1
+    errors = done.stderr.decode().splitlines()
+    assert errors[0] == "forged: facts.jsonl line 1: a 'fact' line, not an interaction; skipped"
+    assert errors[-1] == (
+        "forged: nothing imported from facts.jsonl: every one of its 2 records was skipped"
+        " (the reasons are above)"
+    )
+
+
+async def test_output_into_a_closed_pipe_ends_quietly(daemon: Daemon, short_tmp: Path) -> None:
+    """`forged interactions | head -1` through a real pipe: head's line, and from forged no
+    traceback, only the exit status a shell gives a closed pipe."""
+    many = [{**CONVERSATION[0], "id": f"bulk-{n}"} for n in range(300)]
+    assert (await daemon.client.post("/v1/interactions", json=many)).status_code == 202
+    forged = f"{sys.executable} -m forged interactions --scope user:alice --socket {daemon.config.server.socket}"
+    done = await trio.run_process(
+        ["bash", "-c", f"set -o pipefail; {forged} | head -n 1"],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert len(done.stdout.decode().splitlines()) == 1
+    assert done.stderr.decode() == ""
+    assert done.returncode == 141

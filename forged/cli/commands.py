@@ -19,12 +19,13 @@ from forged.config import Config, StoreConfig, config_file, load_config, render_
 from forged.errors import (
     AlreadyRunning,
     BackupError,
+    BadRequest,
     ClientError,
     ConfigError,
     ForgedError,
     leaves,
 )
-from forged.models import FACT_KINDS, RECALL_KINDS
+from forged.models import DEFAULT_SCOPE, FACT_KINDS, RECALL_KINDS
 from forged.store.backup import backup_target, restore_backup, take_backup
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
 
 EXIT_CONFIG = 2  # a bad configuration (or usage): systemd should not restart us in a loop
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports it
+EXIT_PIPE_CLOSED = 141  # the reader of our output went away (`| head`), as a shell reports SIGPIPE
 IMPORT_FORMATS = ("chatgpt", "claude", "jsonl")
 T = TypeVar("T")
 
@@ -206,9 +208,19 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
 
 def cmd_fact(args: argparse.Namespace) -> int:
-    _answer(
-        args, lambda c: c.fact(args.id, scope=args.scope, all_scopes=args.all_scopes), _print_json
-    )
+    try:
+        _answer(
+            args,
+            lambda c: c.fact(args.id, scope=args.scope, all_scopes=args.all_scopes),
+            display.show_fact_audit,
+        )
+    except BadRequest as exc:
+        if exc.code != "not_found" or args.scope or args.all_scopes:
+            raise
+        raise ClientError(  # the scope rule took `default`: say so, and how to look elsewhere
+            f"no fact {args.id} in scope {DEFAULT_SCOPE!r}; name its scope with --scope S,"
+            " or look in every scope with --all-scopes"
+        ) from None
     return 0
 
 
@@ -247,32 +259,51 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
-def _export(client: Client, args: argparse.Namespace, out: TextIO) -> tuple[int, int]:
+def _write_line(out: TextIO, kind: str, item: msgspec.Struct) -> None:
+    out.write(msgspec.json.encode({"type": kind, **msgspec.to_builtins(item)}).decode())
+    out.write("\n")
+
+
+def _export_conversations(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    """The scope's interactions (every scope's with --all-scopes), verbatim, in time order."""
+    scopes = [s.scope for s in client.scopes().scopes] if args.all_scopes else [args.scope]
+    count = 0
+    for scope in scopes:
+        for item in client.iter_interactions(scope=scope):
+            _write_line(out, "interaction", item)
+            count += 1
+    return count
+
+
+def _export(client: Client, args: argparse.Namespace, out: TextIO) -> tuple[int, int, int]:
+    interactions = _export_conversations(client, args, out)
     summaries = facts = 0
     scope, every = args.scope, args.all_scopes
     for summary in client.iter_summaries(scope=scope, all_scopes=every):
-        out.write(msgspec.json.encode({"type": "summary", **msgspec.to_builtins(summary)}).decode())
-        out.write("\n")
+        _write_line(out, "summary", summary)
         summaries += 1
     for fact in client.iter_facts(scope=scope, history=True, all_scopes=every):
-        out.write(msgspec.json.encode({"type": "fact", **msgspec.to_builtins(fact)}).decode())
-        out.write("\n")
+        _write_line(out, "fact", fact)
         facts += 1
-    return summaries, facts
+    return interactions, summaries, facts
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     with _client(args) as client:
         if args.output is None:
-            summaries, facts = _export(client, args, sys.stdout)
+            counts = _export(client, args, sys.stdout)
         else:
             try:
                 with open(args.output, "w", encoding="utf-8") as out:
-                    summaries, facts = _export(client, args, out)
+                    counts = _export(client, args, out)
             except OSError as exc:
                 raise ClientError(f"cannot write {args.output}: {exc.strerror}") from exc
     where = args.output or "standard output"
-    print(f"exported {summaries} summaries and {facts} facts to {where}", file=sys.stderr)
+    interactions, summaries, facts = counts
+    print(
+        f"exported {interactions} interactions, {summaries} summaries and {facts} facts to {where}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -297,8 +328,13 @@ def cmd_redistill(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from forged.cli.importer import import_file
 
-    with _client(args) as client:  # records skipped are reported; the import itself succeeded
-        import_file(client, args.format, Path(args.file), scope=args.scope)
+    with _client(args) as client:  # records skipped are reported, each with its reason
+        report = import_file(client, args.format, Path(args.file), scope=args.scope)
+    if report.bad and not report.turns:
+        raise ClientError(
+            f"nothing imported from {Path(args.file).name}: every one of its"
+            f" {len(report.bad)} records was skipped (the reasons are above)"
+        )
     return 0
 
 
@@ -349,6 +385,7 @@ def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     facts.add_argument("--json", action="store_true", help="one JSON object per line")
     fact = add("fact", cmd_fact, "show a fact with what it replaced and what replaced it")
     fact.add_argument("id", type=int, help="the fact's id")
+    fact.add_argument("--json", action="store_true", help="print the raw JSON answer")
     add_scope_rule(fact)
     consolidate = add("consolidate", cmd_consolidate, "consolidate facts now (scopes due, or one)")
     consolidate.add_argument("--scope", help="only this scope, due or not")
@@ -461,4 +498,15 @@ def main(argv: list[str] | None = None) -> int:
         code = 1
     except* KeyboardInterrupt:
         code = EXIT_INTERRUPTED
+    except* BrokenPipeError:
+        _stop_writing()
+        code = EXIT_PIPE_CLOSED
     return code
+
+
+def _stop_writing() -> None:
+    """Point standard output at /dev/null: the reader has gone (`forged facts | head`), and the
+    flush at exit would fail again with a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

@@ -15,6 +15,8 @@ from forged.models import (
     ContextAnswer,
     DeadLettersAnswer,
     EditsAnswer,
+    FactAudit,
+    FactChange,
     LoggedInteraction,
     MemoryItem,
     ObserverStatus,
@@ -29,6 +31,7 @@ __all__ = [
     "show_context",
     "show_dead_letters",
     "show_fact",
+    "show_fact_audit",
     "show_redistill",
     "show_results",
     "show_status",
@@ -108,12 +111,19 @@ def show_status(status: Status) -> None:
 def show_results(results: list[MemoryItem]) -> None:
     if not results:
         print("no memory matches", file=sys.stderr)
-    for item in results:
+    best = max((item.score for item in results), default=0.0)
+    for rank, item in enumerate(results, start=1):
         fixed = "" if item.corrected_by is None else f"  [corrected by #{item.corrected_by}]"
         print(
-            f"{item.score:9.3g}  {item.kind:<11}  {item.last_at[:10]}"
+            f"{rank:>3}. {_match(item.score, best):>4}  {item.kind:<11}  {item.last_at[:10]}"
             f"  {' '.join(item.text.split())}{fixed}"
         )
+
+
+def _match(score: float, best: float) -> str:
+    """A score as a person reads it: how close to the best result of the search, in percent
+    (a raw score such as 0.016 depends on the words and the store, and means nothing alone)."""
+    return f"{round(100 * score / best)}%" if best > 0 else "-"
 
 
 def show_context(answer: ContextAnswer) -> None:
@@ -139,6 +149,23 @@ def show_fact(fact: StoredFact) -> None:
         f"{fact.id:>6}  {fact.scope}  {fact.kind:<10}"
         f"  {fact.last_at[:10]}  {fact.text}{seen}{marks}{_retired(fact)}"
     )
+
+
+def _change_line(direction: str, change: FactChange) -> str:
+    other = change.fact
+    return (
+        f"  {direction} #{other.id} ({change.action}, {change.created_at[:10]}): {other.text}"
+        f"  [{change.reason}]"
+    )
+
+
+def show_fact_audit(audit: FactAudit) -> None:
+    """The fact's line, then a line for each fact it replaced and for the one that replaced it."""
+    show_fact(audit.fact)
+    for change in audit.replaced:
+        print(_change_line("replaced", change))
+    if audit.replaced_by is not None:
+        print(_change_line("replaced by", audit.replaced_by))
 
 
 def show_scopes(answer: ScopesAnswer) -> None:

@@ -67,18 +67,12 @@ def cmd_scopes(args: argparse.Namespace) -> int:
 
 def cmd_interactions(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        after = None
-        while True:  # every page, in time order
-            page = client.interactions(
-                scope=args.scope, since=args.since, until=args.until, after=after
-            )
-            for item in page.interactions:
-                if args.json:
-                    print(msgspec.json.encode(item).decode())
-                else:
-                    display.show_interaction(item)
-            if (after := page.next) is None:
-                return 0
+        for item in client.iter_interactions(scope=args.scope, since=args.since, until=args.until):
+            if args.json:  # a line `forged import jsonl` reads back
+                print(msgspec.json.encode(item).decode())
+            else:
+                display.show_interaction(item)
+    return 0
 
 
 def cmd_summaries(args: argparse.Namespace) -> int:

@@ -61,7 +61,25 @@ _KINDS = {
     type(None): "null",
 }
 
-_DECODE_LINE = msgspec.json.Decoder(Interaction)
+
+class _Line(Interaction, forbid_unknown_fields=True):
+    """A line of JSON lines: an interaction as pushed, or as `forged interactions --json` and
+    `forged export` write it (with its `seq`, `received_at` and, in an export, its `type`)."""
+
+    seq: int | None = None
+    received_at: str | None = None
+    type: str = "interaction"
+
+
+class _Type(msgspec.Struct):
+    """What a line is, read first: an export's summaries and facts are no interactions."""
+
+    type: str = "interaction"
+
+
+_DECODE_LINE = msgspec.json.Decoder(_Line)
+_DECODE_TYPE = msgspec.json.Decoder(_Type)
+_PUSHED = tuple(f for f in Interaction.__struct_fields__)  # the fields an interaction keeps
 
 
 class Record(NamedTuple):
@@ -373,10 +391,15 @@ def _jsonl(lines: Iterable[bytes], scope: str | None) -> Iterator[Record]:
             continue
         where = f"line {number}"
         try:
-            item = _DECODE_LINE.decode(line)
+            kind = _DECODE_TYPE.decode(line).type
+            if kind != "interaction":  # an export's summaries and facts: made, not said
+                yield Record(where, None, f"a {kind[:40]!r} line, not an interaction")
+                continue
+            line_item = _DECODE_LINE.decode(line)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             yield Record(where, None, str(exc))
             continue
+        item = Interaction(**{f: getattr(line_item, f) for f in _PUSHED})
         if scope is not None:
             item.scope = scope
         if item.id is None:

@@ -258,6 +258,15 @@ class Client:
         """Every scope holding memory, with its counts and last activity, most recent first."""
         return self._send(calls.SCOPES)
 
+    def iter_interactions(
+        self, *, scope: str | None = None, since: str | None = None, until: str | None = None
+    ) -> Iterator[models.LoggedInteraction]:
+        """Every interaction of `scope` (`default` unless named) in time order, page after page."""
+        pages = _pages(
+            lambda after: self.interactions(scope=scope, since=since, until=until, after=after)
+        )
+        return (item for page in pages for item in page.interactions)
+
     def interactions(
         self,
         *,
