@@ -14,7 +14,10 @@ import cProfile
 import random
 from collections.abc import Callable
 
-SHAPES = ("unpunctuated", "one word", "names and numbers", "mixed scripts")
+SHAPES = ("unpunctuated", "one word", "names and numbers", "mixed scripts", "runs")
+# What "runs" repeats, by seed: each makes some pattern retry at every place of a long run
+# (spaces, stops, speaker labels, photo captions, cue words, clause breaks).
+RUNS = (" ", ". ", "a: ", "[shares ", "please ", " but ", "\t-", "((", "_")
 _WORDS = [
     "garden",
     "silver",
@@ -44,7 +47,8 @@ _PIECES = (
 
 
 def hostile(shape: str, chars: int, seed: int = 0) -> str:
-    """A line of `chars` characters of that shape (SHAPES), the same for the same seed."""
+    """A line of `chars` characters of that shape (SHAPES), the same for the same seed; it
+    starts and ends with a letter (a run of spaces is not stripped away)."""
     rng = random.Random(seed)
     if shape == "unpunctuated":
         piece = lambda: rng.choice(_WORDS) + " "  # noqa: E731 - one line per shape reads best
@@ -54,6 +58,9 @@ def hostile(shape: str, chars: int, seed: int = 0) -> str:
         piece = lambda: f"{rng.choice(_NAMES)} {rng.randint(1, 9999)} "  # noqa: E731
     elif shape == "mixed scripts":
         piece = lambda: rng.choice(_PIECES)  # noqa: E731
+    elif shape == "runs":
+        run = RUNS[seed % len(RUNS)]
+        piece = lambda: run  # noqa: E731
     else:
         raise ValueError(shape)
     parts: list[str] = []
@@ -61,7 +68,7 @@ def hostile(shape: str, chars: int, seed: int = 0) -> str:
     while size < chars:
         parts.append(piece())
         size += len(parts[-1])
-    return "".join(parts)[:chars].strip() or "x"
+    return "x" + "".join(parts)[: max(chars - 2, 0)] + "y"
 
 
 def calls(work: Callable[[], object]) -> int:

@@ -28,6 +28,8 @@ TIME_WORDS = re.compile(  # a date or time expression: what dates a happening
     rf"recently|lately|since|{'|'.join(MONTHS + WEEKDAYS)}|(?:19|20)\d\d)\b",
     re.IGNORECASE,
 )
+_PLEASE = re.compile(r"\bplease\b", re.IGNORECASE)  # a preference: "please ... from now on"
+_FROM_NOW_ON = re.compile(r"\bfrom now on\b", re.IGNORECASE)
 _SUBJECT = r"(?:i|we|i've|we've|i'm|we're)"
 RULES: tuple[tuple[FactKind, re.Pattern[str]], ...] = (  # in order: the first match wins
     (
@@ -48,7 +50,7 @@ RULES: tuple[tuple[FactKind, re.Pattern[str]], ...] = (  # in order: the first m
     (
         "preference",
         re.compile(
-            r"\bplease\b.*\bfrom now on\b|\bi(?:'d| would)? (?:really )?"
+            r"\bi(?:'d| would)? (?:really )?"
             r"(?:prefer|like|love|hate|enjoy|rather)\b|\bmy favou?rite\b",
             re.IGNORECASE,
         ),
@@ -65,6 +67,18 @@ RULES: tuple[tuple[FactKind, re.Pattern[str]], ...] = (  # in order: the first m
 )
 
 
+def _asks_from_now_on(text: str) -> bool:
+    """Whether a line says "please ... from now on": the first "please" of each line, then one
+    search after it (a pattern `please.*from now on` rescans the line from every "please")."""
+    return any(
+        (m := _PLEASE.search(line)) is not None and _FROM_NOW_ON.search(line, m.end()) is not None
+        for line in text.split("\n")
+    )
+
+
 def kind_of(text: str) -> FactKind:
     """The one kind a line holds (see the module docstring)."""
-    return next((kind for kind, cue in RULES if cue.search(text)), "profile")
+    for kind, cue in RULES:
+        if cue.search(text) or (kind == "preference" and _asks_from_now_on(text)):
+            return kind
+    return "profile"

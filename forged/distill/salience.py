@@ -81,7 +81,7 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _CONTRACTION = re.compile(
     r"(\w)(?:n['\u2019]t|['\u2019](?:s|m|re|ve|ll|d))\b", re.IGNORECASE
 )  # "can't": "ca"
-_CAPTION = re.compile(r"\s*\[shares? (.*)\]\s*$")  # a shared photo, as LoCoMo writes it
+_CAPTION = re.compile(r"\[shares? ")  # a shared photo, as LoCoMo writes it: "[shares a cat]"
 _ADDRESSED = re.compile(r"^(?:you|your|you're|you've|you'd|you'll)\b", re.IGNORECASE)
 _REACTION = re.compile(  # how a listener answers news
     r"^(?:wow|whoa|woah|omg|oh|congrat\w*|that's|that is|sounds|so sorry|sorry|amazing|"
@@ -102,8 +102,12 @@ class Line:
     @classmethod
     def of(cls, speaker: str, raw: str) -> Line:
         text = html.unescape(raw).strip()
-        m = _CAPTION.search(text)
-        return cls(speaker, text[: m.start()].strip(), m.group(1)) if m else cls(speaker, text)
+        if not text.endswith("]"):  # a caption ends the line's last line
+            return cls(speaker, text)
+        m = _CAPTION.search(text, text.rfind("\n") + 1)  # its first "[share": one scan
+        return (
+            cls(speaker, text[: m.start()].strip(), text[m.end() : -1]) if m else cls(speaker, text)
+        )
 
     def asks(self) -> bool:
         return self.text.rstrip().endswith("?")

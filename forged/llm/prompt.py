@@ -279,7 +279,9 @@ def _pieces(lines: list[str], max_chars: int) -> list[str]:
     for line in lines:
         for start in range(0, max(len(line), 1), max_chars):
             part = (
-                line[start : start + max_chars] if start == 0 else "… " + line[start:][:max_chars]
+                line[start : start + max_chars]
+                if start == 0
+                else "… " + line[start : start + max_chars]
             )
             if current and size + len(part) + 1 > max_chars:
                 pieces.append("\n".join(current))

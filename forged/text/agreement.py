@@ -42,7 +42,8 @@ NEGATIONS = frozenset(
     ).split()
 )
 _NOT_SUFFIXES = ("n't", "n\u2019t")  # don't, isn't, can't, won't
-_CLAUSE_END = re.compile(r"[,;.!?()\u2013\u2014]+|\s+but\s+|\s+-\s+")  # where a clause ends
+# Where a clause ends; a run of spaces is tried from its start only (linear, not quadratic).
+_CLAUSE_END = re.compile(r"[,;.!?()\u2013\u2014]+|(?<!\s)\s+(?:but|-)\s+")
 # Negations that say something positive: "can't wait", "no doubt", "not only", "never forget".
 _IDIOMS = frozenset(
     {"wait", "doubt", "only", "matter", "forget", "worry", "stop", "miss", "so", "long", "too"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -102,13 +103,14 @@ NUMBER_WORDS = {  # spelled-out numbers compare equal to digits
     for w in words
 }
 _TOKEN = re.compile(r"[^\W\d_][\w'\u2019-]*|\d[\d,.]*\w*")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+)[\W_]*\w")  # ends on a sentence's first letter
+_SENTENCE_BREAK = re.compile(r"[.!?:;]\s+")  # a sentence starts at the next letter after one
+_ALNUM = re.compile(r"[^\W_]")  # a letter or digit
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")  # where a fact's next sentence starts
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # A speaker's label before what a line says ("Caroline: "); one inside what was said is quoted
 # transcript structure (Bob typing "Caroline: I moved"), not a speaker.
 _LABEL = re.compile(r"^\s*([^:\s][^:]{0,39}):\s+")
-_QUOTED_LABEL = re.compile(r"^\s*[^\W\d_][\w'-]{0,39}:\s+")  # one word: "Caroline: ", "SYSTEM: "
+_QUOTED_LABEL = re.compile(r"\s*[^\W\d_][\w'-]{0,39}:\s+")  # one word: "Caroline: ", "SYSTEM: "
 _SUFFIXES = ("'s", "\u2019s", "ies", "ied", "ing", "ed", "es", "s", "ly")
 
 
@@ -132,6 +134,22 @@ def _number(token: str) -> str | None:
         n = m.group(0).replace(",", "").rstrip(".")
         return str(int(n)) if n.isdigit() else n  # 09 is 9
     return NUMBER_WORDS.get(token.casefold())
+
+
+def _sentence_starts(text: str) -> set[int]:
+    """Where the sentences of a text start: the first letter or digit of the text and the first
+    after each sentence break. Linear: a break before the letter already found finds it again."""
+    starts: set[int] = set()
+    found = -1  # the letter found last
+    for at in itertools.chain((0,), (m.end() for m in _SENTENCE_BREAK.finditer(text))):
+        if at > found:
+            if (m := _ALNUM.search(text, at)) is None:  # else an underscore, as `[\W_]*\w` says
+                found = text.rfind("_", at)
+                starts.update([found] if found >= 0 else [])
+                break
+            found = m.start()
+        starts.add(found)
+    return starts
 
 
 def _positioned(text: str) -> list[tuple[int, str]]:
@@ -210,16 +228,18 @@ class Line:
         speaker, said, quoted = None, text, set()
         if m := _LABEL.match(text):
             speaker, said = m.group(1).strip(), text[m.end() :]
-            while n := _QUOTED_LABEL.match(said):  # quoted labels are no evidence of who spoke
+            at = 0  # quoted labels are no evidence of who spoke (matched in place: linear)
+            while n := _QUOTED_LABEL.match(said, at):
                 quoted.add(stem(n.group(0).strip().rstrip(":")))
-                said = said[n.end() :]
+                at = n.end()
+            said = said[at:]
             text = f"{speaker}: {said}"
         positioned = _positioned(text)
         tokens = [token for _, token in positioned]
         numbers = frozenset(filter(None, map(_number, tokens)))
         first = speaker is not None and bool({t.casefold() for t in tokens} & FIRST_PERSON)
         said_from = len(text) - len(said)  # what was said starts there (after the label)
-        starts = {m.end() - 1 for m in _SENTENCE_START.finditer(said)}
+        starts = _sentence_starts(said)
         names = frozenset(
             stem(t)
             for at, t in positioned
@@ -337,7 +357,7 @@ def claim(text: str) -> Claim:
     """The names, numbers, years and content-word stems a text asserts."""
     positioned = _positioned(text)
     tokens = [token for _, token in positioned]
-    starts = {m.end() - 1 for m in _SENTENCE_START.finditer(text)}
+    starts = _sentence_starts(text)
     out = Claim(set(), set(), set(), set())
     for i, token in enumerate(tokens):
         low = token.casefold()
