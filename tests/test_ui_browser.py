@@ -72,6 +72,9 @@ def _scenario(driver: Any, ui: Ui) -> dict[str, Any]:
         lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-turn]")) == seen["turns_before"] - 1
     )
     seen["timeline"] = css("#timeline").text
+    css("#nav-status").click()
+    wait.until(ec.presence_of_element_located((By.ID, "observers")))
+    seen["status"] = driver.find_element(By.ID, "main").text
     return seen
 
 
@@ -224,6 +227,7 @@ async def test_a_person_corrects_a_fact_and_deletes_a_turn_in_the_browser(daemon
     assert "Painting a lake" not in seen["timeline"] and CORRECTED in seen["timeline"]
     assert [i["seq"] for i in turns["interactions"]] == [1, 3]
     assert CORRECTED in {f["text"] for f in facts}
+    assert "Dead letters (0)" in seen["status"] and "null" not in seen["status"]
     assert "Planted" not in str(facts)
     assert refused["no_token"] == NO_SESSION
     assert refused["wrong_host"] == "wrong Host: open the URL forged ui printed"

@@ -344,7 +344,7 @@ async function showStatus() {
       const report = await api("POST", "/v1/dead-letters/redistill");
       toast(`Redistilled ${report.redistilled}, still failing ${report.still_failing}`);
       await showStatus();
-    } }, "Redistill all") : null);
+    } }, "Redistill all") : ""); // replaceChildren writes a null out as the text "null"
 }
 
 if (SESSION) {
