@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -13,8 +14,12 @@ README_CAP = 15_000  # bytes: the README stays a page; the details live in docs/
 
 def _dry_run(target: str, venv: Path) -> str:
     """The commands `make TARGET` would run for an environment not yet made."""
-    argv = ["make", "--dry-run", target, f"VENV={venv}"]
-    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=True).stdout
+    argv = ["make", "--dry-run", "--no-print-directory", target, f"VENV={venv}"]
+    # not a sub-make of the `make test` this may run under: its flags and level stay out
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return subprocess.run(
+        argv, cwd=REPO, env=env, capture_output=True, text=True, check=True
+    ).stdout
 
 
 @pytest.mark.integration  # runs make, a child process
