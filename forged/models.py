@@ -148,12 +148,22 @@ def stored_count(value: int) -> int:
 
 
 class Usage(msgspec.Struct, frozen=True):
-    """What one LLM call cost."""
+    """What one LLM call cost; `a + b` is what two sets of calls cost together (`+ None`: none)."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     ms: int = 0
     calls: int = 0
+
+    def __add__(self, other: Usage | None) -> Usage:
+        if other is None:
+            return self
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.ms + other.ms,
+            self.calls + other.calls,
+        )
 
 
 class DistilledMemory(msgspec.Struct):

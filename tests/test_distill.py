@@ -20,13 +20,12 @@ from forged.daemon.runner import Running
 from forged.distill.batches import (
     MAX_REPLACED,
     RERUN,
-    UNWATCHED,
     BatchDistiller,
     Distilled,
-    RetryPolicy,
     replacing,
 )
 from forged.errors import InvalidAnswer, LLMUnavailable
+from forged.llm.retry import UNWATCHED, RetryPolicy
 from forged.models import DistilledMemory, Fact, MemoryItem, Message, StoredInteraction
 from forged.text.tokens import estimate_tokens
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config

@@ -19,7 +19,6 @@ import msgspec
 import structlog
 import trio
 
-from forged.backoff import Backoff
 from forged.config import ConsolidateConfig
 from forged.consolidate import condense
 from forged.consolidate.judgement import (
@@ -32,10 +31,10 @@ from forged.consolidate.judgement import (
     parse_changes,
     render_facts,
 )
-from forged.distill.batches import RetryPolicy, add_usage, timed
-from forged.errors import BudgetSpent, ContextOverflow, InvalidAnswer, LLMUnavailable
+from forged.errors import BudgetSpent, ContextOverflow, InvalidAnswer
 from forged.hub import Feed, Progress
 from forged.llm.distiller import Task
+from forged.llm.retry import RetryPolicy, retried, timed
 from forged.models import Condensed, ConsolidationChange, ConsolidationRun, Usage
 from forged.store import consolidation
 from forged.timestamps import utc_text
@@ -170,7 +169,7 @@ class ConsolidateObserver:
             if len(chunk) < 2:
                 continue
             proposed, spent = await self._ask(self._proposal(scope, chunk), progress, patient)
-            usage = add_usage(usage, spent)
+            usage += spent
             changes += checked(proposed or [], chunk, retired, self.config.max_reason_chars)
         condensed, spent, ungrounded = await self._condense(scope, progress, patient)
         return ConsolidationRun(
@@ -180,7 +179,7 @@ class ConsolidateObserver:
             facts=len(facts),
             through_fact_id=max((f.id for f in facts), default=0),
             changes=changes,
-            usage=add_usage(usage, spent),
+            usage=usage + spent,
             ungrounded=ungrounded,
             condensed=condensed,
         )
@@ -261,30 +260,20 @@ class ConsolidateObserver:
     ) -> tuple[T | None, Usage]:
         """The parsed answer to one request, with retries as for distilling, and its cost.
 
-        An unreachable LLM is waited for (patient) or raised; an invalid answer is asked again
-        up to `max_attempts` times, then None: what was asked about is left as it is.
+        Each try waits for the hourly budget first. An unreachable LLM is waited for (patient)
+        or raised; an invalid answer is asked again up to `max_attempts` times, then None: what
+        was asked about is left as it is.
         """
-        backoff = Backoff(self.retry.backoff_initial, self.retry.backoff_max)
-        spent, attempts = Usage(), 0
-        while attempts < self.retry.max_attempts:  # an outage is waited out, not counted
+
+        async def budgeted(_attempt: int) -> tuple[T, Usage]:
             await self._budget(patient)
-            try:
-                answer, usage = await timed(progress, request)
-                return answer, add_usage(spent, usage)
-            except LLMUnavailable as exc:
-                if not patient:
-                    raise
-                progress.set_state("waiting_for_llm", error=str(exc))
-                await trio.sleep(backoff.next())
-                progress.set_state("distilling")
-            except (InvalidAnswer, ContextOverflow) as exc:
-                attempts += 1
-                spent = add_usage(spent, exc.usage)
-                progress.status.last_error = f"{type(exc).__name__}: {exc}"
-                log.warning(
-                    "consolidation_invalid_answer",
-                    observer=self.name,
-                    error=str(exc),
-                    attempt=attempts,
-                )
-        return None, spent
+            return await timed(progress, request)
+
+        policy = msgspec.structs.replace(self.retry, wait_for_llm=patient)
+        try:
+            (answer, usage), spent = await retried(
+                budgeted, policy, progress, observer=self.name, retry_overflow=True
+            )
+        except (InvalidAnswer, ContextOverflow) as exc:
+            return None, exc.usage or Usage()
+        return answer, spent + usage

@@ -23,7 +23,7 @@ from forged.consolidate.observer import Asker, ConsolidateObserver
 from forged.daemon import log as logging
 from forged.daemon import systemd
 from forged.daemon.loader import load_consolidator, load_observers, make_distiller
-from forged.distill.batches import BatchDistiller, Related, RetryPolicy
+from forged.distill.batches import BatchDistiller, Related
 from forged.distill.deadletters import Redistiller
 from forged.distill.observer import DistillObserver
 from forged.errors import AlreadyRunning, ConfigError
@@ -34,6 +34,7 @@ from forged.hub import Hub, Observer
 from forged.ingest.pipeline import Ingest
 from forged.lifecycle import Lifecycle
 from forged.llm.distiller import Distiller
+from forged.llm.retry import RetryPolicy
 from forged.models import DISTILL_OBSERVER
 from forged.recall.engine import Recall
 from forged.store.backend import Backend, open_store

@@ -1,26 +1,23 @@
 """Distilling: batches of interactions become summaries and typed facts.
 
-`BatchDistiller` is the work (a batch in, a `BatchOutcome` out, retries by a `RetryPolicy`); it
+`BatchDistiller` is the work (a batch in, a `BatchOutcome` out, retries by forged.llm.retry); it
 commits nothing. The observer loop that feeds it and commits is forged.distill.observer;
 re-runs of dead letters live in forged.distill.deadletters.
 """
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
 from itertools import groupby
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 import structlog
 import trio
 
-from forged.backoff import Backoff
-from forged.config import DistillConfig
-from forged.errors import ContextOverflow, DistillError, InvalidAnswer, LLMUnavailable
+from forged.errors import ContextOverflow, DistillError, InvalidAnswer
 from forged.llm.distiller import Distiller
 from forged.llm.prompt import (
     message_lines,
@@ -29,6 +26,7 @@ from forged.llm.prompt import (
     render_transcript,
     speaker,
 )
+from forged.llm.retry import RetryPolicy, StatusSink, retried, timed
 from forged.models import (
     DISTILL_OBSERVER,
     SUPERSEDING_KINDS,
@@ -36,7 +34,6 @@ from forged.models import (
     Fact,
     LinePick,
     MemoryItem,
-    ObserverState,
     StoredInteraction,
     Usage,
     normalise,
@@ -48,14 +45,10 @@ __all__ = [
     "FIRST_RUN",
     "RAW_LIMIT",
     "RERUN",
-    "UNWATCHED",
     "BatchDistiller",
     "Distilled",
     "Outcomes",
     "Related",
-    "RetryPolicy",
-    "StatusSink",
-    "add_usage",
     "ground",
     "merge",
     "new_batch_id",
@@ -79,27 +72,13 @@ def _chars(items: list[StoredInteraction]) -> int:
     return sum(len(m.text) for i in items for m in i.messages)
 
 
-def add_usage(a: Usage, b: Usage | None) -> Usage:
-    """The cost of two sets of calls together."""
-    if b is None:
-        return a
-    return Usage(
-        a.prompt_tokens + b.prompt_tokens,
-        a.completion_tokens + b.completion_tokens,
-        a.ms + b.ms,
-        a.calls + b.calls,
-    )
-
-
 def merge(memories: list[DistilledMemory], max_facts: int) -> DistilledMemory:
     """One memory from the chunks of one interaction: summaries joined, facts de-duplicated."""
     facts: dict[tuple[str, str], Fact] = {}
     for memory in memories:
         for fact in memory.facts:
             facts.setdefault((fact.kind, normalise(fact.text)), fact)
-    usage = Usage()
-    for memory in memories:
-        usage = add_usage(usage, memory.usage)
+    usage = sum((m.usage for m in memories), Usage())
     summary = "\n".join(m.summary.strip() for m in memories if m.summary.strip())
     picks = list(dict.fromkeys(p for m in memories for p in m.picks))
     return DistilledMemory(summary, list(facts.values())[:max_facts], usage, picks[:max_facts])
@@ -201,67 +180,6 @@ class Outcomes(NamedTuple):
 
 FIRST_RUN = Outcomes("committed", "dead_letter")
 RERUN = Outcomes("redistilled", "still_failing")  # dead letters distilled again
-
-
-class RetryPolicy(msgspec.Struct, frozen=True):
-    """How one transcript is retried: bad answers `max_attempts` times; an unreachable LLM is
-    waited for with backoff when `wait_for_llm` (the observer), else raised at once (a re-run
-    someone waits for)."""
-
-    max_attempts: int
-    backoff_initial: float
-    backoff_max: float
-    wait_for_llm: bool = True
-
-    @classmethod
-    def of(cls, config: DistillConfig) -> RetryPolicy:
-        return cls(config.max_attempts, config.backoff_initial, config.backoff_max)
-
-
-class StatusSink(Protocol):
-    """Where the work shows what it waits for: the observer's `Progress`, or nowhere."""
-
-    def set_state(self, state: ObserverState, error: str | None = None) -> None: ...
-
-    def note_error(self, error: str) -> None: ...
-
-    def model_called(self, seconds: float, outcome: str) -> None: ...
-
-
-class _Unwatched:
-    """A status nobody shows: a re-run answers its caller directly."""
-
-    def set_state(self, state: ObserverState, error: str | None = None) -> None:
-        pass
-
-    def note_error(self, error: str) -> None:
-        pass
-
-    def model_called(self, seconds: float, outcome: str) -> None:
-        pass
-
-
-UNWATCHED: StatusSink = _Unwatched()
-# How a call to the model ended, as the metrics count it (the first class that matches).
-_OUTCOMES: tuple[tuple[type[DistillError], str], ...] = (
-    (LLMUnavailable, "unavailable"),
-    (ContextOverflow, "context_overflow"),
-    (InvalidAnswer, "invalid_answer"),
-    (DistillError, "error"),
-)
-
-
-async def timed(status: StatusSink, call: Callable[[], Awaitable[T]]) -> T:
-    """`call()`, a call to the model, counted with its outcome and how long it took."""
-    started = time.monotonic()
-    try:
-        result = await call()
-    except DistillError as exc:
-        outcome = next(name for cls, name in _OUTCOMES if isinstance(exc, cls))
-        status.model_called(time.monotonic() - started, outcome)
-        raise
-    status.model_called(time.monotonic() - started, "ok")
-    return result
 
 
 def new_batch_id() -> str:
@@ -387,7 +305,7 @@ class BatchDistiller:
                 memories.append(await self._call(chunk, status))
             except DistillError as exc:  # the chunks done so far were paid for too
                 spent = merge(memories, self.max_facts).usage
-                exc.usage = add_usage(spent, exc.usage)
+                exc.usage = spent + exc.usage
                 raise
         return merge(memories, self.max_facts)
 
@@ -435,39 +353,15 @@ class BatchDistiller:
         )
 
     async def _call(self, transcript: str, status: StatusSink) -> DistilledMemory:
-        """Call the distiller by the retry policy, telling it which attempt this is.
-
-        The usage of failed tries is added to the answer's, or to the error that ends the tries.
-        """
-        retry = self.retry
-        backoff = Backoff(retry.backoff_initial, retry.backoff_max)
-        attempt = 1
-        spent = Usage()
-        while True:
-            try:
-                ask = partial(self.distiller.distill, transcript, attempt=attempt)
-                memory = await timed(status, ask)
-            except LLMUnavailable as exc:
-                if not retry.wait_for_llm:
-                    raise
-                status.set_state("waiting_for_llm", error=str(exc))
-                pause = backoff.next()
-                log.warning(
-                    "llm_unavailable", observer=DISTILL_OBSERVER, error=str(exc), retry_in=pause
-                )
-                await trio.sleep(pause)
-                status.set_state("distilling")
-                continue
-            except (InvalidAnswer, ContextOverflow) as exc:
-                spent = add_usage(spent, exc.usage)
-                status.note_error(f"{type(exc).__name__}: {exc}")
-                overflow = isinstance(exc, ContextOverflow)
-                event = "llm_context_overflow" if overflow else "llm_invalid_answer"
-                log.warning(event, observer=DISTILL_OBSERVER, error=str(exc), attempt=attempt)
-                if overflow or attempt >= retry.max_attempts:
-                    exc.usage = spent if spent.calls else None
-                    raise
-                attempt += 1
-                continue
-            memory.usage = add_usage(memory.usage, spent)
-            return memory
+        """Call the distiller by the retry policy, telling it which attempt this is; the usage
+        of failed tries is added to the answer's, or to the error that ends the tries."""
+        memory, spent = await retried(
+            lambda attempt: timed(
+                status, partial(self.distiller.distill, transcript, attempt=attempt)
+            ),
+            self.retry,
+            status,
+            observer=DISTILL_OBSERVER,
+        )
+        memory.usage += spent
+        return memory

@@ -5,8 +5,9 @@ from __future__ import annotations
 import structlog
 import trio
 
-from forged.distill.batches import RERUN, UNWATCHED, BatchDistiller, Distilled, new_batch_id
+from forged.distill.batches import RERUN, BatchDistiller, Distilled, new_batch_id
 from forged.hub import Progress
+from forged.llm.retry import UNWATCHED
 from forged.models import DISTILL_OBSERVER, RedistillReport, RedistillResult
 from forged.store.backend import Backend
 from forged.store.records import BatchOutcome

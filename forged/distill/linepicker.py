@@ -2,8 +2,8 @@
 
 The baseline that shows what a model adds (`[distiller] class = "forged.distill.linepicker:LinePicker"`).
 A line is kept when it is not a question and holds at least MIN_CONTENT_WORDS content words,
-or fewer but a name, a number or a date; its kind comes from cue words (see KIND_CUES), else
-`profile`. Kept lines are stored verbatim, like every extractive distiller's.
+or fewer but a name, a number or a date; its kind is the one forged.distill.kinds gives it,
+as the offline distiller's is. Kept lines are stored verbatim, like every extractive distiller's.
 """
 
 from __future__ import annotations
@@ -12,32 +12,16 @@ import re
 import time
 
 from forged.config import DistillerConfig
+from forged.distill.kinds import kind_of
 from forged.llm.prompt import LINE_ID
-from forged.models import DistilledMemory, FactKind, LinePick, Usage
+from forged.models import DistilledMemory, LinePick, Usage
 from forged.text.grounding import MONTHS, WEEKDAYS, claim
 
-__all__ = ["KIND_CUES", "MIN_CONTENT_WORDS", "MIN_SPECIFIC_WORDS", "LinePicker", "pick_lines"]
+__all__ = ["MIN_CONTENT_WORDS", "MIN_SPECIFIC_WORDS", "LinePicker", "pick_lines"]
 
 MIN_CONTENT_WORDS = 5  # a line with fewer says little, unless it names someone or a date
 MIN_SPECIFIC_WORDS = 3  # ... and a line with a name, number or date needs at least these
-KIND_CUES: tuple[tuple[FactKind, re.Pattern[str]], ...] = (  # the first that matches wins
-    ("correction", re.compile(r"\b(?:actually|instead|correction|i meant|not \w+ but)\b", re.I)),
-    ("decision", re.compile(r"\b(?:decided?|let's|we'll|i'll|going to|plan to|chose)\b", re.I)),
-    ("preference", re.compile(r"\b(?:prefer\w*|love|like|favou?rite|enjoy\w*|hate)\b", re.I)),
-    (
-        "event",
-        re.compile(
-            rf"\b(?:yesterday|today|tonight|last|ago|weekend|went|did|{'|'.join(MONTHS + WEEKDAYS)})\b",
-            re.I,
-        ),
-    ),
-    ("state", re.compile(r"\b(?:now|moved|started|switched|became|no longer)\b", re.I)),
-)
 _LINE = re.compile(LINE_ID.pattern + r"(.*)$", re.MULTILINE)  # [seq.line] speaker: text
-
-
-def _kind(text: str) -> FactKind:
-    return next((kind for kind, cue in KIND_CUES if cue.search(text)), "profile")
 
 
 def _worth_keeping(text: str) -> bool:
@@ -57,7 +41,7 @@ def pick_lines(transcript: str, limit: int) -> list[LinePick]:
         text = m.group(3).split(": ", 1)[-1]  # without the speaker
         if _worth_keeping(text):
             key = (int(m.group(1)), int(m.group(2)))
-            picks.setdefault(key, LinePick(*key, _kind(text)))
+            picks.setdefault(key, LinePick(*key, kind_of(text)))
     return list(picks.values())[:limit]
 
 
