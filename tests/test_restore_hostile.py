@@ -17,7 +17,7 @@ from forged.config import Config, load_config
 from forged.errors import BackupError
 from forged.store.backup import inspect_backup, restore_backup, take_backup
 from forged.store.rebuild import rebuild_from, untrusted
-from forged.store.sqlite_schema import MIGRATIONS, migrate
+from forged.store.sqlite_schema import MIGRATIONS, migrate, register_functions
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.fakellm import FakeLLM
 
@@ -122,6 +122,7 @@ def _index_problems(path: Path) -> list[str]:
     its content can be read back (the turns' view cannot be, from inside FTS5)."""
     problems = []
     with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        register_functions(db)  # the indexed views call them
         for fts, rank in (("interactions_fts", ""), ("facts_fts", ", 1"), ("summaries_fts", ", 1")):
             column = ", rank" if rank else ""
             try:
