@@ -10,7 +10,8 @@ ForgedError
 │   ├── LLMUnavailable   transient: connect, timeout, 429, 5xx, model loading; retry forever
 │   ├── ContextOverflow  the transcript does not fit the model's context; split the batch
 │   ├── UnsupportedMode  the server rejected the structured-output mode; try the next one
-│   └── InvalidAnswer    the answer was not valid memory; retry, then split
+│   ├── InvalidAnswer    the answer was not valid memory; retry, then split
+│   └── CheckOverrun     checking a transcript or an answer ran past its deadline; split
 ├── ObserverError        an observer plugin broke its contract (its run returned)
 ├── BudgetSpent          the hourly budget of consolidation's LLM calls is used up
 ├── BundledLLMError      the bundled local model could not be started
@@ -38,6 +39,7 @@ __all__ = [
     "BadRequest",
     "BudgetSpent",
     "BundledLLMError",
+    "CheckOverrun",
     "ClientError",
     "ConfigError",
     "ContextOverflow",
@@ -121,6 +123,11 @@ class UnsupportedMode(DistillError):
 
 class InvalidAnswer(DistillError):
     """The answer was not valid memory (not JSON, wrong shape, truncated)."""
+
+
+class CheckOverrun(DistillError):
+    """CPU work on a batch's text (rendering, picking, grounding) ran past its deadline and was
+    stopped; a smaller batch may pass, a single interaction is given up on."""
 
 
 class ObserverError(ForgedError):

@@ -31,6 +31,7 @@ from forged.text.tokens import estimate_tokens
 from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
 from tests.data import rows
 from tests.fakellm import SEQ_TAG, FakeLLM
+from tests.offloads import STALL, OnTheLoop, StallingGround
 
 TIMEOUT = 30  # seconds any single test may take
 POISON = "POISON-PILL"  # the fake LLM chokes on any prompt holding this
@@ -319,14 +320,14 @@ class _Scripted:
         return DistilledMemory("We keep PostgreSQL.", [])
 
 
-def _stored(seq: int) -> StoredInteraction:
-    text = "We keep PostgreSQL."
+def _stored(seq: int, text: str = "We keep PostgreSQL.") -> StoredInteraction:
     message = Message(role="user", text=text)
     return StoredInteraction(seq, "s", None, "2026-01-01T00:00:00.000Z", 10, [message])
 
 
 def _work(distiller: _Scripted, max_attempts: int = 3) -> BatchDistiller:
-    return BatchDistiller(distiller, RetryPolicy(max_attempts, 0.01, 0.01), 3000, 64)
+    retry = RetryPolicy(max_attempts, 0.01, 0.01)
+    return BatchDistiller(distiller, retry, 3000, 64, offload=OnTheLoop())
 
 
 async def test_each_try_of_a_bad_answer_tells_the_distiller_its_attempt() -> None:
@@ -382,32 +383,40 @@ def test_a_fact_keeps_the_session_its_sources_share() -> None:
     assert [f.session for f in with_sessions(facts, items)] == ["a", "b", None]
 
 
-async def test_grounding_and_rendering_run_in_a_thread_of_their_own() -> None:
-    """The CPU work on untrusted text waits for the work's thread limiter, not the event loop:
-    while a test holds the limiter, the batch waits for it, first to render, then to ground
-    (with `offload_chars` 0 every batch goes to the thread, not only long ones)."""
-    limiter = trio.CapacityLimiter(1)
-    retry = RetryPolicy(1, 0.01, 0.01)
-    work = BatchDistiller(_Scripted(), retry, 3000, 64, limiter=limiter, offload_chars=0)
-    holder = object()
-    done = trio.Event()
-
-    async def distil() -> None:
-        await work.distill_batch([_stored(1)], UNWATCHED)
-        done.set()
-
-    await limiter.acquire_on_behalf_of(holder)
+@pytest.mark.integration  # it starts worker processes
+async def test_a_check_past_its_deadline_is_split_then_dead_lettered(tmp_path: Path) -> None:
+    """Grounding that never ends on one turn, in the real worker process: the batch is split
+    until that turn alone is dead-lettered, the others commit, the watermark passes them all,
+    and every process that ran the stalled check was killed."""
+    pids = tmp_path / "pids"
+    batch = [_stored(1), _stored(2, f"{STALL} {pids}"), _stored(3)]
+    work = BatchDistiller(_Scripted(), RetryPolicy(1, 0.01, 0.01), 3000, 64)
+    work.offload = StallingGround(deadline=1.0)
     with trio.fail_after(TIMEOUT):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(distil)
-            for _ in range(2):  # rendering, then grounding
-                while limiter.statistics().tasks_waiting != 1:
-                    await trio.testing.wait_all_tasks_blocked(cushion=0.01)
-                assert not done.is_set()  # the batch waits for the thread limiter
-                limiter.release_on_behalf_of(holder)
-                await limiter.acquire_on_behalf_of(holder)  # after the batch's thread is done
-            limiter.release_on_behalf_of(holder)
-    assert done.is_set()
+        outcome = await work.distill_batch(batch, UNWATCHED)
+    reason = "CheckOverrun: ground_or_stall ran past its deadline of 1 s"
+    assert [(d.seq, d.reason) for d in outcome.dead_letters] == [(2, reason)]
+    assert [(r.first_seq, r.last_seq) for r in outcome.results] == [(1, 1), (3, 3)]
+    assert outcome.watermark == 3
+    assert [r.outcome for r in outcome.runs] == [
+        "split",
+        "committed",
+        "split",
+        "dead_letter",
+        "committed",
+    ]
+    stalled = [int(pid) for pid in pids.read_text().split()]
+    assert len(stalled) == 3  # the batch, its second half, the turn alone
+    assert not any(_running(pid) for pid in stalled)
+
+
+def _running(pid: int) -> bool:
+    """Whether a process is alive and not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 KNOWN = [  # the scope's current facts a new one may say it replaces

@@ -31,12 +31,14 @@ from forged.consolidate.judgement import (
     parse_changes,
     render_facts,
 )
-from forged.errors import BudgetSpent, ContextOverflow, InvalidAnswer
+from forged.errors import BudgetSpent, CheckOverrun, ContextOverflow, InvalidAnswer
 from forged.hub import Feed, Progress
 from forged.llm.distiller import Task
 from forged.llm.retry import RetryPolicy, retried, timed
 from forged.models import Condensed, ConsolidationChange, ConsolidationRun, Usage
 from forged.store import consolidation
+from forged.text.grounding import Verdict
+from forged.text.offload import WorkerProcess
 from forged.timestamps import utc_text
 
 if TYPE_CHECKING:
@@ -93,6 +95,7 @@ class ConsolidateObserver:
         self.proposer = proposer
         self.model = _plugin_name(proposer) if proposer is not None else getattr(llm, "model", "")
         self.config = config
+        self.worker = WorkerProcess()  # checks the model's text against the summaries
         self.retry = retry  # bad answers and backoff, as for distilling
         self.max_summary_chars = (
             max_summary_chars  # a condensed summary's cap, as a distilled one's
@@ -197,7 +200,10 @@ class ConsolidateObserver:
         text, spent = await self._ask(asked, progress, patient)
         if not text:
             return None, spent, 0
-        verdict = await trio.to_thread.run_sync(condense.grounded, text, old)  # off the loop
+        try:
+            verdict = await self.worker.run(condense.grounded, text, old)
+        except CheckOverrun as exc:  # not shown to hold: as if it did not
+            verdict = Verdict([], str(exc))
         if not verdict.grounded:
             log.info("ungrounded", kind="condensed_summary", text=text[:200], reason=verdict.reason)
             return None, spent, 1

@@ -11,13 +11,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
 from itertools import groupby
-from typing import Any, NamedTuple, TypeVar
+from typing import NamedTuple
 
 import msgspec
 import structlog
-import trio
 
-from forged.errors import ContextOverflow, DistillError, InvalidAnswer
+from forged.errors import CheckOverrun, ContextOverflow, DistillError, InvalidAnswer
 from forged.llm.distiller import Distiller
 from forged.llm.prompt import (
     message_lines,
@@ -40,6 +39,7 @@ from forged.models import (
 )
 from forged.store.records import BatchOutcome, DeadLetter, DistillRun, ScopeResult
 from forged.text.grounding import SUBJECT_MIN_OVERLAP, Sources, check, subject_share
+from forged.text.offload import Offload, WorkerProcess
 
 __all__ = [
     "FIRST_RUN",
@@ -47,6 +47,7 @@ __all__ = [
     "RERUN",
     "BatchDistiller",
     "Distilled",
+    "Grounded",
     "Outcomes",
     "Related",
     "ground",
@@ -55,21 +56,14 @@ __all__ = [
     "replacing",
 ]
 
-T = TypeVar("T")
 RAW_LIMIT = 16_384  # characters of a failed answer kept with its dead letter
 MAX_REPLACED = 3  # known facts one new fact may retire: a correction, not a sweep
-# Characters of transcript and answer past which rendering and grounding run in a worker
-# thread: below, they take well under a millisecond, less than the hop to a thread costs.
-OFFLOAD_CHARS = 32_768
+# What the model's answer or the transcript may make the work give up on: split, then dead-letter
+_SPLIT = (ContextOverflow, InvalidAnswer, CheckOverrun)
 # The scope's current facts recall finds for a text: shown beside the transcript (supersession).
 Related = Callable[[str, str], Awaitable[list[MemoryItem]]]
 
 log = structlog.get_logger(__name__)
-
-
-def _chars(items: list[StoredInteraction]) -> int:
-    """The characters of the interactions' messages."""
-    return sum(len(m.text) for i in items for m in i.messages)
 
 
 def merge(memories: list[DistilledMemory], max_facts: int) -> DistilledMemory:
@@ -100,9 +94,19 @@ def _picked(picks: list[LinePick], items: list[StoredInteraction]) -> tuple[list
     return facts, len(picks) - len(facts)
 
 
-def ground(memory: DistilledMemory, items: list[StoredInteraction]) -> tuple[str, list[Fact], int]:
-    """The summary and facts the interactions support, each fact with its sources; and how many
-    were dropped (see forged.text.grounding). Picked lines become facts here."""
+class Grounded(NamedTuple):
+    """What grounding keeps of an answer, and what it drops: (kind, text, reason) each."""
+
+    summary: str
+    facts: list[Fact]
+    dropped: list[tuple[str, str, str | None]]
+    unknown_picks: int  # picks naming no line of the transcript
+
+
+def ground(memory: DistilledMemory, items: list[StoredInteraction]) -> Grounded:
+    """The summary and facts the interactions support, each fact with its sources, and what was
+    dropped (see forged.text.grounding). Picked lines become facts here. Pure, so that it can
+    run in a worker process (forged.text.offload); the caller logs what was dropped."""
     sources = Sources.of(
         (
             (i.seq, i.timestamp, "\n".join(f"{who}: {text}" for who, text in message_lines(i)))
@@ -110,21 +114,27 @@ def ground(memory: DistilledMemory, items: list[StoredInteraction]) -> tuple[str
         ),
         users={speaker(m.role, m.name) for i in items for m in i.messages if m.role == "user"},
     )
-    picked, dropped = _picked(memory.picks, items)
-    facts = []
+    picked, unknown = _picked(memory.picks, items)
+    facts: list[Fact] = []
+    dropped: list[tuple[str, str, str | None]] = []
     for fact in [*memory.facts, *picked]:
         verdict = check(fact.text, sources)
         if verdict.grounded:
             facts.append(Fact(fact.kind, fact.text, fact.sources or verdict.sources, fact.replaces))
         else:
-            dropped += 1
-            log.info("ungrounded", kind=fact.kind, text=fact.text[:200], reason=verdict.reason)
+            dropped.append((fact.kind, fact.text[:200], verdict.reason))
     summary = memory.summary.strip()
     if summary and not (verdict := check(summary, sources, summary=True)).grounded:
-        dropped += 1
-        log.info("ungrounded", kind="summary", text=summary[:200], reason=verdict.reason)
+        dropped.append(("summary", summary[:200], verdict.reason))
         summary = ""
-    return summary, facts, dropped
+    return Grounded(summary, facts, dropped, unknown)
+
+
+def _log_dropped(grounded: Grounded) -> int:
+    """Log each dropped item; how many were dropped, picks of no line included."""
+    for kind, text, reason in grounded.dropped:
+        log.info("ungrounded", kind=kind, text=text, reason=reason)
+    return len(grounded.dropped) + grounded.unknown_picks
 
 
 def with_sessions(facts: list[Fact], items: list[StoredInteraction]) -> list[Fact]:
@@ -206,16 +216,14 @@ class BatchDistiller:
         max_batch_tokens: int,
         max_facts: int,
         related: Related | None = None,
-        limiter: trio.CapacityLimiter | None = None,
-        offload_chars: int = OFFLOAD_CHARS,
+        offload: Offload | None = None,
     ) -> None:
         self.distiller = distiller
         self.retry = retry
         self.max_batch_tokens = max_batch_tokens
         self.max_facts = max_facts
         self.related = related  # known facts a new one may replace (supersession)
-        self.limiter = limiter or trio.CapacityLimiter(1)  # one thread grounds or renders
-        self.offload_chars = offload_chars
+        self.offload = offload or WorkerProcess()  # renders and grounds, off the event loop
 
     def rerunning(self) -> BatchDistiller:
         """The same work for a re-run someone waits for: an unreachable LLM is raised at once."""
@@ -226,8 +234,7 @@ class BatchDistiller:
             self.max_batch_tokens,
             self.max_facts,
             self.related,
-            self.limiter,
-            self.offload_chars,
+            self.offload,
         )
 
     async def distill_batch(
@@ -253,26 +260,12 @@ class BatchDistiller:
         known = await _known(self.related, scope, items)
         try:
             memory = await self._distill_items(items, status, render_known(known))
-        except (ContextOverflow, InvalidAnswer) as exc:
-            if len(items) == 1:
-                self._give_up(batch_id, items[0], exc, out, outcomes)
-                return
-            log.warning(
-                "batch_split",
-                observer=DISTILL_OBSERVER,
-                scope=scope,
-                interactions=len(items),
-                reason=str(exc),
-            )
-            if exc.usage is not None:  # the failed tries cost something: keep the account
-                out.runs.append(self._run(batch_id, scope, items, exc.usage, "split", exc))
-            half = len(items) // 2
-            for part in (items[:half], items[half:]):
-                await self.distill_group(batch_id, scope, part, out, status, outcomes)
+            grounded = await self._ground(memory, items)
+        except _SPLIT as exc:
+            await self._split(batch_id, scope, items, exc, out, status, outcomes)
             return
-        size = _chars(items) + len(memory.summary) + sum(len(f.text) for f in memory.facts)
-        summary, facts, ungrounded = await self._offload(size, ground, memory, items)
-        facts = with_sessions(replacing(facts, known), items)
+        ungrounded = _log_dropped(grounded)
+        facts = with_sessions(replacing(grounded.facts, known), items)
         if ungrounded:
             log.warning(
                 "ungrounded_dropped", observer=DISTILL_OBSERVER, scope=scope, dropped=ungrounded
@@ -280,10 +273,48 @@ class BatchDistiller:
         sessions = {i.session for i in items}
         session = sessions.pop() if len(sessions) == 1 else None
         out.results.append(
-            ScopeResult(batch_id, scope, session, summary, facts, items[0].seq, items[-1].seq)
+            ScopeResult(
+                batch_id, scope, session, grounded.summary, facts, items[0].seq, items[-1].seq
+            )
         )
         run = self._run(batch_id, scope, items, memory.usage, outcomes.done)
         out.runs.append(msgspec.structs.replace(run, ungrounded=ungrounded))
+
+    async def _split(
+        self,
+        batch_id: str,
+        scope: str,
+        items: list[StoredInteraction],
+        exc: DistillError,
+        out: Distilled,
+        status: StatusSink,
+        outcomes: Outcomes,
+    ) -> None:
+        """Distil each half of what failed on its own; give up on an interaction that failed
+        alone."""
+        if len(items) == 1:
+            self._give_up(batch_id, items[0], exc, out, outcomes)
+            return
+        log.warning(
+            "batch_split",
+            observer=DISTILL_OBSERVER,
+            scope=scope,
+            interactions=len(items),
+            reason=str(exc),
+        )
+        if exc.usage is not None:  # the failed tries cost something: keep the account
+            out.runs.append(self._run(batch_id, scope, items, exc.usage, "split", exc))
+        half = len(items) // 2
+        for part in (items[:half], items[half:]):
+            await self.distill_group(batch_id, scope, part, out, status, outcomes)
+
+    async def _ground(self, memory: DistilledMemory, items: list[StoredInteraction]) -> Grounded:
+        """What the items support of the answer, checked in the worker under its deadline."""
+        try:
+            return await self.offload.run(ground, memory, items)
+        except CheckOverrun as exc:
+            exc.usage = memory.usage  # the answer was paid for: the split keeps the account
+            raise
 
     async def _distill_items(
         self, items: list[StoredInteraction], status: StatusSink, known: str = ""
@@ -292,9 +323,9 @@ class BatchDistiller:
         the `known` facts go before each transcript."""
         budget = self.max_batch_tokens
         if len(items) > 1 or items[0].tokens <= budget:
-            rendered = await self._offload(_chars(items), render_transcript, items)
+            rendered = await self.offload.run(render_transcript, items)
             return await self._call(known + rendered, status)
-        parts = await self._offload(_chars(items), render_chunks, items[0], budget)
+        parts = await self.offload.run(render_chunks, items[0], budget)
         chunks = [known + chunk for chunk in parts]
         log.info(
             "interaction_chunked", observer=DISTILL_OBSERVER, seq=items[0].seq, chunks=len(chunks)
@@ -308,13 +339,6 @@ class BatchDistiller:
                 exc.usage = spent + exc.usage
                 raise
         return merge(memories, self.max_facts)
-
-    async def _offload(self, size: int, work: Callable[..., T], *args: Any) -> T:
-        """`work(*args)`, CPU on untrusted text (a 1 MB turn, 64 long facts): in the worker
-        thread when `size` characters make it long, never holding up the event loop."""
-        if size < self.offload_chars:
-            return work(*args)
-        return await trio.to_thread.run_sync(work, *args, limiter=self.limiter)
 
     def _give_up(
         self,

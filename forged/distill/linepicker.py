@@ -16,6 +16,7 @@ from forged.distill.kinds import kind_of
 from forged.llm.prompt import LINE_ID
 from forged.models import DistilledMemory, LinePick, Usage
 from forged.text.grounding import MONTHS, WEEKDAYS, claim
+from forged.text.offload import WorkerProcess
 
 __all__ = ["MIN_CONTENT_WORDS", "MIN_SPECIFIC_WORDS", "LinePicker", "pick_lines"]
 
@@ -51,9 +52,10 @@ class LinePicker:
     def __init__(self, config: DistillerConfig) -> None:
         self.config = config
         self.model = "line-picker"
+        self.worker = WorkerProcess()  # picking reads untrusted text: off the event loop
 
     async def distill(self, transcript: str, *, attempt: int = 1) -> DistilledMemory:
         started = time.perf_counter()
-        picks = pick_lines(transcript, self.config.max_facts)
+        picks = await self.worker.run(pick_lines, transcript, self.config.max_facts)
         spent = Usage(ms=round((time.perf_counter() - started) * 1000))  # what a batch costs
         return DistilledMemory("", [], spent, picks)

@@ -15,14 +15,13 @@ from __future__ import annotations
 import re
 import time
 
-import trio
-
 from forged.config import DistillerConfig
 from forged.distill import chat, topics
 from forged.distill.kinds import kind_of
 from forged.distill.salience import KEEP_AT, Line, scores, words_of
 from forged.llm.prompt import KNOWN_ID, LINE_ID
 from forged.models import DistilledMemory, Fact, LinePick, Usage
+from forged.text.offload import WorkerProcess
 
 __all__ = ["OfflineDistiller", "distil"]
 
@@ -85,10 +84,11 @@ class OfflineDistiller:
     def __init__(self, config: DistillerConfig) -> None:
         self.config = config
         self.model = "offline"
+        self.worker = WorkerProcess()
 
     async def distill(self, transcript: str, *, attempt: int = 1) -> DistilledMemory:
         started = time.perf_counter()
-        # CPU work on untrusted text, bounded by the batch's size: off the event loop
-        memory = await trio.to_thread.run_sync(distil, transcript, self.config.max_facts)
+        # CPU work on untrusted text: in a worker process, stopped at its deadline (CheckOverrun)
+        memory = await self.worker.run(distil, transcript, self.config.max_facts)
         memory.usage = Usage(ms=round((time.perf_counter() - started) * 1000))
         return memory
