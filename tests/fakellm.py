@@ -34,7 +34,7 @@ N_CTX = 4096  # context size the overflow errors report, as llama-server does
 # Behaviours that answer 200 with some content; the rest answer with an error or not at all.
 CONTENT_BEHAVIOURS = frozenset(
     {"ok", "prose", "fence", "whitespace", "truncated", "truncated_stop", "length"}
-    | {"schema_echo", "wrong_shape", "unknown_kind", "garbage", "empty", "gold"}
+    | {"schema_echo", "wrong_shape", "unknown_kind", "garbage", "empty", "gold", "copy"}
 )
 # "raw" sends what `FakeLLM.raw` makes of the request: any bytes a hostile server would send.
 BEHAVIOURS = CONTENT_BEHAVIOURS | {"overflow400", "overflow500", "hang", "raw"}  # "status:<code>"
@@ -220,6 +220,14 @@ def _with_replaces(answer: dict[str, Any], message: str) -> dict[str, Any]:
     return {**answer, key: items}
 
 
+def copy_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """A model that copies: each interaction's first line, whole and as written, is a fact,
+    and all of them together the summary (the daemon clips what is too long)."""
+    found = _interactions(_last_message(body))
+    facts = [{"kind": "event", "text": SPEAKER.sub("", line)} for _, line in found]
+    return {"summary": " ".join(f["text"] for f in facts), "facts": facts}
+
+
 def _valid(behaviour: str, body: dict[str, Any], gold: dict[str, Any]) -> dict[str, Any]:
     """The valid answer the behaviours start from: consolidation, gold facts or the default."""
     message = _last_message(body)
@@ -229,6 +237,8 @@ def _valid(behaviour: str, body: dict[str, Any], gold: dict[str, Any]) -> dict[s
         listed = message.split(SUMMARIES_OPEN, 1)[1]
         said = " ".join(html.unescape(m.group(1)) for m in SUMMARY_LINE.finditer(listed))
         return {"summary": said}
+    if behaviour == "copy" and EXTRACTIVE_MARK not in _prompt_text(body):
+        return copy_answer(body)
     answer = gold_answer(body, gold) if behaviour == "gold" else answer_for(body)
     return _with_replaces(answer, message) if KNOWN_OPEN in message else answer
 
@@ -258,6 +268,7 @@ def _content(
     contents = {
         "ok": answer,
         "gold": answer,
+        "copy": answer,
         "length": answer,
         "prose": f"Sure! Here is the JSON you asked for:\n{answer}\nLet me know if that helps.",
         "fence": f"```json\n{answer}\n```",
