@@ -100,7 +100,7 @@ class StoreConfig(_Section, frozen=True):
     url: str = ""  # postgresql://user@host/db selects PostgreSQL instead of the SQLite file `path`
     password_file: str = ""  # the PostgreSQL password; else libpq's PGPASSWORD or ~/.pgpass
     pool_size: Positive = 4  # PostgreSQL connections per daemon for writes, the log, observers
-    readers: Positive = 2  # recall's connections, both stores; one scope holds all but one
+    readers: Positive = 4  # recall's connections, both stores; a scope holds one at a time
 
     def __post_init__(self) -> None:
         if self.url and not self.url.startswith(("postgresql://", "postgres://")):
@@ -170,6 +170,8 @@ class ConsolidateConfig(_Section, frozen=True):
     # the scope's current facts shown to the distiller beside a transcript, so a new state,
     # preference or correction can name what it replaces (0: none)
     related_facts_tokens: Annotated[int, msgspec.Meta(ge=0)] = 400
+    # the search for them is stopped after this long, and the batch distilled without them
+    related_facts_timeout_ms: Positive = 500
 
 
 class BundledConfig(_Section, frozen=True):

@@ -1,5 +1,6 @@
-"""Shared readers: one scope never holds every reader, the log has its own, a read past its budget
-is stopped, and a query's words past the limit are named in the answer."""
+"""Shared readers: a scope holds one reader at a time, so scopes that hammer leave one free;
+the log has its own, a read past its budget is stopped, and a query's words past the limit are
+named in the answer."""
 
 from __future__ import annotations
 
@@ -52,25 +53,71 @@ class _Held:
         await trio.to_thread.run_sync(wait)
 
 
-async def test_one_scope_holds_every_reader_but_one() -> None:
-    """Five reads of scope a on three readers: two run, and a read of scope b runs beside them."""
+async def test_a_scopes_reads_take_one_reader_at_a_time() -> None:
+    """Five reads of scope a on three readers: one runs, and a read of scope b runs beside it."""
     readers, held = Readers(["r1", "r2", "r3"]), _Held()
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             for _ in range(5):
                 nursery.start_soon(readers.run, held.call("a"), "a")
-            await held.until_inside(2)
+            await held.until_inside(1)
             await trio.testing.wait_all_tasks_blocked()
-            assert held.inside == ["a", "a"]
-            assert readers.busy() == 2
-            assert await readers.run(lambda conn: f"b on {conn}", "b") in (
-                "b on r1",
-                "b on r2",
-                "b on r3",
-            )
-            held.release.set()
+            try:
+                assert held.inside == ["a"]
+                assert readers.busy() == 1
+                assert await readers.run(lambda conn: f"b on {conn}", "b") == "b on r2"
+            finally:
+                held.release.set()
     assert held.inside == ["a"] * 5
     assert sorted(readers.connections()) == ["r1", "r2", "r3"]
+
+
+async def test_scopes_that_hammer_leave_a_reader_for_another_scope() -> None:
+    """Three scopes each flooding four readers with reads that do not end: each holds one,
+    the last stays free, and a read of a fourth scope runs at once beside them."""
+    readers, held = Readers(["r1", "r2", "r3", "r4"]), _Held()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for scope in ("a", "b", "c") * 3:
+                nursery.start_soon(readers.run, held.call(scope), scope)
+            await held.until_inside(3)
+            await trio.testing.wait_all_tasks_blocked()
+            try:
+                assert sorted(held.inside) == ["a", "b", "c"]
+                assert await readers.run(lambda conn: f"d on {conn}", "d") == "d on r1"
+            finally:
+                held.release.set()
+    assert sorted(held.inside) == sorted(["a", "b", "c"] * 3)
+    assert sorted(readers.connections()) == ["r1", "r2", "r3", "r4"]
+
+
+async def test_a_freed_reader_goes_first_to_a_scope_not_yet_reading() -> None:
+    """Two readers, scope a holding one with a second read waiting, scope b holding the other:
+    when b's read ends, the reader goes to scope c, which came last, not to a's second read."""
+    readers = Readers(["r1", "r2"])
+    a_held, b_held, order = _Held(), _Held(), []
+
+    async def read(scope: str, held: _Held | None) -> None:
+        await readers.run(held.call(scope) if held else lambda conn: conn, scope)
+        order.append(scope)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read, "a", a_held)
+            await a_held.until_inside(1)
+            nursery.start_soon(read, "b", b_held)
+            await b_held.until_inside(1)
+            nursery.start_soon(read, "a", None)  # a's second read: it waits
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(read, "c", None)
+            await trio.testing.wait_all_tasks_blocked()
+            assert order == []  # every reader is held: c waits too
+            b_held.release.set()
+            while "c" not in order:
+                await trio.testing.wait_all_tasks_blocked()
+            assert order == ["b", "c"]
+            a_held.release.set()
+    assert order == ["b", "c", "a", "a"]
 
 
 async def test_reads_of_no_scope_take_any_free_reader() -> None:

@@ -15,6 +15,7 @@ import pytest
 import trio
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from bench import quality
 from bench.corpus import locomo_path
@@ -273,6 +274,35 @@ async def test_the_facts_shown_to_a_distiller_are_found_by_function_words_too(
     finally:
         conn.close()
         store.close()
+
+
+async def test_a_search_for_related_facts_past_its_budget_shows_none(tmp_path: Path) -> None:
+    """A scope whose facts take longer to search than the budget: the distiller is shown none
+    (and told why in the log) rather than waiting, and the same search within budget finds them."""
+    store = Store(str(tmp_path / "forged.db"))
+    conn = connect(tmp_path / "forged.db", isolation_level=None)
+    conn.execute("BEGIN")  # one commit, not one fsync per row
+    conn.executemany(
+        "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, first_at,"
+        " last_at, created_at, last_seen_at) VALUES ('state', ?1, ?2, 'a', 'b', 1, 1, ?3, ?3, ?3,"
+        " ?3)",
+        (
+            (f"The user moved job {n} {('north', 'south')[n % 2]}.", f"n{n}", stamp(0))
+            for n in range(5_000)
+        ),
+    )
+    conn.execute("COMMIT")
+    recall = Recall(store, RecallConfig())
+    try:
+        with capture_logs() as logs:
+            late = await recall.related("a", "We moved north.", 400, search_budget=1e-9)
+        found = await recall.related("a", "We moved north.", 400, search_budget=60.0)
+    finally:
+        conn.close()
+        store.close()
+    assert late == []
+    assert [e["event"] for e in logs] == ["related_facts_skipped"]
+    assert found and all("north" in f.text for f in found)
 
 
 def test_words_in_most_rows_of_a_large_table_do_not_match_alone(db: sqlite3.Connection) -> None:

@@ -130,7 +130,8 @@ def _related(config: Config, store: Backend) -> Related | None:
     if not (config.consolidate.enabled and budget):
         return None
     recall = Recall(store, config.recall)
-    return lambda scope, text: recall.related(scope, text, budget)
+    timeout = config.consolidate.related_facts_timeout_ms / 1000
+    return lambda scope, text: recall.related(scope, text, budget, timeout)
 
 
 def _distill_work(

@@ -7,8 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+import structlog
 
 from forged.config import RecallConfig
+from forged.errors import QueryTimeout
 from forged.models import (
     ContextAnswer,
     FactAudit,
@@ -30,6 +32,7 @@ from forged.text.tokens import estimate_tokens
 
 __all__ = ["KNOWN_LINE_TOKENS", "Recall"]
 
+log = structlog.get_logger(__name__)
 KNOWN_LINE_TOKENS = 12  # a known fact's line beside its text: "[fact N] (kind, date) "
 
 
@@ -82,17 +85,28 @@ class Recall:
     def _budget(self) -> float:
         return self.config.query_timeout_ms / 1000
 
-    async def related(self, scope: str, text: str, budget_tokens: int) -> list[MemoryItem]:
+    async def related(
+        self, scope: str, text: str, budget_tokens: int, search_budget: float | None = None
+    ) -> list[MemoryItem]:
         """The scope's current facts that recall finds for `text`, best first, while they fit
         `budget_tokens`: what a distiller is shown beside a transcript. Near-duplicates stay
         (unlike in a context block): a new state must be able to replace every one of them.
         Every word of the transcript is searched, function words too: a new state often shares
-        no other word with the one it replaces ("We moved to Berlin", "They live in Lisbon")."""
+        no other word with the one it replaces ("We moved to Berlin", "They live in Lisbon").
+        A search past `search_budget` seconds is stopped and none are shown: the turn is distilled
+        without them rather than late (a scope of 40,000 facts held every other scope up)."""
         query = SearchQuery(
             q=text, scope=scope, limit=self.config.max_limit, types=("fact",), function_words=True
         )
         shown, used = [], 0
-        for fact in await self.search(query, client=False):  # the observer's: never stopped
+        try:
+            found = await self.store.read(self._found, query, scope=scope, budget=search_budget)
+        except QueryTimeout:
+            log.warning(
+                "related_facts_skipped", scope=scope, timeout_ms=round((search_budget or 0) * 1000)
+            )
+            return []
+        for fact in found:
             cost = estimate_tokens(fact.text) + KNOWN_LINE_TOKENS
             if used + cost <= budget_tokens:
                 shown.append(fact)

@@ -1,11 +1,15 @@
-"""Shared readers: a few database connections that reads take in turn, never all of them for one
+"""Shared readers: a few database connections that reads take in turn, one at a time for each
 scope, a client's read held to a time budget.
 
 WAL lets SQLite readers run beside each other and beside the writer, and PostgreSQL serves one
-query per connection; either way a read waits only for a free connection. One scope's reads
-hold at most all connections but one, so a client that floods its scope with costly queries
-leaves a connection free for every other scope; reads for no scope (the observers' bookkeeping)
-take any free one.
+query per connection; either way a read waits only for a free connection. A scope's reads take
+one connection at a time, in the order they came: clients that flood one, two or three scopes
+with costly queries hold one connection each, and a read of any other scope finds one free as
+long as fewer scopes than connections are reading (four by default). Once a scope's turn
+comes, it waits only behind the first reads of other scopes, never behind a flooding scope's
+queue. A scope's reads gain no parallelism this way; on the two or four cores forged is sized
+for, that is what keeps one scope from slowing every other. Reads for no scope (the observers'
+bookkeeping) take any free connection.
 """
 
 from __future__ import annotations
@@ -37,13 +41,12 @@ class ReadWaits(NamedTuple):
 
 
 class Readers(Generic[C]):
-    """Connections shared by reads; a scope's reads hold at most all but one at once."""
+    """Connections shared by reads; a scope's reads hold one at a time."""
 
     def __init__(self, connections: list[C]) -> None:
         self.size = len(connections)
         self._free = list(connections)
         self._limiter = trio.CapacityLimiter(self.size)
-        self._per_scope = max(1, self.size - 1)
         self._lanes: dict[str, trio.CapacityLimiter] = {}  # scopes with reads in flight
         self.waits = ReadWaits()
 
@@ -56,11 +59,11 @@ class Readers(Generic[C]):
 
     @asynccontextmanager
     async def _lane(self, scope: str | None) -> AsyncIterator[None]:
-        """Hold one of the scope's shares for the block (none is needed for no scope)."""
+        """Hold the scope's turn for the block (none is needed for no scope)."""
         if scope is None:
             yield
             return
-        lane = self._lanes.setdefault(scope, trio.CapacityLimiter(self._per_scope))
+        lane = self._lanes.setdefault(scope, trio.CapacityLimiter(1))
         try:
             async with lane:
                 yield

@@ -40,7 +40,7 @@ _STORED_IDS = """
         ON i.scope = json_extract(k.value, '$[0]') AND i.client_id = json_extract(k.value, '$[1]')
 """  # one query for a whole group, through the (scope, client_id) index
 CHECKPOINT_ATTEMPTS = 3  # TRUNCATE checkpoints tried while readers hold old snapshots
-READERS = 2  # reader connections: on two cores, more of them slow one another (docs/recall.md)
+READERS = 4  # reader connections: one a scope, three scopes busy leave one (docs/recall.md)
 
 
 log = structlog.get_logger(__name__)
