@@ -26,6 +26,7 @@ __all__ = [
     "DistillConfig",
     "DistillStyle",
     "DistillerConfig",
+    "IndexConfig",
     "LogConfig",
     "MetricsConfig",
     "Positive",
@@ -191,6 +192,16 @@ class RecallConfig(_Section, frozen=True):
     max_query_words: Positive = 32  # distinct words of a query searched; the answer lists the rest
 
 
+class IndexConfig(_Section, frozen=True):
+    """`[index]`: the turns' full-text index beside the store, derived from it (forged.index)."""
+
+    enabled: bool = True
+    path: str = ""  # its directory; "" is beside the SQLite file, `<store.path>.index`
+
+    def directory(self, store: StoreConfig) -> Path:
+        return Path(self.path or store.path + ".index")
+
+
 class LogConfig(_Section, frozen=True):
     format: Literal["auto", "console", "json", "journal"] = "auto"
     level: Literal["debug", "info", "warning", "error"] = "info"
@@ -212,6 +223,7 @@ class Config(_Section, frozen=True):
     bundled: BundledConfig = BundledConfig()
     observers: dict[str, dict[str, Any]] = {}  # [observers.NAME]: `class` and its settings
     recall: RecallConfig = RecallConfig()
+    index: IndexConfig = IndexConfig()
     log: LogConfig = LogConfig()
     metrics: MetricsConfig = MetricsConfig()
 

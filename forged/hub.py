@@ -314,6 +314,15 @@ class Observer(Protocol):
         ...
 
 
+class Derived(Protocol):
+    """What is kept from the log beside the store (the turn index): told at once what was
+    erased from it, so that no copy outlives the turn."""
+
+    def forget(self, scope: str) -> None: ...
+
+    def delete(self, seq: int) -> None: ...
+
+
 class Hub:
     """The observer registry: one supervised feeder and channel per observer."""
 
@@ -329,10 +338,15 @@ class Hub:
         self.metrics = Metrics()  # the daemon's registry: the observers' counts, the API's
         self.progress: dict[str, Progress] = {}
         self.feeds: dict[str, Feed] = {}  # each observer's queue in its current life
+        self.derived: list[Derived] = []  # indexes kept from the log beside the observers
 
     def observer(self, name: str) -> Observer | None:
         """The registered observer called `name`, if any."""
         return next((o for o in self._observers if o.name == name), None)
+
+    def appended(self) -> trio.Event:
+        """The event the next append to the log sets."""
+        return self._appended
 
     def notify_appended(self) -> None:
         """Wake the feeders: the log has grown."""
@@ -378,6 +392,8 @@ class Hub:
             if name in self.feeds:
                 self.feeds[name].forget(scope, forgotten.through)
             progress.recount(forgotten.totals[name])
+        for index in self.derived:
+            index.forget(scope)
         deleted = forgotten.deleted
         log.info(
             "scope_forgotten",
@@ -395,6 +411,8 @@ class Hub:
         if item == "interaction":
             for feed in self.feeds.values():  # no checkpoint since the erase committed
                 feed.erase(item_id)
+            for index in self.derived:
+                index.delete(item_id)
             for name, progress in self.progress.items():  # its dead letters went with it
                 progress.recount(await self._store.observer_totals(name))
         deleted = erased.deleted

@@ -37,6 +37,7 @@ __all__ = [
     "FactsPage",
     "ForgetAnswer",
     "Health",
+    "IndexStatus",
     "Interaction",
     "Key",
     "LinePick",
@@ -241,6 +242,15 @@ class Status(msgspec.Struct):
     log: LogStatus
     observers: list[ObserverStatus]
     store: StoreStatus | None = None
+    index: IndexStatus | None = None  # the turn index beside the store, unless turned off
+
+
+class IndexStatus(msgspec.Struct):
+    """The turn index beside the store: how far it follows the log (forged.index)."""
+
+    state: str  # opening, catching_up, ready, rewriting
+    watermark: int  # the last seq it holds
+    backlog: int  # turns of the log it does not hold yet: searches use the store's index
 
 
 class StoreStatus(msgspec.Struct):

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
+import tantivy
 import trio
 
 from forged.config import Config, load_config
@@ -129,9 +130,18 @@ def matching_turns(db: str, word: str) -> int:
     return count(db, sql, word)
 
 
+def index_terms(directory: Path, field: str, prefix: str) -> list[tuple[str, int]]:
+    """The terms of a field of the turn index's files that start with `prefix`, as tantivy
+    reads them from its term dictionary (compressed on disk: no byte search can find them)."""
+    return list(tantivy.Index.open(str(directory)).searcher().terms_with_prefix(field, prefix))
+
+
 def database_bytes(db: str) -> bytes:
-    """Every byte of the database, its WAL and its shared-memory index, as they are on disk."""
-    return b"".join(p.read_bytes() for p in sorted(Path(db).parent.glob(Path(db).name + "*")))
+    """Every byte of the database, its WAL, its shared-memory index and the turn index's
+    directory beside it (every file in it), as they are on disk."""
+    found = sorted(Path(db).parent.glob(Path(db).name + "*"))
+    files = [f for p in found for f in ([p] if p.is_file() else sorted(p.rglob("*")))]
+    return b"".join(f.read_bytes() for f in files if f.is_file())
 
 
 @pytest.fixture
@@ -227,12 +237,23 @@ async def test_forgotten_turns_leave_the_interaction_index(
 async def test_forget_leaves_no_trace_in_the_file_bytes(
     distilled: tuple[Config, Running, httpx.AsyncClient],
 ) -> None:
-    """The erased text is in neither forged.db, -wal nor -shm; the other scope's text still is."""
-    config, _, client = distilled
+    """The erased text is in neither forged.db, -wal, -shm nor the turn index's files; the other
+    scope's text still is."""
+    config, running, client = distilled
+    assert running.turn_index is not None
+    await running.turn_index.wait_settled()
     before = database_bytes(config.store.path)
     scope_term = scope_token("secret")[2:].encode()  # past what a neighbour term may share
     assert SECRET_WORD.encode() in before and scope_term in before  # the check below could fail
+    index = config.index.directory(config.store)
+    assert index_terms(index, "text", SECRET_WORD.lower()[:8]) and index_terms(
+        index, "scope", "secret"
+    )
     await client.delete("/v1/scopes/secret")
+    await running.turn_index.wait_settled()
+    assert index_terms(index, "text", SECRET_WORD.lower()[:8]) == []  # rewritten without them
+    assert index_terms(index, "scope", "secret") == []
+    assert index_terms(index, "text", KEPT_WORD.lower()[:8])
     after = database_bytes(config.store.path)
     for form in (SECRET_WORD, SECRET_WORD.lower(), SECRET_WORD[1:-1].lower(), POISON.lower()):
         assert form.encode() not in after, form

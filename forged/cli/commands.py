@@ -45,6 +45,7 @@ __all__ = [
     "cmd_mcp",
     "cmd_push",
     "cmd_redistill",
+    "cmd_reindex",
     "cmd_restore",
     "cmd_search",
     "cmd_serve",
@@ -246,6 +247,16 @@ def _confirmed(scope: str) -> bool:
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
+def cmd_reindex(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        index = client.reindex()
+    print(
+        f"rewriting the turn index from the store (up to seq {index.watermark + index.backlog});"
+        " `forged status` shows when it is ready"
+    )
+    return 0
+
+
 def cmd_forget(args: argparse.Namespace) -> int:
     if not args.yes and not _confirmed(args.scope):
         print("nothing erased", file=sys.stderr)
@@ -389,6 +400,7 @@ def _add_recall_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     add_scope_rule(fact)
     consolidate = add("consolidate", cmd_consolidate, "consolidate facts now (scopes due, or one)")
     consolidate.add_argument("--scope", help="only this scope, due or not")
+    add("reindex", cmd_reindex, "rewrite the turn index from the store")
     forget = add("forget", cmd_forget, "erase everything of a scope, for good")
     forget.add_argument("scope", help="the scope to erase")
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")

@@ -105,6 +105,13 @@ def show_status(status: Status) -> None:
     ]
     for observer in status.observers:
         lines += _observer_lines(observer)
+    if (index := status.index) is not None:
+        behind = (
+            f", {index.backlog} turns behind (the store's index answers)" if index.backlog else ""
+        )
+        lines.append(
+            f"turn index: {index.state.replace('_', ' ')}, last seq {index.watermark}{behind}"
+        )
     print("\n".join(lines))
 
 

@@ -31,6 +31,7 @@ from forged.models import (
     FactsPage,
     ForgetAnswer,
     Health,
+    IndexStatus,
     Interaction,
     InteractionsPage,
     NewFact,
@@ -246,6 +247,7 @@ def _seq_range(first: int | None, last: int | None) -> dict[str, Any]:
 
 
 STATUS = Call("GET", "/v1/status", Status)
+REINDEX = Call("POST", "/v1/index/rebuild", IndexStatus)
 HEALTH = Call("GET", "/v1/health", Health)
 
 

@@ -341,6 +341,10 @@ class Client:
     def status(self) -> models.Status:
         return self._send(calls.STATUS)
 
+    def reindex(self) -> models.IndexStatus:
+        """Rewrite the turn index from the store; `status().index` follows it."""
+        return self._send(calls.REINDEX)
+
     def health(self) -> models.Health:
         """`status="ok"` once ready; `Unavailable` (503 `not_ready`) before."""
         return self._send(calls.HEALTH)
@@ -589,6 +593,10 @@ class AsyncClient:
 
     async def status(self) -> models.Status:
         return await self._send(calls.STATUS)
+
+    async def reindex(self) -> models.IndexStatus:
+        """Rewrite the turn index from the store; `status().index` follows it."""
+        return await self._send(calls.REINDEX)
 
     async def health(self) -> models.Health:
         """`status="ok"` once ready; `Unavailable` (503 `not_ready`) before."""

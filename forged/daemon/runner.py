@@ -31,6 +31,7 @@ from forged.http.routes import Api
 from forged.http.scrape import write_textfile
 from forged.http.server import HttpServer
 from forged.hub import Hub, Observer
+from forged.index.keeper import IndexKeeper
 from forged.ingest.pipeline import Ingest
 from forged.lifecycle import Lifecycle
 from forged.llm.distiller import Distiller
@@ -181,12 +182,25 @@ def _observers(
     return [*built_in, *plugins]
 
 
+async def _start_index(
+    config: Config, store: Backend, hub: Hub, nursery: trio.Nursery
+) -> IndexKeeper | None:
+    """The turn index's keeper, told by the hub what is erased (unless turned off)."""
+    if not config.index.enabled:
+        return None
+    keeper = IndexKeeper(store, config.index.directory(config.store))
+    await nursery.start(keeper.serve, hub.appended)
+    hub.derived.append(keeper)
+    return keeper
+
+
 class Running(NamedTuple):
     """What a started daemon shows its caller (the status line, tests): store, hub, lifecycle."""
 
     store: Backend
     hub: Hub
     lifecycle: Lifecycle
+    turn_index: IndexKeeper | None = None
 
 
 def _status_line(running: Running) -> str:
@@ -318,18 +332,19 @@ async def run_daemon(
                     lifecycle = Lifecycle()
                     await nursery.start(ingest.serve)
                     await nursery.start(hub.serve)
+                    keeper = await _start_index(config, store, hub, nursery)
                     redistiller = (
                         None
                         if work is None
                         else Redistiller(store, work.rerunning(), hub.progress[DISTILL_OBSERVER])
                     )
-                    api = Api(config, store, hub, ingest, lifecycle, redistiller)
+                    api = Api(config, store, hub, ingest, lifecycle, redistiller, keeper)
                     _check_file_limit(config.server)
                     address = listener.socket.getsockname()
                     server = HttpServer(api.handle, config.server)
                     await nursery.start(server.serve, listener)
                     lifecycle.mark_ready()
-                    running = signals.running = Running(store, hub, lifecycle)
+                    running = signals.running = Running(store, hub, lifecycle, keeper)
                     systemd.notify("READY=1", _status_line(running))
                     log.info(
                         "ready",

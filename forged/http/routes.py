@@ -34,7 +34,7 @@ from forged.models import (
     Status,
     StoreStatus,
 )
-from forged.recall.engine import Recall
+from forged.recall.engine import Recall, TurnIndexSource
 from forged.recall.listing import PAGE_DEFAULT, PAGE_MAX, Page
 from forged.recall.query import SearchQuery, dropped_words, kind_type
 from forged.store.backend import Backend
@@ -102,13 +102,15 @@ class Api:
         ingest: Ingest,
         lifecycle: Lifecycle,
         redistiller: Redistiller | None,
+        turns: TurnIndexSource | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.hub = hub
         self.ingest = ingest
         self.lifecycle = lifecycle
-        self.recall = Recall(store, config.recall)
+        self.recall = Recall(store, config.recall, turns)
+        self.turns = turns
         self.routes: dict[str, dict[str, Route]] = {
             "/v1/interactions": {
                 "POST": Route(self.push),
@@ -119,6 +121,7 @@ class Api:
             "/v1/status": {"GET": Route(self.status)},
             "/v1/health": {"GET": Route(self.health)},
             "/v1/metrics": {"GET": Route(self.metrics)},
+            "/v1/index/rebuild": {"POST": Route(self.reindex)},
             "/v1/search": {"GET": Route(self.search, (*_SEARCH, "limit", "sources"))},
             "/v1/context": {"GET": Route(self.context, (*_SEARCH, "budget_tokens"))},
             "/v1/facts": {
@@ -236,8 +239,16 @@ class Api:
                 log=LogStatus(last_seq=self.store.last_seq, count=self.store.count),
                 observers=self.hub.statuses(),
                 store=StoreStatus(self.store.backend, self.store.schema_version),
+                index=None if self.turns is None else self.turns.status(),
             )
         )
+
+    async def reindex(self, _request: Request, _params: Params) -> Response:
+        """Rewrite the turn index from the store (`forged reindex`)."""
+        if self.turns is None:
+            raise HttpError(409, "index_disabled", "the turn index is turned off ([index] enabled)")
+        self.turns.rebuild()
+        return json_response(self.turns.status(), status=202)
 
     async def health(self, _request: Request, _params: Params) -> Response:
         if not self.lifecycle.ready or self.lifecycle.shutting_down:

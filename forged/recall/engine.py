@@ -4,17 +4,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import structlog
 
 from forged.config import RecallConfig
 from forged.errors import QueryTimeout
+from forged.index.turns import TurnIndex
 from forged.models import (
     ContextAnswer,
     FactAudit,
     FactsPage,
+    IndexStatus,
     MemoryItem,
     SummariesPage,
 )
@@ -30,18 +32,31 @@ from forged.store.backend import Backend
 from forged.store.portable import portable
 from forged.text.tokens import estimate_tokens
 
-__all__ = ["KNOWN_LINE_TOKENS", "Recall"]
+__all__ = ["KNOWN_LINE_TOKENS", "Recall", "TurnIndexSource"]
 
 log = structlog.get_logger(__name__)
 KNOWN_LINE_TOKENS = 12  # a known fact's line beside its text: "[fact N] (kind, date) "
 
 
+class TurnIndexSource(Protocol):
+    """Where recall finds the turn index (forged.index.keeper): once it is up to date."""
+
+    async def fresh(self, seq: int) -> TurnIndex | None: ...
+
+    def status(self) -> IndexStatus: ...
+
+    def rebuild(self) -> None: ...
+
+
 class Recall:
     """Recall over a store, with the configured decay, limits and budget."""
 
-    def __init__(self, store: Backend, config: RecallConfig) -> None:
+    def __init__(
+        self, store: Backend, config: RecallConfig, turns: TurnIndexSource | None = None
+    ) -> None:
         self.store = store
         self.config = config
+        self._turns = turns if store.backend == "sqlite" else None
         self._search: Callable[..., list[MemoryItem]] = sqlite.search
         self._searches: Callable[..., list[list[MemoryItem]]] = sqlite.searches
         self._facts: Callable[..., FactsPage] = listing.list_facts
@@ -53,12 +68,19 @@ class Recall:
     async def search(self, query: SearchQuery, *, client: bool = True) -> list[MemoryItem]:
         """The query's best items; a `client`'s read is stopped after `query_timeout_ms`."""
         budget = self._budget() if client else None
-        return await self.store.read(self._found, query, scope=query.scope, budget=budget)
+        index = await self._index()
+        return await self.store.read(self._found, query, index, scope=query.scope, budget=budget)
 
-    def _found(self, conn: Any, query: SearchQuery) -> list[MemoryItem]:
+    async def _index(self) -> TurnIndex | None:
+        """The turn index once it holds every turn acknowledged so far, if there is one."""
+        if self._turns is None:
+            return None
+        return await self._turns.fresh(self.store.last_seq)
+
+    def _found(self, conn: Any, query: SearchQuery, index: TurnIndex | None) -> list[MemoryItem]:
         """Search's answer, in the reader's thread, with the user's corrections put ahead of
         what they correct (forged.recall.corrections)."""
-        found = self._search(conn, query, self.config.half_life_days)
+        found = self._search(conn, query, self.config.half_life_days, index=index)
         return with_corrections(portable(conn), query.scope, found, query.limit)
 
     async def context(self, query: SearchQuery, budget_tokens: int) -> ContextAnswer:
@@ -66,15 +88,18 @@ class Recall:
         the budget: search's first few first when they fit, then by coverage of the question;
         a newer fact restating an older one's subject goes before it (forged.recall.updates)."""
         candidates = msgspec.structs.replace(query, limit=self.config.max_limit)
+        index = await self._index()
         return await self.store.read(
-            self._block, candidates, budget_tokens, scope=query.scope, budget=self._budget()
+            self._block, candidates, budget_tokens, index, scope=query.scope, budget=self._budget()
         )
 
-    def _block(self, conn: Any, query: SearchQuery, budget_tokens: int) -> ContextAnswer:
+    def _block(
+        self, conn: Any, query: SearchQuery, budget_tokens: int, index: TurnIndex | None
+    ) -> ContextAnswer:
         """The block, read and packed in the reader's thread: weighing a hundred candidates
         against the question is work the event loop must not wait on."""
         limits = [self.config.max_limit, self.config.default_limit]
-        found, shown = self._searches(conn, query, self.config.half_life_days, limits)
+        found, shown = self._searches(conn, query, self.config.half_life_days, limits, index=index)
         sql = portable(conn)
         found = with_corrections(sql, query.scope, by_coverage(found, query.q))
         shown = with_corrections(sql, query.scope, shown)

@@ -33,6 +33,7 @@ __all__ = [
     "SELECTIVE_MIN_ROWS",
     "STREAMED_MIN_ROWS",
     "fact_items",
+    "items",
     "memory_item",
     "ranked",
     "recency_decay",
@@ -315,7 +316,7 @@ def ranked(
         best = _pruned(conn, counts, query, decays, params, rare, common, read, match)
     if best is None:
         best = _streamed(conn, table, query, decays, params, match(phrases), read)
-    return _items(conn, table, best, params)
+    return items(conn, table, best, params)
 
 
 def _streamed(
@@ -414,7 +415,7 @@ def _pruned(
     return best if best[-1][0] > _ceiling(counts, common, fresh=True) else None
 
 
-def _items(
+def items(
     conn: sqlite3.Connection,
     table: MemoryType,
     best: list[tuple[float, int]],

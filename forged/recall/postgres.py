@@ -101,6 +101,7 @@ def searches(
     half_life_days: float,
     limits: list[int],
     now: float | None = None,
+    index: object = None,
 ) -> list[list[MemoryItem]]:
     """The best items of one scope for each of `limits`, as `recall.sqlite.searches` gives them on
     SQLite: each type ranked once, to `query.limit` (at least the largest)."""
@@ -112,7 +113,11 @@ def searches(
 
 
 def search(
-    conn: Any, query: SearchQuery, half_life_days: float, now: float | None = None
+    conn: Any,
+    query: SearchQuery,
+    half_life_days: float,
+    now: float | None = None,
+    index: object = None,
 ) -> list[MemoryItem]:
     """The best `query.limit` items of one scope, as `recall.sqlite.search` ranks them on SQLite."""
     (found,) = searches(conn, query, half_life_days, [query.limit], now)

@@ -25,6 +25,7 @@ __all__ = [
     "kind_type",
     "query_phrases",
     "searched",
+    "searched_words",
 ]
 
 MAX_QUERY_TERMS = 64  # distinct words of a query searched, unless it says (`max_words`)
@@ -95,6 +96,12 @@ def searched(query: SearchQuery) -> list[str]:
     """The phrases a query is searched for: its words, without function words unless asked."""
     phrases = query_phrases(query.q, query.max_words)
     return phrases if query.function_words else _meaningful(phrases)
+
+
+def searched_words(query: SearchQuery) -> list[str]:
+    """The words a query is searched for, as `searched` picks them, unquoted."""
+    words = _distinct_words(query.q)[: query.max_words]
+    return words if query.function_words else _meaningful(words)
 
 
 def fts_query(phrases: list[str]) -> str:

@@ -8,7 +8,9 @@ import sqlite3
 
 import msgspec
 
+from forged.index.turns import TurnIndex
 from forged.models import MEMORY_TYPES, MemoryItem, MemoryType, Turn
+from forged.recall import indexed
 from forged.recall.fulltext import ranked, turn_text
 from forged.recall.fusion import fused_top, plain
 from forged.recall.periods import periods
@@ -41,10 +43,12 @@ def searches(
     half_life_days: float,
     limits: list[int],
     now: float | None = None,
+    index: TurnIndex | None = None,
 ) -> list[list[MemoryItem]]:
     """The best items of one scope for each of `limits` (each type ranked by BM25 times recency
     decay, the lists merged by reciprocal rank fusion): each the answer of a search asking that
-    many, from one ranking of each type (`query.limit` is at least the largest)."""
+    many, from one ranking of each type (`query.limit` is at least the largest). With an
+    `index` up to date, turns are ranked through it."""
     now = julian_now() if now is None else now
     wanted = query.types if query.kind is None else (kind_type(query.kind),)
     types = [t for t in MEMORY_TYPES if t in wanted]
@@ -55,7 +59,12 @@ def searches(
         """A type's best `depth`: its best `query.limit`, ranked once (each ranking asks the
         index for every match, and fusion may read a list again, deeper)."""
         if table not in full:
-            full[table] = ranked(conn, table, query, half_life_days, now)
+            found = None
+            if index is not None and table == "interaction":
+                found = indexed.ranked(conn, index, query, half_life_days, now)
+            if found is None:
+                found = ranked(conn, table, query, half_life_days, now)
+            full[table] = found
         return full[table][:depth]
 
     def said(seqs: list[int]) -> dict[int, str]:
@@ -66,10 +75,14 @@ def searches(
 
 
 def search(
-    conn: sqlite3.Connection, query: SearchQuery, half_life_days: float, now: float | None = None
+    conn: sqlite3.Connection,
+    query: SearchQuery,
+    half_life_days: float,
+    now: float | None = None,
+    index: TurnIndex | None = None,
 ) -> list[MemoryItem]:
     """The best `query.limit` items of one scope, with their sources when asked."""
-    (found,) = searches(conn, query, half_life_days, [query.limit], now)
+    (found,) = searches(conn, query, half_life_days, [query.limit], now, index)
     if query.sources:
         found = [with_sources(conn, i) for i in found]
     return found

@@ -1,0 +1,229 @@
+"""The keeper of the turn index: follows the log from the index's own watermark, commits what
+it read with the new watermark, takes out what was forgotten, and rewrites the index from the
+store when it is missing, stale or holds the words of erased turns.
+
+The keeper observes the log like the hub's observers, a chunk at a time and batched by what has
+piled up, but its progress lives only in the index: a derived index never holds back ingest
+(no `backlog_full` on its account), and every daemon on a shared PostgreSQL keeps one of its
+own, fed from the shared log. Recall reads the index only once it holds every turn acknowledged
+before the query (`fresh`); until then the store's own full-text search answers.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import structlog
+import trio
+
+from forged.index.turns import TurnIndex, TurnText
+from forged.models import IndexStatus, StoredInteraction
+from forged.store.backend import Backend
+from forged.store.cjk import cjk_grams
+from forged.timestamps import julian_day
+
+__all__ = ["CHUNK", "FRESH_WAIT", "IndexKeeper", "IndexState", "turn_text"]
+
+CHUNK = 2_000  # turns read from the log, indexed and committed at a time
+FRESH_WAIT = 0.25  # seconds a search waits for the index to take the latest turns
+log = structlog.get_logger("forged.index")
+
+IndexState = Literal["opening", "catching_up", "ready", "rewriting"]
+T = TypeVar("T")
+
+
+def turn_text(item: StoredInteraction) -> TurnText:
+    """What the index holds of a stored turn: the "speaker: text" lines the store indexes, CJK
+    runs written as their characters and pairs (forged.store.cjk)."""
+    text = cjk_grams("\n".join(f"{m.name or m.role}: {m.text}" for m in item.messages))
+    try:
+        at = julian_day(item.timestamp)
+    except ValueError:  # forged writes none such; an unreadable time decays to the floor
+        at = 0.0
+    return TurnText(item.seq, item.scope, at, text)
+
+
+def _added(index: TurnIndex, rows: Sequence[StoredInteraction]) -> None:
+    """Index rows read from the log and commit them with the last one's seq."""
+    index.add(turn_text(row) for row in rows)
+    index.commit(rows[-1].seq)
+
+
+def _erased(index: TurnIndex, scopes: list[str], seqs: list[int]) -> None:
+    for scope in scopes:
+        index.forget(scope)
+    index.delete(seqs)
+    index.commit(index.watermark)
+
+
+async def _either(first: trio.Event, second: trio.Event) -> None:
+    """Return once either event is set."""
+    async with trio.open_nursery() as nursery:
+        for event in (first, second):
+
+            async def wait(event: trio.Event = event) -> None:
+                await event.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(wait)
+
+
+def _swap(new: Path, path: Path) -> None:
+    """Put the rewritten index in place of the old one, which is deleted with its files."""
+    old = path.with_name(path.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if path.exists():
+        path.rename(old)
+    new.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+class IndexKeeper:
+    """The index of one daemon and the task that keeps it."""
+
+    def __init__(self, store: Backend, path: Path) -> None:
+        self.store = store
+        self.path = path
+        self.index: TurnIndex | None = None
+        self.state: IndexState = "opening"
+        self.error: str | None = None
+        self._limiter = trio.CapacityLimiter(1)  # the index has one writer: this task
+        self._moved = trio.Event()  # set at each commit and state change
+        self._wake = trio.Event()  # set when there is something to erase
+        self._forgotten: list[str] = []
+        self._deleted: list[int] = []
+        self._rewrite = False  # erased turns' words are still in the index's files
+
+    @property
+    def watermark(self) -> int:
+        return self.index.watermark if self.index is not None else 0
+
+    def status(self) -> IndexStatus:
+        last = self.store.last_seq
+        return IndexStatus(self.state, self.watermark, max(0, last - self.watermark))
+
+    def _moved_on(self) -> None:
+        self._moved.set()
+        self._moved = trio.Event()
+
+    async def fresh(self, seq: int, wait: float = FRESH_WAIT) -> TurnIndex | None:
+        """The index once it holds every turn up to `seq`, waiting up to `wait` seconds for
+        it; None if it does not by then (or is being rebuilt)."""
+        with trio.move_on_after(wait):
+            while self.index is None or self.index.watermark < seq:
+                await self._moved.wait()
+            return self.index
+        return None
+
+    @property
+    def settled(self) -> bool:
+        """The index holds the whole log and nothing waits to be erased from its files."""
+        pending = self._forgotten or self._deleted or self._rewrite
+        return not pending and self.state == "ready" and self.watermark >= self.store.last_seq
+
+    async def wait_settled(self) -> None:
+        """Return once the index is `settled`: what was erased is gone from its files."""
+        while not self.settled:
+            await self._moved.wait()
+
+    def forget(self, scope: str) -> None:
+        """Erase a scope's turns from the index, in searches at once and then from its files."""
+        self._forgotten.append(scope)
+        self._wake.set()
+
+    def delete(self, seq: int) -> None:
+        """Erase one turn from the index, as `forget`."""
+        self._deleted.append(seq)
+        self._wake.set()
+
+    def rebuild(self) -> None:
+        """Rewrite the index from the store (`forged reindex`)."""
+        self._rewrite = True
+        self._wake.set()
+
+    async def serve(
+        self,
+        appended: Callable[[], trio.Event],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Open the index, then keep it: catch up with the log, erase, rewrite. `appended`
+        gives the event the next append to the log sets."""
+        index = await self._in_thread(TurnIndex, self.path)
+        if index.watermark > self.store.last_seq:  # of another store, or of this one before
+            log.warning("index_stale", watermark=index.watermark, last_seq=self.store.last_seq)
+            await self._in_thread(index.close)
+            await self._in_thread(shutil.rmtree, self.path)
+            index = await self._in_thread(TurnIndex, self.path)
+        self.index = index
+        task_status.started()
+        try:
+            while True:
+                woken = appended()
+                if self._forgotten or self._deleted:
+                    await self._erase()
+                if self._rewrite:
+                    await self._rewritten()
+                elif not await self._caught_up():
+                    continue
+                self._set("ready")
+                with trio.move_on_after(self.store.poll_interval):
+                    await _either(woken, self._wake)
+                self._wake = trio.Event()
+        finally:
+            with trio.CancelScope(shield=True):
+                if self.index is not None:
+                    await self._in_thread(self.index.close)
+
+    def _set(self, state: IndexState) -> None:
+        self.state = state
+        self._moved_on()
+
+    async def _caught_up(self) -> bool:
+        """Index the next chunk of the log; whether there was none."""
+        assert self.index is not None
+        rows = await self.store.read_log(self.index.watermark, CHUNK)
+        if not rows:
+            return True
+        if self.state != "ready":
+            self._set("catching_up")
+        await self._in_thread(_added, self.index, rows)
+        self._moved_on()
+        return False
+
+    async def _erase(self) -> None:
+        """Take forgotten scopes and deleted turns out of searches, in one commit; their
+        words stay in the files until the next rewrite, which follows at once."""
+        assert self.index is not None
+        scopes, self._forgotten = self._forgotten, []
+        seqs, self._deleted = self._deleted, []
+        self._rewrite = True  # before the wait: the index is not settled until rewritten
+        await self._in_thread(_erased, self.index, scopes, seqs)
+        log.info("index_erased", scopes=len(scopes), turns=len(seqs))
+
+    async def _rewritten(self) -> None:
+        """Write a new index from the store beside the old one, then put it in its place."""
+        self._set("rewriting")
+        self._rewrite = False
+        new = self.path.with_name(self.path.name + ".new")
+        await self._in_thread(shutil.rmtree, new, True)
+        fresh = await self._in_thread(TurnIndex, new)
+        started = trio.current_time()
+        while rows := await self.store.read_log(fresh.watermark, CHUNK):
+            await self._in_thread(_added, fresh, rows)
+        await self._in_thread(fresh.close)
+        assert self.index is not None
+        await self._in_thread(self.index.close)
+        await self._in_thread(_swap, new, self.path)
+        self.index = await self._in_thread(TurnIndex, self.path)
+        log.info(
+            "index_rewritten",
+            watermark=self.index.watermark,
+            seconds=round(trio.current_time() - started, 3),
+        )
+
+    async def _in_thread(self, fn: Callable[..., T], *args: object) -> T:
+        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)

@@ -1,0 +1,220 @@
+"""The turns' full-text index beside the store: a tantivy index of every stored interaction's
+text, derived from the log and never its record, the last seq it holds kept in its own commit.
+
+The store stays the record of everything; this index may be deleted at any time and is rebuilt
+from the log. It answers one question fast at any size: a scope's best turns for some words by
+BM25, where FTS5 scores every match in SQL. Each commit holds one `watermark` document with the
+last seq indexed and the index's version, so the turns and the watermark move together and a
+crash loses nothing: the keeper starts again after that seq.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import tantivy
+
+__all__ = ["SCHEMA_VERSION", "IndexStats", "Match", "TurnIndex", "TurnText", "terms"]
+
+SCHEMA_VERSION = 1  # raised when the fields or the analyzer change: an older index is rebuilt
+MAX_TOKEN_BYTES = 40  # longer "words" (hashes, base64) are not indexed, as in tantivy's default
+WRITER_HEAP = 32_000_000  # bytes the writer buffers before it writes a segment of its own
+WRITER_THREADS = 1  # the daemon's event loop and readers keep the other core
+_ANALYZER = "forged"  # the text field's analyzer, registered under this name
+_WATERMARK = "watermark"  # the `kind` of the one document holding the last seq indexed
+_TURN = "turn"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnText:
+    """What the index holds of a stored turn: its seq, its scope, when it happened (a Julian
+    day, as SQLite's julianday()) and its searchable text."""
+
+    seq: int
+    scope: str
+    at: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A turn the index found, with tantivy's BM25 of it (a candidate's order, not its score)."""
+
+    seq: int
+    bm25: float
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStats:
+    """What BM25 needs of the whole index: its turns and their average length in terms."""
+
+    turns: int
+    average_terms: float
+
+
+def _analyzer() -> tantivy.TextAnalyzer:
+    """Words split at anything not a letter or digit, long ones dropped, lower-cased, accents
+    folded and English endings stemmed: what FTS5's `porter unicode61 remove_diacritics 2`
+    does to the store's copy."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(MAX_TOKEN_BYTES))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+_TERMS = _analyzer()
+
+
+def terms(text: str) -> list[str]:
+    """The terms the index holds for `text`, in order, repeats kept (linear in its length)."""
+    return _TERMS.analyze(text)
+
+
+def _schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("kind", tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("scope", tokenizer_name="raw", index_option="basic")
+    builder.add_integer_field("seq", indexed=True, fast=True)
+    builder.add_integer_field("terms", fast=True)  # the turn's length, for BM25's average
+    builder.add_float_field("at", indexed=True, fast=True)  # when: a search by age bands
+    builder.add_integer_field("version", stored=True)
+    # term frequencies, no positions: recall searches words, never phrases (a third smaller)
+    builder.add_text_field("text", tokenizer_name=_ANALYZER, index_option="freq")
+    return builder.build()
+
+
+def _opened(path: Path) -> tantivy.Index:
+    """The index at `path` if it is one of this version that opens; else a new empty one in its
+    place (a stale or damaged index is rebuilt from the store, never repaired)."""
+    try:
+        if tantivy.Index.exists(str(path)):
+            index = tantivy.Index.open(str(path))
+            index.register_tokenizer(_ANALYZER, _analyzer())
+            if _recorded(index)[1] in (None, SCHEMA_VERSION):
+                return index
+    except (ValueError, OSError):
+        pass
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    index = tantivy.Index(_schema(), path=str(path))
+    index.register_tokenizer(_ANALYZER, _analyzer())
+    return index
+
+
+def _recorded(index: tantivy.Index) -> tuple[int, int | None]:
+    """The watermark and version the index's last commit recorded ((0, None) when empty)."""
+    searcher = index.searcher()
+    query = tantivy.Query.term_query(index.schema, "kind", _WATERMARK)
+    hits = searcher.search(query, 1, count=False).hits
+    if not hits:
+        return 0, None
+    address = hits[0][1]
+    (seq,) = searcher.fast_field_values("seq", [address])
+    return int(seq or 0), searcher.doc(address).get_first("version")
+
+
+class TurnIndex:
+    """The index in a directory of its own: one writer (the keeper's), any number of searches.
+
+    Every method blocks: call each from a worker thread, never from the event loop.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._index = _opened(path)
+        self._schema = self._index.schema
+        self._writer: tantivy.IndexWriter | None = None
+        self.watermark = _recorded(self._index)[0]  # the last seq of the last commit
+        self._stats: tuple[int, IndexStats] | None = None  # (watermark, stats) last counted
+
+    def _writing(self) -> tantivy.IndexWriter:
+        if self._writer is None:
+            self._writer = self._index.writer(WRITER_HEAP, WRITER_THREADS)
+        return self._writer
+
+    def add(self, turns: Iterable[TurnText]) -> None:
+        """Index turns, each replacing any copy of the same seq (a turn delivered again after a
+        crash between a commit and the next)."""
+        writer = self._writing()
+        for turn in turns:
+            writer.delete_documents_by_term("seq", turn.seq)
+            document = tantivy.Document(kind=_TURN, scope=turn.scope, seq=turn.seq, text=turn.text)
+            document.add_integer("terms", len(terms(turn.text)))
+            document.add_float("at", turn.at)
+            writer.add_document(document)
+
+    def delete(self, seqs: Iterable[int]) -> None:
+        """Take turns out of the next commit's searches (their terms stay in the files until
+        the index is rewritten: `TurnIndex.rewritten`)."""
+        writer = self._writing()
+        for seq in seqs:
+            writer.delete_documents_by_term("seq", seq)
+
+    def forget(self, scope: str) -> None:
+        """Take a scope's turns out of the next commit's searches, as `delete`."""
+        self._writing().delete_documents_by_term("scope", scope)
+
+    def commit(self, watermark: int) -> None:
+        """Publish what was added and deleted, with `watermark`, in one commit."""
+        writer = self._writing()
+        writer.delete_documents_by_term("kind", _WATERMARK)
+        writer.add_document(
+            tantivy.Document(kind=_WATERMARK, seq=watermark, version=SCHEMA_VERSION)
+        )
+        writer.commit()
+        self._index.reload()
+        self.watermark = watermark
+
+    def stats(self) -> IndexStats:
+        """How many turns the index holds and their average length in terms, counted once per
+        commit."""
+        if self._stats is None or self._stats[0] != self.watermark:
+            query = tantivy.Query.term_query(self._schema, "kind", _TURN)
+            found = self._index.searcher().aggregate(query, {"n": {"stats": {"field": "terms"}}})
+            counted = found["n"]
+            stats = IndexStats(int(counted["count"]), float(counted["avg"] or 0.0))
+            self._stats = (self.watermark, stats)
+        return self._stats[1]
+
+    def documents(self, term: str) -> int:
+        """How many turns hold `term` (turns deleted since the last merge of their segment
+        included, as in FTS5 until it merges)."""
+        return int(self._index.searcher().doc_freq("text", term))
+
+    def search(
+        self, scope: str, wanted: list[str], depth: int, since: float | None, until: float | None
+    ) -> list[Match]:
+        """The scope's `depth` best turns by tantivy's BM25 over any of the `wanted` terms,
+        among those that happened from Julian day `since` (inclusive) to `until` (exclusive)."""
+        if not wanted:
+            return []
+        schema = self._schema
+        text = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", t)) for t in wanted]
+        scope_only = tantivy.Query.term_query(schema, "scope", scope)
+        clauses = [
+            (tantivy.Occur.Must, tantivy.Query.const_score_query(scope_only, 0.0)),
+            (tantivy.Occur.Must, tantivy.Query.boolean_query(text)),
+        ]
+        if since is not None or until is not None:
+            when = tantivy.Query.range_query(
+                schema, "at", tantivy.FieldType.Float, since, until, include_upper=until is None
+            )
+            clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(when, 0.0)))
+        query = tantivy.Query.boolean_query(clauses)
+        searcher = self._index.searcher()
+        hits = searcher.search(query, depth, count=False).hits
+        seqs = searcher.fast_field_values("seq", [address for _, address in hits])
+        return [Match(int(seq or 0), score) for (score, _), seq in zip(hits, seqs, strict=True)]
+
+    def close(self) -> None:
+        """Let the writer finish its merges and release the directory's lock."""
+        if self._writer is not None:
+            self._writer.wait_merging_threads()
+            self._writer = None

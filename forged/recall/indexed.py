@@ -1,0 +1,163 @@
+"""Turns ranked through the index beside the store (`forged.index`): the index names the
+candidates, the store's rows score them by FTS5's own BM25 times recency decay.
+
+tantivy's BM25 weighs words by another IDF than FTS5's and rounds each turn's length to a
+byte, so its order alone would differ from the store's for common words. It only picks the
+best few dozen candidates per result; each is scored again from its text by `bm25()` below,
+the formula of FTS5's `bm25()`, over the index's counts. Top-10 overlap with exact FTS5
+ranking is measured by `make bench` (onescope).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import sqlite3
+from collections import Counter
+from typing import Any
+
+from forged.index.turns import IndexStats, TurnIndex, terms
+from forged.models import MemoryItem
+from forged.recall.fulltext import (
+    BM25_K1,
+    RECENCY_FLOOR,
+    SELECTIVE_MIN_ROWS,
+    items,
+    recency_decay,
+    turn_text,
+)
+from forged.recall.query import SearchQuery, conditions, searched_words
+from forged.store.cjk import cjk_grams
+
+__all__ = ["BM25_B", "CANDIDATES_PER_RESULT", "MAX_DEPTH", "bm25", "ranked"]
+
+BM25_B = 0.75  # FTS5's bm25() length normalisation
+CANDIDATES_PER_RESULT = 1  # each age band's best this many per result asked are scored again
+MIN_CANDIDATES = 10  # and at least this many
+MAX_DEPTH = 4096  # past this many candidates of a band FTS5 answers instead (a selective filter)
+DEEPER = 4  # a band is asked again for this many times as many when its rest could still enter
+BAND_AGES = (0.5, 1.0, 2.0, 4.0, 8.0)  # the edges of the age bands, in half-lives
+# The candidates that pass the query's filters, with what scores them.
+_CANDIDATES = """
+    SELECT i.seq, i.timestamp, i.messages FROM interactions AS i
+    WHERE i.seq IN (SELECT value FROM json_each(:ids)) AND +i.scope = :scope {filters}
+"""
+
+
+def bm25(counts: Counter[str], length: int, weights: dict[str, float], stats: IndexStats) -> float:
+    """FTS5's bm25() of a turn whose terms are `counts` (`length` in all), for terms of IDF
+    `weights`: each term's IDF times its saturated, length-normalised frequency."""
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / max(stats.average_terms, 1e-9))
+    return sum(
+        w * counts[t] * (BM25_K1 + 1) / (counts[t] + norm) for t, w in weights.items() if counts[t]
+    )
+
+
+def _weights(index: TurnIndex, words: list[str], stats: IndexStats) -> dict[str, float]:
+    """Each searched term with FTS5's IDF, log((N - n + 0.5) / (n + 0.5)) clamped above zero;
+    in a large index, terms in more than half the turns left out unless all are (as
+    `fulltext` leaves them out: they weigh almost nothing, yet make most turns candidates)."""
+    documents = {t: index.documents(t) for w in words for t in terms(w)}
+    n = stats.turns
+    kept = documents
+    if n >= SELECTIVE_MIN_ROWS:
+        kept = {t: d for t, d in documents.items() if d <= n // 2} or documents
+    return {t: max(1e-6, math.log((n - d + 0.5) / (d + 0.5))) for t, d in kept.items()}
+
+
+def _bands(now: float, half_life: float) -> list[tuple[float | None, float | None, float]]:
+    """The age bands searched on their own, as (since, until, the largest decay in the band):
+    within a band decay varies by a third at most, so the index's order by BM25 is nearly its
+    order by BM25 times decay, which across a year it is not."""
+    edges = [now - age * half_life for age in BAND_AGES]
+    bands: list[tuple[float | None, float | None, float]] = []
+    for i, since in enumerate([*edges, None]):
+        until = edges[i - 1] if i else None
+        youngest = BAND_AGES[i - 1] if i else 0.0
+        bands.append((since, until, RECENCY_FLOOR + (1 - RECENCY_FLOOR) * 0.5**youngest))
+    return bands
+
+
+class _Scored:
+    """The candidates scored so far, from the store's rows: BM25 times decay, by seq."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        query: SearchQuery,
+        weights: dict[str, float],
+        stats: IndexStats,
+        half_life: float,
+        now: float,
+    ) -> None:
+        self.params: dict[str, Any] = {"scope": query.scope}
+        self.sql = _CANDIDATES.format(filters=conditions("interaction", query, self.params))
+        self.conn, self.weights, self.stats = conn, weights, stats
+        self.half_life, self.now = half_life, now
+        self.bm25: dict[int, float | None] = {}  # None: filtered out
+        self.score: dict[int, float] = {}
+
+    def read(self, seqs: list[int]) -> None:
+        """Score the candidates not scored yet."""
+        unread = [seq for seq in seqs if seq not in self.bm25]
+        self.bm25 |= dict.fromkeys(unread)
+        self.params["ids"] = json.dumps(unread)
+        for seq, at, messages in self.conn.execute(self.sql, self.params):
+            found = Counter(terms(cjk_grams(turn_text(messages)[1])))
+            self.bm25[seq] = value = bm25(found, sum(found.values()), self.weights, self.stats)
+            self.score[seq] = value * recency_decay(at, self.now, self.half_life)
+
+    def best(self, limit: int) -> list[tuple[float, int]]:
+        return heapq.nlargest(limit, ((score, seq) for seq, score in self.score.items()))
+
+
+def ranked(
+    conn: sqlite3.Connection,
+    index: TurnIndex,
+    query: SearchQuery,
+    half_life: float,
+    now: float,
+) -> list[MemoryItem] | None:
+    """The scope's best turns for the query, by BM25 times recency decay; None when the
+    query's filters pass too few of the index's candidates (FTS5 then answers).
+
+    A query with few matches has them all scored. Else each age band gives its best candidates by the index's BM25; they are scored from their
+    rows. A band is asked again, deeper, while what it has not given could still enter: its
+    last candidate's BM25 times the band's largest decay beats the last result.
+    """
+    stats = index.stats()
+    weights = _weights(index, searched_words(query), stats)
+    if not weights:
+        return []
+    scored = _Scored(conn, query, weights, stats, half_life, now)
+    wanted = list(weights)
+    depth = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * query.limit)
+    every = index.search(query.scope, wanted, depth, None, None)
+    scored.read([m.seq for m in every])
+    if len(every) < depth:  # a rare word: every match is scored
+        return items(conn, "interaction", scored.best(query.limit), {})
+    open_bands = [(band, depth) for band in _bands(now, half_life)]
+    while open_bands:
+        asked = [
+            (band, d, index.search(query.scope, wanted, d, band[0], band[1]))
+            for band, d in open_bands
+        ]
+        scored.read([m.seq for _, _, matches in asked for m in matches])
+        best = scored.best(query.limit)
+        last = best[-1][0] if len(best) == query.limit else 0.0
+        open_bands = []
+        for band, d, matches in asked:
+            if len(matches) < d:
+                continue  # the band gave every match it has
+            bound = (scored.bm25[matches[-1].seq] or _most(scored)) * band[2]
+            if bound > last:
+                if d * DEEPER > MAX_DEPTH:
+                    return None
+                open_bands.append((band, d * DEEPER))
+    return items(conn, "interaction", scored.best(query.limit), {})
+
+
+def _most(scored: _Scored) -> float:
+    """A bound on a filtered-out candidate's BM25: the best any candidate has."""
+    return max((v for v in scored.bm25.values() if v is not None), default=0.0)
