@@ -29,7 +29,7 @@ __all__ = ["CHUNK", "FRESH_WAIT", "IndexKeeper", "IndexState", "turn_text"]
 
 CHUNK = 2_000  # turns read from the log, indexed and committed at a time
 FRESH_WAIT = 0.25  # seconds a search waits for the index to take the latest turns
-log = structlog.get_logger("forged.index.keeper")
+log = structlog.get_logger(__name__)
 
 IndexState = Literal["opening", "catching_up", "ready", "rewriting"]
 T = TypeVar("T")
