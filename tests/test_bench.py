@@ -30,7 +30,8 @@ def _expected_rows() -> list[str]:
     rows = ["scrub: "] * 2 + ["ingest: "] * 4 + ["batching: "] * 3
     for n in quick.recall_facts:
         rows += [f"recall: {n:,} facts + {n:,} turns, "] * 5
-    rows += ["one scope: "] * 17  # 3 kinds of query x 4, scope B on 2 reader counts x 2, overlap
+    # 3 kinds of query x 4, the turn index x 4, scope B on 2 reader counts x 2, 2 overlaps
+    rows += ["one scope: "] * 22
     rows += ["memory: "] * 2 + ["start: "] * 2 + ["quality: "] * len(DISTILLERS) + ["consolidate: "]
     if binaries() is None:  # the PostgreSQL step says it could not run
         return [*rows, "postgres: ", "import: ", "import: "]
@@ -73,7 +74,7 @@ async def test_quick_bench_reports_every_figure_with_baseline_and_ratio(tmp_path
         assert GOAL.match(goal), measure
     with_goal = [r[0] for r in rows if r[5]]
     one_scope = [r[0] for r in rows if r[0].startswith("one scope: ") and r[5]]
-    assert len(one_scope) == 5  # p99 of two kinds of query on two routes, scope B under load
+    assert len(one_scope) == 5  # search p99 of three kinds of query, scope B, overlap
     # scrub, 16 clients, one request, the one-scope recall, the importer's peak RSS
     assert with_goal == [rows[0][0], rows[3][0], rows[5][0], *one_scope, rows[-2][0]]
     assert "Goals met: " in out.read_text()

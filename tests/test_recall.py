@@ -29,6 +29,7 @@ from forged.recall.fusion import COVERAGE_WEIGHT, RRF_K, by_coverage, fuse
 from forged.recall.listing import Page, list_facts
 from forged.recall.packing import (
     FRAME_TOKENS,
+    NOVELTY_MIN,
     TURNS_HEADING,
     content_words,
     cost,
@@ -1172,8 +1173,10 @@ LOCOMO_QUESTION = "What does Melanie think about Caroline's decision to adopt?"
 
 def _missing(found: list[dict[str, Any]], block: dict[str, Any]) -> list[tuple[str, int]]:
     """Search's results the block holds neither themselves nor by what they repeat: the turn a
-    fact was distilled from takes the fact's place, and a turn adds nothing beside its fact."""
+    fact was distilled from takes the fact's place, a turn adds nothing beside its fact, and an
+    item whose words the block already holds is left out as a repeat (the packing rule)."""
     items = block["items"]
+    words = set().union(*(content_words(i["text"]) for i in items))
     turns = {i["id"] for i in items if i["type"] == "interaction"}
     spans = [range(i["first_seq"], i["last_seq"] + 1) for i in items if i["type"] != "interaction"]
     held = {(i["type"], i["id"]) for i in items}
@@ -1183,8 +1186,14 @@ def _missing(found: list[dict[str, Any]], block: dict[str, Any]) -> list[tuple[s
             return any(i["id"] in span for span in spans)
         return bool(turns & set(range(i["first_seq"], i["last_seq"] + 1)))
 
+    def repeated(i: dict[str, Any]) -> bool:
+        own = content_words(i["text"])
+        return bool(own) and len(own - words) < NOVELTY_MIN * len(own)
+
     return [
-        (i["type"], i["id"]) for i in found if (i["type"], i["id"]) not in held and not by_source(i)
+        (i["type"], i["id"])
+        for i in found
+        if (i["type"], i["id"]) not in held and not by_source(i) and not repeated(i)
     ]
 
 

@@ -5,8 +5,8 @@ store when it is missing, stale or holds the words of erased turns.
 The keeper observes the log like the hub's observers, a chunk at a time and batched by what has
 piled up, but its progress lives only in the index: a derived index never holds back ingest
 (no `backlog_full` on its account), and every daemon on a shared PostgreSQL keeps one of its
-own, fed from the shared log. Recall reads the index only once it holds every turn acknowledged
-before the query (`fresh`); until then the store's own full-text search answers.
+own, fed from the shared log. Recall reads the index once it lags the log by at most MAX_TAIL
+turns, and scores those from the store; further behind, the store's own full-text search answers.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from forged.store.backend import Backend
 from forged.store.cjk import cjk_grams
 from forged.timestamps import julian_day
 
-__all__ = ["CHUNK", "FRESH_WAIT", "IndexKeeper", "IndexState", "turn_text"]
+__all__ = ["CHUNK", "MAX_TAIL", "IndexKeeper", "IndexState", "turn_text"]
 
 CHUNK = 2_000  # turns read from the log, indexed and committed at a time
-FRESH_WAIT = 0.25  # seconds a search waits for the index to take the latest turns
+MAX_TAIL = 1_000  # turns the index may lag by and still be read: recall scores them itself
 log = structlog.get_logger(__name__)
 
 IndexState = Literal["opening", "catching_up", "ready", "rewriting"]
@@ -109,14 +109,13 @@ class IndexKeeper:
         self._moved.set()
         self._moved = trio.Event()
 
-    async def fresh(self, seq: int, wait: float = FRESH_WAIT) -> TurnIndex | None:
-        """The index once it holds every turn up to `seq`, waiting up to `wait` seconds for
-        it; None if it does not by then (or is being rebuilt)."""
-        with trio.move_on_after(wait):
-            while self.index is None or self.index.watermark < seq:
-                await self._moved.wait()
-            return self.index
-        return None
+    def usable(self, last_seq: int) -> TurnIndex | None:
+        """The index, if recall may read it with the log up to `last_seq`: it lags by at most
+        MAX_TAIL turns, which recall scores from the store (forged.recall.indexed)."""
+        index = self.index
+        if index is None or last_seq - index.watermark > MAX_TAIL:
+            return None
+        return index
 
     @property
     def settled(self) -> bool:

@@ -10,6 +10,7 @@ crash loses nothing: the keeper starts again after that seq.
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -41,7 +42,8 @@ class TurnText:
 
 @dataclass(frozen=True, slots=True)
 class Match:
-    """A turn the index found, with tantivy's BM25 of it (a candidate's order, not its score)."""
+    """A turn the index found, with its BM25 as tantivy computes it (lengths rounded to a byte:
+    a candidate's order and a bound, not its score)."""
 
     seq: int
     bm25: float
@@ -189,14 +191,28 @@ class TurnIndex:
         return int(self._index.searcher().doc_freq("text", term))
 
     def search(
-        self, scope: str, wanted: list[str], depth: int, since: float | None, until: float | None
+        self,
+        scope: str,
+        weights: dict[str, float],
+        depth: int,
+        since: float | None,
+        until: float | None,
     ) -> list[Match]:
-        """The scope's `depth` best turns by tantivy's BM25 over any of the `wanted` terms,
-        among those that happened from Julian day `since` (inclusive) to `until` (exclusive)."""
-        if not wanted:
+        """The scope's `depth` best turns for any of the terms, each term weighing `weights[t]`
+        in place of tantivy's own IDF (so that the order is BM25's under those weights), among
+        the turns that happened from Julian day `since` (inclusive) to `until` (exclusive)."""
+        if not weights:
             return []
-        schema = self._schema
-        text = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", t)) for t in wanted]
+        schema, searcher = self._schema, self._index.searcher()
+        turns = searcher.num_docs
+        text = []
+        for term, weight in weights.items():
+            documents = searcher.doc_freq("text", term)
+            own = math.log(1 + (turns - documents + 0.5) / (documents + 0.5))  # tantivy's IDF
+            boosted = tantivy.Query.boost_query(
+                tantivy.Query.term_query(schema, "text", term), weight / max(own, 1e-9)
+            )
+            text.append((tantivy.Occur.Should, boosted))
         scope_only = tantivy.Query.term_query(schema, "scope", scope)
         clauses = [
             (tantivy.Occur.Must, tantivy.Query.const_score_query(scope_only, 0.0)),
@@ -207,9 +223,7 @@ class TurnIndex:
                 schema, "at", tantivy.FieldType.Float, since, until, include_upper=until is None
             )
             clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(when, 0.0)))
-        query = tantivy.Query.boolean_query(clauses)
-        searcher = self._index.searcher()
-        hits = searcher.search(query, depth, count=False).hits
+        hits = searcher.search(tantivy.Query.boolean_query(clauses), depth, count=False).hits
         seqs = searcher.fast_field_values("seq", [address for _, address in hits])
         return [Match(int(seq or 0), score) for (score, _), seq in zip(hits, seqs, strict=True)]
 

@@ -41,7 +41,7 @@ KNOWN_LINE_TOKENS = 12  # a known fact's line beside its text: "[fact N] (kind, 
 class TurnIndexSource(Protocol):
     """Where recall finds the turn index (forged.index.keeper): once it is up to date."""
 
-    async def fresh(self, seq: int) -> TurnIndex | None: ...
+    def usable(self, last_seq: int) -> TurnIndex | None: ...
 
     def status(self) -> IndexStatus: ...
 
@@ -68,14 +68,13 @@ class Recall:
     async def search(self, query: SearchQuery, *, client: bool = True) -> list[MemoryItem]:
         """The query's best items; a `client`'s read is stopped after `query_timeout_ms`."""
         budget = self._budget() if client else None
-        index = await self._index()
+        index = self._index()
         return await self.store.read(self._found, query, index, scope=query.scope, budget=budget)
 
-    async def _index(self) -> TurnIndex | None:
-        """The turn index once it holds every turn acknowledged so far, if there is one."""
-        if self._turns is None:
-            return None
-        return await self._turns.fresh(self.store.last_seq)
+    def _index(self) -> TurnIndex | None:
+        """The turn index, if there is one close enough behind the log (its tail is scored
+        from the store: every turn acknowledged so far is searched)."""
+        return None if self._turns is None else self._turns.usable(self.store.last_seq)
 
     def _found(self, conn: Any, query: SearchQuery, index: TurnIndex | None) -> list[MemoryItem]:
         """Search's answer, in the reader's thread, with the user's corrections put ahead of
@@ -88,7 +87,7 @@ class Recall:
         the budget: search's first few first when they fit, then by coverage of the question;
         a newer fact restating an older one's subject goes before it (forged.recall.updates)."""
         candidates = msgspec.structs.replace(query, limit=self.config.max_limit)
-        index = await self._index()
+        index = self._index()
         return await self.store.read(
             self._block, candidates, budget_tokens, index, scope=query.scope, budget=self._budget()
         )

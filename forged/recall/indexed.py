@@ -38,6 +38,13 @@ MIN_CANDIDATES = 10  # and at least this many
 MAX_DEPTH = 4096  # past this many candidates of a band FTS5 answers instead (a selective filter)
 DEEPER = 4  # a band is asked again for this many times as many when its rest could still enter
 BAND_AGES = (0.5, 1.0, 2.0, 4.0, 8.0)  # the edges of the age bands, in half-lives
+# How far tantivy's BM25 under FTS5's weights may fall below FTS5's: tantivy rounds a turn's
+# length to one byte (exact to 40 terms, then within an eighth), and counts deleted turns in
+# its statistics until a merge.
+ROUNDING = 0.15
+# The turns the index does not hold yet: they count in BM25's statistics, and those of the
+# scope are every one a candidate.
+_TAIL = "SELECT seq, scope, messages FROM interactions WHERE seq > ?"
 # The candidates that pass the query's filters, with what scores them.
 _CANDIDATES = """
     SELECT i.seq, i.timestamp, i.messages FROM interactions AS i
@@ -54,11 +61,25 @@ def bm25(counts: Counter[str], length: int, weights: dict[str, float], stats: In
     )
 
 
-def _weights(index: TurnIndex, words: list[str], stats: IndexStats) -> dict[str, float]:
-    """Each searched term with FTS5's IDF, log((N - n + 0.5) / (n + 0.5)) clamped above zero;
-    in a large index, terms in more than half the turns left out unless all are (as
-    `fulltext` leaves them out: they weigh almost nothing, yet make most turns candidates)."""
-    documents = {t: index.documents(t) for w in words for t in terms(w)}
+def _with_tail(stats: IndexStats, tail: list[list[str]]) -> IndexStats:
+    """The statistics of the index and of the turns it does not hold yet, together."""
+    turns = stats.turns + len(tail)
+    total = stats.average_terms * stats.turns + sum(len(t) for t in tail)
+    return IndexStats(turns, total / max(1, turns))
+
+
+def _weights(
+    index: TurnIndex, words: list[str], stats: IndexStats, tail: list[list[str]]
+) -> dict[str, float]:
+    """Each searched term with FTS5's IDF, log((N - n + 0.5) / (n + 0.5)) clamped above zero,
+    over the index and its `tail` (each turn's terms); in a large index, terms in more than
+    half the turns left out unless all are (as `fulltext` leaves them out: they weigh almost
+    nothing, yet make most turns candidates)."""
+    asked = dict.fromkeys(t for w in words for t in terms(w))
+    documents = {t: index.documents(t) for t in asked}
+    for held in map(set, tail):
+        for t in held.intersection(asked):
+            documents[t] += 1
     n = stats.turns
     kept = documents
     if n >= SELECTIVE_MIN_ROWS:
@@ -106,7 +127,8 @@ class _Scored:
         for seq, at, messages in self.conn.execute(self.sql, self.params):
             found = Counter(terms(cjk_grams(turn_text(messages)[1])))
             self.bm25[seq] = value = bm25(found, sum(found.values()), self.weights, self.stats)
-            self.score[seq] = value * recency_decay(at, self.now, self.half_life)
+            if value > 0:  # a turn of the tail may hold no word asked
+                self.score[seq] = value * recency_decay(at, self.now, self.half_life)
 
     def best(self, limit: int) -> list[tuple[float, int]]:
         return heapq.nlargest(limit, ((score, seq) for seq, score in self.score.items()))
@@ -122,25 +144,30 @@ def ranked(
     """The scope's best turns for the query, by BM25 times recency decay; None when the
     query's filters pass too few of the index's candidates (FTS5 then answers).
 
-    A query with few matches has them all scored. Else each age band gives its best candidates by the index's BM25; they are scored from their
+    The turns the index does not hold yet (keeper.MAX_TAIL at most) are candidates too, and
+    every one is scored. A query with few matches has them all scored. Else each age band gives its best candidates by the index's BM25; they are scored from their
     rows. A band is asked again, deeper, while what it has not given could still enter: its
     last candidate's BM25 times the band's largest decay beats the last result.
     """
-    stats = index.stats()
-    weights = _weights(index, searched_words(query), stats)
+    tail = [
+        (seq, scope, terms(cjk_grams(turn_text(m)[1])))
+        for seq, scope, m in conn.execute(_TAIL, (index.watermark,))
+    ]
+    stats = _with_tail(index.stats(), [held for _, _, held in tail])
+    weights = _weights(index, searched_words(query), stats, [held for _, _, held in tail])
     if not weights:
         return []
     scored = _Scored(conn, query, weights, stats, half_life, now)
-    wanted = list(weights)
+    scored.read([seq for seq, scope, _ in tail if scope == query.scope])
     depth = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * query.limit)
-    every = index.search(query.scope, wanted, depth, None, None)
+    every = index.search(query.scope, weights, depth, None, None)
     scored.read([m.seq for m in every])
     if len(every) < depth:  # a rare word: every match is scored
         return items(conn, "interaction", scored.best(query.limit), {})
     open_bands = [(band, depth) for band in _bands(now, half_life)]
     while open_bands:
         asked = [
-            (band, d, index.search(query.scope, wanted, d, band[0], band[1]))
+            (band, d, index.search(query.scope, weights, d, band[0], band[1]))
             for band, d in open_bands
         ]
         scored.read([m.seq for _, _, matches in asked for m in matches])
@@ -150,14 +177,9 @@ def ranked(
         for band, d, matches in asked:
             if len(matches) < d:
                 continue  # the band gave every match it has
-            bound = (scored.bm25[matches[-1].seq] or _most(scored)) * band[2]
+            bound = matches[-1].bm25 * (1 + ROUNDING) * band[2]
             if bound > last:
                 if d * DEEPER > MAX_DEPTH:
                     return None
                 open_bands.append((band, d * DEEPER))
     return items(conn, "interaction", scored.best(query.limit), {})
-
-
-def _most(scored: _Scored) -> float:
-    """A bound on a filtered-out candidate's BM25: the best any candidate has."""
-    return max((v for v in scored.bm25.values() if v is not None), default=0.0)

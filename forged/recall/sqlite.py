@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 
 import msgspec
 
@@ -53,25 +54,37 @@ def searches(
     wanted = query.types if query.kind is None else (kind_type(query.kind),)
     types = [t for t in MEMORY_TYPES if t in wanted]
 
-    full: dict[MemoryType, list[MemoryItem]] = {}
+    full: dict[tuple[MemoryType, int], list[MemoryItem] | None] = {}
 
-    def rank(table: MemoryType, depth: int) -> list[MemoryItem]:
-        """A type's best `depth`: its best `query.limit`, ranked once (each ranking asks the
-        index for every match, and fusion may read a list again, deeper)."""
-        if table not in full:
-            found = None
-            if index is not None and table == "interaction":
-                found = indexed.ranked(conn, index, query, half_life_days, now)
+    def ranking(table: MemoryType, limit: int) -> list[MemoryItem] | None:
+        """A type's best `limit` through the turn index, ranked once per limit: its top is
+        exact only in the candidates it reads, and a search asking fewer must see the same
+        first results as a block asking more; None where the store's index answers."""
+        if index is None or table != "interaction":
+            return None
+        if (table, limit) not in full:
+            limited = msgspec.structs.replace(query, limit=limit)
+            full[table, limit] = indexed.ranked(conn, index, limited, half_life_days, now)
+        return full[table, limit]
+
+    def ranker(limit: int) -> Callable[[MemoryType, int], list[MemoryItem]]:
+        def rank(table: MemoryType, depth: int) -> list[MemoryItem]:
+            """A type's best `depth`: its best `query.limit`, ranked once (each ranking asks
+            the index for every match, and fusion may read a list again, deeper)."""
+            found = ranking(table, limit)
             if found is None:
-                found = ranked(conn, table, query, half_life_days, now)
-            full[table] = found
-        return full[table][:depth]
+                if (table, 0) not in full:
+                    full[table, 0] = ranked(conn, table, query, half_life_days, now)
+                found = full[table, 0]
+            return (found or [])[:depth]
+
+        return rank
 
     def said(seqs: list[int]) -> dict[int, str]:
         rows = conn.execute(_SAID, (json.dumps(seqs), query.scope))
         return {seq: plain(turn_text(messages)[1]) for seq, messages in rows}
 
-    return [fused_top(rank, types, limit, periods(query.q), said) for limit in limits]
+    return [fused_top(ranker(limit), types, limit, periods(query.q), said) for limit in limits]
 
 
 def search(
