@@ -124,7 +124,9 @@ class Recall:
         )
         shown, used = [], 0
         try:
-            found = await self.store.read(self._found, query, scope=scope, budget=search_budget)
+            found = await self.store.read(
+                self._found, query, None, scope=scope, budget=search_budget
+            )
         except QueryTimeout:
             log.warning(
                 "related_facts_skipped", scope=scope, timeout_ms=round((search_budget or 0) * 1000)
