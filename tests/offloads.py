@@ -5,6 +5,9 @@ on a poisoned interaction."""
 from __future__ import annotations
 
 import os
+import re
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,3 +51,16 @@ class StallingGround:
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         swapped: Callable[..., T] = ground_or_stall if work is ground else work
         return await self.worker.run(swapped, *args)
+
+
+def stall_while_marked(transcript: str, pause: float = 0.0) -> None:
+    """A check that stalls on a transcript naming a directory (`STALL <dir>`) while the file
+    `marker` is there: it first writes its pid into the FIFO `started` (the test reads it, an
+    event), then spins (or sleeps `pause` at a time) until the marker is gone."""
+    found = re.search(rf"{STALL} (\S+)", transcript)
+    if found is None or not (marker := Path(found[1]) / "marker").exists():
+        return
+    with (Path(found[1]) / "started").open("w") as started:
+        started.write(f"{os.getpid()} {threading.get_ident()}\n")
+    while marker.exists():
+        time.sleep(pause)

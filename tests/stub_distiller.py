@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import trio
+
 from forged.config import DistillerConfig
 from forged.models import DistilledMemory, Fact
+from forged.text.offload import WorkerProcess
+from tests.offloads import stall_while_marked
 
 
 class PreferenceDistiller:
@@ -62,4 +66,32 @@ class AttemptBlind:
         self.model = "blind"
 
     async def distill(self, transcript: str) -> DistilledMemory:
+        return DistilledMemory(summary="", facts=[])
+
+
+class StallingCheck:
+    """Checks each transcript in the worker process, as the offline distiller does: a check
+    that stalls while the transcript's marker is there (tests.offloads.stall_while_marked)."""
+
+    model = "stalling-check"
+
+    def __init__(self, config: DistillerConfig) -> None:
+        self.worker = WorkerProcess()
+
+    async def distill(self, transcript: str, *, attempt: int = 1) -> DistilledMemory:
+        await self.worker.run(stall_while_marked, transcript)
+        return DistilledMemory(summary="", facts=[])
+
+
+class StallingThread:
+    """Blocks a thread of the daemon while the transcript's marker is there: a plugin's call
+    that nothing can cancel."""
+
+    model = "stalling-thread"
+
+    def __init__(self, config: DistillerConfig) -> None:
+        pass
+
+    async def distill(self, transcript: str, *, attempt: int = 1) -> DistilledMemory:
+        await trio.to_thread.run_sync(stall_while_marked, transcript, 0.01)
         return DistilledMemory(summary="", facts=[])

@@ -17,12 +17,14 @@ import pytest
 import trio
 
 from forged.config import ServerConfig
+from forged.daemon.backstop import EXIT_FORCED, STOP_TIMEOUT
 from forged.daemon.runner import _bind
 from forged.errors import ConfigError
 from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
 from tests.data import facts_per_seq, interaction, rows, summaries_per_seq
 from tests.fakellm import SEQ_TAG, FakeLLM
 from tests.journald_ns import namespaces_unavailable
+from tests.offloads import STALL
 
 TIMEOUT = 60.0  # seconds any one scenario may take
 WATCHDOG_USEC = 200_000  # a watchdog this short makes the daemon ping every 0.1 s
@@ -169,6 +171,7 @@ async def test_refuses_the_socket_of_a_running_daemon(short_tmp: Path, fake_llm:
 _BIND = """
 import sys
 from forged.config import ServerConfig
+from forged.daemon.backstop import EXIT_FORCED, STOP_TIMEOUT
 from forged.daemon.runner import _bind
 from forged.errors import ConfigError
 try:
@@ -377,6 +380,54 @@ async def test_ctrl_c_mid_batch_stops_at_once(short_tmp: Path, fake_llm: FakeLLM
     (shutdown,) = daemon.events("shutdown")
     assert (shutdown["drained"], shutdown["waited_for_batch"]) == (True, False)
     assert rows(daemon.config.store.path, "SELECT count(*) FROM summaries") == [(0,)]
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+@pytest.mark.parametrize(
+    ("plugin", "status", "forced"),
+    [("StallingCheck", 0, False), ("StallingThread", EXIT_FORCED, True)],
+)
+async def test_sigterm_during_a_stalled_check_ends_in_time_and_loses_nothing(
+    short_tmp: Path, fake_llm: FakeLLM, plugin: str, status: int, forced: bool
+) -> None:
+    """SIGTERM while a check stalls: a check in the worker process is killed at the end of the
+    grace and forged exits 0; a thread that nothing can stop is left behind, and the process
+    ends STOP_TIMEOUT later all the same (status 70). The turn is distilled on the next start."""
+    stall = short_tmp / "stall"
+    stall.mkdir()
+    (stall / "marker").touch()
+    os.mkfifo(stall / "started")
+    grace = 0.5
+    config_path = write_config(
+        short_tmp,
+        fake_llm.base_url,
+        server={"shutdown_grace": grace},
+        distiller={"class": f"tests.stub_distiller:{plugin}"},
+    )
+    turn = {"messages": [{"role": "user", "text": f"{STALL} {stall}"}]}
+    async with DaemonProcess(config_path, short_tmp) as daemon:
+        with trio.fail_after(TIMEOUT):
+            await daemon.start()
+            async with socket_client(daemon.socket) as client:
+                assert (await client.post("/v1/interactions", json=turn)).status_code == 202
+            started = await trio.to_thread.run_sync(
+                (stall / "started").read_text, abandon_on_cancel=True
+            )  # the check has begun its stall
+            with trio.fail_after(grace + STOP_TIMEOUT + 10):  # a few seconds, not until SIGKILL
+                assert await daemon.stop() == status
+            stalled = int(started.split()[0])
+            assert stalled == daemon.pid or not _alive(stalled)  # the worker was killed
+            (stall / "marker").unlink()
+            await daemon.start()
+            async with socket_client(daemon.socket) as client:
+                await wait_for_watermark(client, 1)
+            assert await daemon.stop() == 0
+    assert [e["drained"] for e in daemon.events("shutdown")] == [False, True]
+    assert len(daemon.events("shutdown_forced")) == forced
+    assert rows(daemon.config.store.path, "SELECT count(*) FROM dead_letters") == [(0,)]
 
 
 # access control

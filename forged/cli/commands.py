@@ -84,7 +84,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import trio
 
     from forged.config import cache_directory
-    from forged.daemon import log
+    from forged.daemon import backstop, log
     from forged.daemon.runner import run_daemon
     from forged.scrub import scan as scrub
 
@@ -95,7 +95,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config = msgspec.structs.replace(config, distiller=distiller)
     log.configure(config.log.format, config.log.level)
     scrub.prepare(cache_directory(os.environ))  # before the first push, not during it
-    trio.run(lambda: run_daemon(config, bundled_llm=args.bundled_llm))
+    trio.run(lambda: run_daemon(config, bundled_llm=args.bundled_llm, backstop=backstop.arm))
     return 0
 
 

@@ -7,7 +7,7 @@ import resource
 import signal
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
 from functools import partial
 from pathlib import Path
@@ -289,9 +289,12 @@ async def run_daemon(
     config: Config,
     *,
     bundled_llm: bool = False,
+    backstop: Callable[[], None] | None = None,
     task_status: trio.TaskStatus[Running] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve until SIGTERM or SIGINT; return after a bounded drain."""
+    """Serve until SIGTERM or SIGINT; return after a bounded drain. `backstop` is called as
+    the drain ends and the rest is cancelled: `forged serve` arms forged.daemon.backstop, which
+    ends the process if what was cancelled does not end (a test's daemon shares its process)."""
     store = await trio.to_thread.run_sync(open_store, config.store)
     bound: Path | None = None
     distiller: Distiller | None = None
@@ -374,6 +377,8 @@ async def run_daemon(
                         config.server.shutdown_grace,
                         wait_for_batch=signals.name != INTERRUPT,
                     )
+                if backstop is not None:
+                    backstop()
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
