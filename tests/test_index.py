@@ -25,8 +25,6 @@ from forged.timestamps import julian_day
 from tests.daemons import running_daemon, socket_client, write_config
 from tests.fakellm import FakeLLM
 
-pytestmark = pytest.mark.sqlite_only  # recall reads the index on SQLite (docs/recall.md)
-
 
 def _turn(seq: int, text: str, scope: str = "u", at: float = 2460000.5) -> TurnText:
     return TurnText(seq, scope, at, text)
@@ -201,6 +199,13 @@ def test_turns_the_index_does_not_hold_yet_are_searched(tmp_path: Path) -> None:
 
 
 @pytest.fixture
+def shared_pg(short_tmp: Path) -> Path:
+    """A directory for two daemons' sockets and indexes; on PostgreSQL they share the test's
+    database (write_config gives each the same store URL)."""
+    return short_tmp
+
+
+@pytest.fixture
 async def indexed(
     short_tmp: Path, fake_llm: FakeLLM
 ) -> AsyncIterator[tuple[Config, Running, httpx.AsyncClient]]:
@@ -331,3 +336,39 @@ async def test_a_word_inside_a_cjk_sentence_is_found_through_the_index(
     await running.turn_index.wait_settled()
     assert (await _found(client, "北京"))[0] == seq  # 東京 shares a character: second
     assert await _found(client, "上海") == []
+
+
+async def test_daemons_on_one_postgresql_each_keep_an_index_and_erase_from_it(
+    store_backend: str, shared_pg: Path, fake_llm: FakeLLM
+) -> None:
+    """Two daemons sharing one PostgreSQL database: each keeps an index of its own, fed from
+    the shared log, finds what the other was told, and a scope one of them forgets leaves the
+    other's index files too."""
+    if store_backend != "postgresql":
+        pytest.skip("daemons share a store on PostgreSQL only")
+    configs = []
+    for name in ("a", "b"):
+        (shared_pg / name).mkdir()
+        configs.append(load_config(write_config(shared_pg / name, fake_llm.base_url), {}))
+    a, b = configs
+    with trio.fail_after(60):
+        async with (
+            running_daemon(a) as on_a,
+            running_daemon(b) as on_b,
+            socket_client(a.server.socket) as client_a,
+            socket_client(b.server.socket) as client_b,
+        ):
+            seq = await _push(client_a, "okapi sighting", scope="gone")
+            kept = await _push(client_a, "okapi tracks", scope="kept")
+            assert await _found(client_b, "okapi", scope="gone") == [seq]  # its tail, or its index
+            assert on_a.turn_index is not None and on_b.turn_index is not None
+            while on_b.turn_index.watermark < kept:  # b reads the shared log every half second
+                await on_b.turn_index.moved()
+            directory_b = b.index.directory(b.store)
+            assert _terms(directory_b, "scope", "gone")
+            assert (await client_a.delete("/v1/scopes/gone")).status_code == 200
+            assert await _found(client_b, "okapi", scope="gone") == []  # read from the store
+            while _terms(directory_b, "scope", "gone"):  # b notices at its next look at the log
+                await on_b.turn_index.moved()
+            assert await _found(client_b, "okapi", scope="kept") == [kept]
+    assert a.index.directory(a.store) != directory_b

@@ -117,6 +117,10 @@ class IndexKeeper:
             return None
         return index
 
+    async def moved(self) -> None:
+        """Return at the keeper's next commit or change of state."""
+        await self._moved.wait()
+
     @property
     def settled(self) -> bool:
         """The index holds the whole log and nothing waits to be erased from its files."""
@@ -166,7 +170,7 @@ class IndexKeeper:
                     await self._erase()
                 if self._rewrite:
                     await self._rewritten()
-                elif not await self._caught_up():
+                elif not await self._caught_up() or await self._erased_elsewhere():
                     continue
                 self._set("ready")
                 with trio.move_on_after(self.store.poll_interval):
@@ -192,6 +196,22 @@ class IndexKeeper:
         await self._in_thread(_added, self.index, rows)
         self._moved_on()
         return False
+
+    async def _erased_elsewhere(self) -> bool:
+        """Whether the index holds turns the log no longer has: another daemon on the shared
+        store forgot or deleted them. The index is then rewritten, so that they leave its
+        files too (searches never showed them: every candidate is read from the store)."""
+        assert self.index is not None
+        if self.store.backend == "postgresql":
+            await self.store.refresh_totals()  # its count as the shared table has it
+        if self.index.watermark < self.store.last_seq:
+            return False  # not caught up: the counts do not compare
+        held = (await self._in_thread(self.index.stats)).turns
+        if held <= self.store.count:
+            return False
+        log.info("index_holds_erased_turns", turns=held, log_count=self.store.count)
+        self._rewrite = True
+        return True
 
     async def _erase(self) -> None:
         """Take forgotten scopes and deleted turns out of searches, in one commit; their

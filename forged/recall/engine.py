@@ -56,7 +56,7 @@ class Recall:
     ) -> None:
         self.store = store
         self.config = config
-        self._turns = turns if store.backend == "sqlite" else None
+        self._turns = turns
         self._search: Callable[..., list[MemoryItem]] = sqlite.search
         self._searches: Callable[..., list[list[MemoryItem]]] = sqlite.searches
         self._facts: Callable[..., FactsPage] = listing.list_facts

@@ -22,13 +22,15 @@ from forged.models import MemoryItem
 from forged.recall.fulltext import (
     BM25_K1,
     RECENCY_FLOOR,
+    SCORE,
     SELECTIVE_MIN_ROWS,
-    items,
+    memory_item,
     recency_decay,
     turn_text,
 )
 from forged.recall.query import SearchQuery, conditions, searched_words
 from forged.store.cjk import cjk_grams
+from forged.store.portable import portable
 
 __all__ = ["BM25_B", "CANDIDATES_PER_RESULT", "MAX_DEPTH", "bm25", "ranked"]
 
@@ -44,12 +46,44 @@ BAND_AGES = (0.5, 1.0, 2.0, 4.0, 8.0)  # the edges of the age bands, in half-liv
 ROUNDING = 0.15
 # The turns the index does not hold yet: they count in BM25's statistics, and those of the
 # scope are every one a candidate.
-_TAIL = "SELECT seq, scope, messages FROM interactions WHERE seq > ?"
-# The candidates that pass the query's filters, with what scores them.
+_TAIL = "SELECT seq, scope, messages FROM interactions WHERE seq > :after"
+# The candidates that pass the query's filters, with what scores them (`+`: SQLite looks each
+# up by its key, not through the scope's index).
 _CANDIDATES = """
     SELECT i.seq, i.timestamp, i.messages FROM interactions AS i
-    WHERE i.seq IN (SELECT value FROM json_each(:ids)) AND +i.scope = :scope {filters}
+    WHERE i.seq {ids} AND {plus}i.scope = :scope {filters}
 """
+# The winners' rows, as fulltext.memory_item reads them (a place held for the score).
+_ROWS = """
+    SELECT i.seq, 'interaction', i.scope, i.session, i.messages, i.received_at, i.received_at,
+           i.seq, i.seq, i.timestamp, i.timestamp, NULL, NULL, NULL
+    FROM interactions AS i WHERE i.seq {ids}
+"""
+
+
+class _Dialect:
+    """How a statement above names a list of seqs on either store, and runs."""
+
+    def __init__(self, conn: Any) -> None:
+        self.sqlite = isinstance(conn, sqlite3.Connection)
+        self.conn = portable(conn)
+        self.ids = "IN (SELECT value FROM json_each(:ids))" if self.sqlite else "= ANY(:ids)"
+        self.plus = "+" if self.sqlite else ""
+
+    def seqs(self, seqs: list[int]) -> object:
+        return json.dumps(seqs) if self.sqlite else seqs
+
+    def items(self, best: list[tuple[float, int]]) -> list[MemoryItem]:
+        """The winners as items, best first, with the scores that ranked them."""
+        found = self.conn.execute(
+            _ROWS.format(ids=self.ids), {"ids": self.seqs([k for _, k in best])}
+        )
+        rows = {row[0]: row for row in found}
+        return [
+            memory_item("interaction", (*rows[k][:SCORE], score, *rows[k][SCORE + 1 :]))
+            for score, k in best
+            if k in rows
+        ]
 
 
 def bm25(counts: Counter[str], length: int, weights: dict[str, float], stats: IndexStats) -> float:
@@ -105,7 +139,7 @@ class _Scored:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        sql: _Dialect,
         query: SearchQuery,
         weights: dict[str, float],
         stats: IndexStats,
@@ -113,8 +147,9 @@ class _Scored:
         now: float,
     ) -> None:
         self.params: dict[str, Any] = {"scope": query.scope}
-        self.sql = _CANDIDATES.format(filters=conditions("interaction", query, self.params))
-        self.conn, self.weights, self.stats = conn, weights, stats
+        filters = conditions("interaction", query, self.params)
+        self.statement = _CANDIDATES.format(ids=sql.ids, plus=sql.plus, filters=filters)
+        self.sql, self.weights, self.stats = sql, weights, stats
         self.half_life, self.now = half_life, now
         self.bm25: dict[int, float | None] = {}  # None: filtered out
         self.score: dict[int, float] = {}
@@ -123,8 +158,8 @@ class _Scored:
         """Score the candidates not scored yet."""
         unread = [seq for seq in seqs if seq not in self.bm25]
         self.bm25 |= dict.fromkeys(unread)
-        self.params["ids"] = json.dumps(unread)
-        for seq, at, messages in self.conn.execute(self.sql, self.params):
+        self.params["ids"] = self.sql.seqs(unread)
+        for seq, at, messages in self.sql.conn.execute(self.statement, self.params):
             found = Counter(terms(cjk_grams(turn_text(messages)[1])))
             self.bm25[seq] = value = bm25(found, sum(found.values()), self.weights, self.stats)
             if value > 0:  # a turn of the tail may hold no word asked
@@ -135,7 +170,7 @@ class _Scored:
 
 
 def ranked(
-    conn: sqlite3.Connection,
+    conn: Any,
     index: TurnIndex,
     query: SearchQuery,
     half_life: float,
@@ -145,25 +180,26 @@ def ranked(
     query's filters pass too few of the index's candidates (FTS5 then answers).
 
     The turns the index does not hold yet (keeper.MAX_TAIL at most) are candidates too, and
-    every one is scored. A query with few matches has them all scored. Else each age band gives its best candidates by the index's BM25; they are scored from their
-    rows. A band is asked again, deeper, while what it has not given could still enter: its
-    last candidate's BM25 times the band's largest decay beats the last result.
+    every one is scored. A query with few matches has them all scored. Else each age band
+    gives its best candidates by the index's BM25 (under FTS5's weights); they are scored from
+    their rows. A band is asked again, deeper, while what it has not given could still enter:
+    its last candidate's BM25 (give or take ROUNDING) times the band's largest decay beats the
+    last result.
     """
-    tail = [
-        (seq, scope, terms(cjk_grams(turn_text(m)[1])))
-        for seq, scope, m in conn.execute(_TAIL, (index.watermark,))
-    ]
+    sql = _Dialect(conn)
+    rows = sql.conn.execute(_TAIL, {"after": index.watermark})
+    tail = [(seq, scope, terms(cjk_grams(turn_text(m)[1]))) for seq, scope, m in rows]
     stats = _with_tail(index.stats(), [held for _, _, held in tail])
     weights = _weights(index, searched_words(query), stats, [held for _, _, held in tail])
     if not weights:
         return []
-    scored = _Scored(conn, query, weights, stats, half_life, now)
+    scored = _Scored(sql, query, weights, stats, half_life, now)
     scored.read([seq for seq, scope, _ in tail if scope == query.scope])
     depth = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * query.limit)
     every = index.search(query.scope, weights, depth, None, None)
     scored.read([m.seq for m in every])
     if len(every) < depth:  # a rare word: every match is scored
-        return items(conn, "interaction", scored.best(query.limit), {})
+        return sql.items(scored.best(query.limit))
     open_bands = [(band, depth) for band in _bands(now, half_life)]
     while open_bands:
         asked = [
@@ -182,4 +218,4 @@ def ranked(
                 if d * DEEPER > MAX_DEPTH:
                     return None
                 open_bands.append((band, d * DEEPER))
-    return items(conn, "interaction", scored.best(query.limit), {})
+    return sql.items(scored.best(query.limit))

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
+from forged.index.turns import TurnIndex
 from forged.models import MEMORY_TYPES, FactsPage, MemoryItem, MemoryType, SummariesPage
-from forged.recall import listing
+from forged.recall import indexed, listing
 from forged.recall.fulltext import RECENCY_FLOOR, memory_item
 from forged.recall.fusion import fuse
 from forged.recall.listing import Page
@@ -101,15 +104,35 @@ def searches(
     half_life_days: float,
     limits: list[int],
     now: float | None = None,
-    index: object = None,
+    index: TurnIndex | None = None,
 ) -> list[list[MemoryItem]]:
-    """The best items of one scope for each of `limits`, as `recall.sqlite.searches` gives them on
-    SQLite: each type ranked once, to `query.limit` (at least the largest)."""
+    """The best items of one scope for each of `limits`, as `recall.searches` gives them on
+    SQLite: each type ranked once, to `query.limit` (at least the largest); with the turn
+    `index`, turns ranked through it for each limit (forged.recall.indexed)."""
     now = julian_now() if now is None else now
     wanted = query.types if query.kind is None else (kind_type(query.kind),)
     types = [t for t in MEMORY_TYPES if t in wanted]
-    lists = [ranked(conn, t, query, half_life_days, now) for t in types]
-    return [fuse([found[:limit] for found in lists], limit, periods(query.q)) for limit in limits]
+    lists = {
+        t: ranked(conn, t, query, half_life_days, now)
+        for t in types
+        if t != "interaction" or index is None
+    }
+
+    def turns(limit: int) -> list[MemoryItem]:
+        limited = msgspec.structs.replace(query, limit=limit)
+        found = indexed.ranked(conn, index, limited, half_life_days, now) if index else None
+        if found is None:
+            found = lists.get("interaction") or ranked(
+                conn, "interaction", query, half_life_days, now
+            )
+            lists["interaction"] = found
+        return found
+
+    answers = []
+    for limit in limits:
+        found = [turns(limit) if t == "interaction" else lists[t] for t in types]
+        answers.append(fuse([f[:limit] for f in found], limit, periods(query.q)))
+    return answers
 
 
 def search(
@@ -117,10 +140,10 @@ def search(
     query: SearchQuery,
     half_life_days: float,
     now: float | None = None,
-    index: object = None,
+    index: TurnIndex | None = None,
 ) -> list[MemoryItem]:
     """The best `query.limit` items of one scope, as `recall.sqlite.search` ranks them on SQLite."""
-    (found,) = searches(conn, query, half_life_days, [query.limit], now)
+    (found,) = searches(conn, query, half_life_days, [query.limit], now, index)
     if query.sources:
         found = [with_sources(Portable(conn), i) for i in found]  # type: ignore[arg-type]
     return found
