@@ -4,17 +4,23 @@ a wrong Host, another origin, no CORS), its one-time URL, its escaping, the forw
 from __future__ import annotations
 
 import re
+import socket
+import socketserver
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
 
 from forged.config import Config
-from forged.ui.server import NO_SESSION, SESSION_HEADER, USED
+from forged.ui.server import NO_SESSION, SESSION_HEADER, USED, UiServer
 from tests.daemons import socket_client, wait_for_watermark
 
 URL_LINE = re.compile(rb"forged ui: open (http://127\.0\.0\.1:(\d+)/\?token=([\w-]+))\n")
@@ -157,15 +163,102 @@ async def test_a_cross_origin_change_is_refused(ui: Ui) -> None:
 
 
 async def test_only_the_pages_routes_are_forwarded(ui: Ui) -> None:
-    """Forgetting a whole scope or pushing turns is not what the page does: 404."""
+    """Pushing turns, or forgetting a path below a scope, is not what the page does: 404."""
     async with browser_session(ui) as http:
         headers = {"Origin": ui.origin}
-        forget = await http.delete("/api/v1/scopes/web", headers=headers)
         push = await http.post("/api/v1/interactions", json={}, headers=headers)
+        nested = await http.delete("/api/v1/scopes/web/x", headers=headers)
         scopes = (await http.get("/api/v1/scopes")).json()["scopes"]
-    assert (forget.status_code, push.status_code) == (404, 404)
-    assert forget.text == "the page does not use DELETE /v1/scopes/web\n"
+    assert (push.status_code, nested.status_code) == (404, 404)
+    assert nested.text == "the page does not use DELETE /v1/scopes/web/x\n"
     assert [s["scope"] for s in scopes] == ["web"]
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """A stand-in daemon on a Unix socket that answers every DELETE 200 and keeps its path."""
+
+    server: _RecordingServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+    def do_DELETE(self) -> None:
+        self.server.paths.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+
+class _RecordingServer(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+    paths: list[str]
+
+
+@contextmanager
+def _page_before_a_recorder(tmp: Path) -> Iterator[tuple[UiServer, list[str]]]:
+    """The page's server in this process, forwarding to a recorder: both on threads."""
+    recorder = _RecordingServer(str(tmp / "daemon.sock"), _Recorder)
+    recorder.paths = []
+    with recorder, UiServer(str(tmp / "daemon.sock")) as page:
+        threads = [threading.Thread(target=s.serve_forever) for s in (recorder, page)]
+        for thread in threads:
+            thread.start()
+        try:
+            yield page, recorder.paths
+        finally:
+            page.shutdown()
+            recorder.shutdown()
+            for thread in threads:
+                thread.join()
+
+
+def _delete_status(server: UiServer, segment: str) -> bytes:
+    """The status the page's server answers a DELETE of /api/v1/scopes/`segment`, sent as it
+    stands (an HTTP client would fold `..` into the path before it)."""
+    port = server.server_address[1]
+    request = (
+        f"DELETE /api/v1/scopes/{segment} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Origin: http://127.0.0.1:{port}\r\n{SESSION_HEADER}: {server.page.session}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port), 30) as sock:
+        sock.sendall(request.encode())
+        with sock.makefile("rb") as answer:
+            return answer.readline().split(b" ")[1]
+
+
+def test_a_scope_of_dots_is_never_forwarded(tmp_path: Path) -> None:
+    """`.` and `..` would reach the daemon as another path, so they stop at the page's server;
+    the page sends a dot of a scope's name as %2E, which is forwarded as it is."""
+    with _page_before_a_recorder(tmp_path) as (page, paths):
+        statuses = [_delete_status(page, s) for s in ("..", ".", "%2E%2E", "a.b")]
+    assert statuses == [b"404", b"404", b"200", b"200"]
+    assert paths == ["/v1/scopes/%2E%2E", "/v1/scopes/a.b"]
+
+
+async def test_forgetting_a_scope_needs_the_session_and_this_origin(ui: Ui, daemon: Config) -> None:
+    """DELETE of a scope is refused without the session or from another origin, and nothing
+    is erased; from the page it forgets that scope alone, its name percent-encoded whole."""
+    odd = "team/a b:%2E"  # a slash, a space, a colon and what looks like an escape
+    async with socket_client(daemon.server.socket) as client:
+        turn = {"scope": odd, "messages": [{"role": "user", "text": "I keep bees."}]}
+        await client.post("/v1/interactions", json=turn)
+    async with browser_session(ui) as http:
+        page = {"Origin": ui.origin}
+        no_session = await http.delete("/api/v1/scopes/web", headers={**page, SESSION_HEADER: ""})
+        other = await http.delete("/api/v1/scopes/web", headers={"Origin": "http://evil.example"})
+        no_origin = await http.delete("/api/v1/scopes/web")
+        kept = [s["scope"] for s in (await http.get("/api/v1/scopes")).json()["scopes"]]
+        forgot = await http.delete(f"/api/v1/scopes/{quote(odd, safe='')}", headers=page)
+        left = [s["scope"] for s in (await http.get("/api/v1/scopes")).json()["scopes"]]
+    assert (no_session.status_code, no_session.text) == (403, NO_SESSION + "\n")
+    assert (other.status_code, other.text) == (403, "cross-origin request refused\n")
+    assert no_origin.status_code == 403
+    assert sorted(kept) == sorted(["web", odd])
+    assert forgot.status_code == 200, forgot.text
+    assert forgot.json()["deleted"]["interactions"] == 1
+    assert left == ["web"]
 
 
 async def test_hostile_text_reaches_the_page_only_as_data(ui: Ui) -> None:

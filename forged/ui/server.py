@@ -60,6 +60,9 @@ STATIC = {  # the page's files: name -> content type
     "style.css": "text/css; charset=utf-8",
 }
 _ID = r"[1-9]\d{0,17}"
+# A scope as the page sends it, percent-encoded into one segment; never `.` or `..`, which the
+# client would fold into the path before it (the page encodes a dot as %2E).
+_SCOPE = r"(?!\.\.?$)[^/]+"
 # The daemon's routes the page may use, by method: nothing else is forwarded.
 ALLOWED = {
     "GET": re.compile(
@@ -68,7 +71,9 @@ ALLOWED = {
     ),
     "POST": re.compile(rf"/v1/(facts|facts/{_ID}/correct|dead-letters/redistill)"),
     "PUT": re.compile(rf"/v1/facts/{_ID}/pin"),
-    "DELETE": re.compile(rf"/v1/(facts/{_ID}|facts/{_ID}/pin|summaries/{_ID}|interactions/{_ID})"),
+    "DELETE": re.compile(
+        rf"/v1/(facts/{_ID}|facts/{_ID}/pin|summaries/{_ID}|interactions/{_ID}|scopes/{_SCOPE})"
+    ),
 }
 # A data table, one row a line: the formatter would reflow its rows.
 SECURITY_HEADERS = (

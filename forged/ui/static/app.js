@@ -14,7 +14,10 @@ const SESSION = (() => {
   return sessionStorage.getItem("forged-session");
 })();
 const PAGE = 1000; // rows asked for per listing page
-const state = { scope: null, tab: "timeline", history: false, turns: [], facts: [], summaries: [] };
+const KINDS = ["decision", "correction", "preference", "state", "event", "profile"]; // of facts
+const NO_FILTER = { kind: "", since: "", until: "" }; // kind: "", "summary" or one of KINDS
+const state = { scope: null, tab: "timeline", history: false, scopes: [], filter: { ...NO_FILTER },
+                turns: [], facts: [], summaries: [] };
 
 // el("div", {class: "x", onclick: f}, child, "text", ...): an element; strings become text nodes.
 function el(tag, attrs, ...children) {
@@ -77,13 +80,22 @@ const span = (a, b) => (day(a) === day(b) ? day(a) : `${day(a)} – ${day(b)}`);
 const speaker = (m) => m.name || m.role;
 const badge = (kind) => el("span", { class: `badge kind-${kind}` }, kind);
 
-// The scopes, with their counts.
+// The scopes, with their counts; the box above them narrows the list as one types.
 async function loadScopes() {
-  const { scopes } = await api("GET", "/v1/scopes");
+  ({ scopes: state.scopes } = await api("GET", "/v1/scopes"));
+  showScopes();
+}
+
+const typed = () => document.getElementById("find-scope").value.trim();
+const matching = () => state.scopes.filter((s) => s.scope.toLowerCase().includes(typed().toLowerCase()));
+
+function showScopes() {
   const list = document.getElementById("scopes");
+  const shown = matching();
   list.replaceChildren();
-  if (!scopes.length) list.append(el("li", { class: "muted" }, "Nothing remembered yet."));
-  for (const s of scopes) {
+  if (!state.scopes.length) list.append(el("li", { class: "muted" }, "Nothing remembered yet."));
+  else if (!shown.length) list.append(el("li", { class: "muted" }, `No scope holds “${typed()}”.`));
+  for (const s of shown) {
     list.append(el("li", {},
       el("button", { type: "button", class: s.scope === state.scope ? "active" : null, "data-scope": s.scope,
                      onclick: () => openScope(s.scope) },
@@ -93,22 +105,76 @@ async function loadScopes() {
   }
 }
 
+// Enter in the box opens the scope typed, or the one scope that holds what is typed.
+function findScope(e) {
+  e.preventDefault();
+  const shown = matching();
+  const pick = state.scopes.find((s) => s.scope === typed()) || (shown.length === 1 ? shown[0] : null);
+  if (pick) openScope(pick.scope);
+  else if (shown.length) toast(`${shown.length} scopes hold “${typed()}”: pick one`, true);
+  else toast(`No scope holds “${typed()}”`, true);
+}
+
 async function openScope(scope) {
   state.scope = scope;
   closeDetail();
   await loadScopes();
-  await loadMemory();
-  render();
+  await reload();
 }
 
+// What the scope holds, through the filters: a kind shows memory of that kind alone (no turns).
+let loads = 0; // the latest load: an answer to an older one, arriving late, is dropped
 async function loadMemory() {
-  const scope = state.scope;
+  const ticket = ++loads;
+  const { scope, filter: { kind, since, until } } = state;
   const history = state.history ? "true" : null;
-  [state.turns, state.facts, state.summaries] = await Promise.all([
-    all("/v1/interactions", "interactions", { scope }),
-    all("/v1/facts", "facts", { scope, history }),
-    all("/v1/summaries", "summaries", { scope, history }),
+  const when = { since: since || null, until: until || null };
+  const none = Promise.resolve([]);
+  const memory = await Promise.all([
+    kind ? none : all("/v1/interactions", "interactions", { scope, ...when }),
+    kind === "summary" ? none : all("/v1/facts", "facts", { scope, history, kind: kind || null, ...when }),
+    kind && kind !== "summary" ? none : all("/v1/summaries", "summaries", { scope, history, ...when }),
   ]);
+  if (ticket !== loads) return false;
+  [state.turns, state.facts, state.summaries] = memory;
+  return true;
+}
+
+async function reload() {
+  if (await loadMemory()) render();
+}
+
+const filtered = () => Boolean(state.filter.kind || state.filter.since || state.filter.until);
+
+function filterBar() {
+  const f = state.filter;
+  const typing = (date) => /^0/.test(date); // a year half typed (0002, 0020, 0202): wait for it
+  const apply = async () => {
+    if (typing(since.value) || typing(until.value)) return;
+    state.filter = { kind: kind.value, since: since.value, until: until.value };
+    await reload();
+  };
+  const kind = el("select", { id: "filter-kind", onchange: apply }, el("option", { value: "" }, "everything"),
+    el("option", { value: "summary", selected: f.kind === "summary" }, "summaries"),
+    KINDS.map((k) => el("option", { value: k, selected: f.kind === k }, `${k} facts`)));
+  const since = el("input", { type: "date", id: "filter-since", value: f.since, onchange: apply });
+  const until = el("input", { type: "date", id: "filter-until", value: f.until, onchange: apply });
+  return el("div", { class: "toolbar filters", id: "filters" },
+    el("label", {}, "Show ", kind), el("label", {}, "from ", since), el("label", {}, "to ", until),
+    filtered() ? el("button", { type: "button", id: "filter-clear", onclick: () => { state.filter = { ...NO_FILTER }; reload(); } }, "clear") : null);
+}
+
+// Forgetting a whole scope: everything it holds, once the person confirms.
+async function forgetScope() {
+  const scope = state.scope;
+  if (!window.confirm(`Forget the scope “${scope}”: every turn, summary and fact it holds? This cannot be undone.`)) return;
+  const path = encodeURIComponent(scope).replace(/\./g, "%2E"); // `.` and `..` are no path segment
+  const { deleted: d } = await api("DELETE", `/v1/scopes/${path}`);
+  toast(`Forgot ${scope}: ${d.interactions} turns, ${d.summaries} summaries, ${d.facts} facts`);
+  state.scope = null;
+  closeDetail();
+  document.getElementById("main").replaceChildren(el("p", { class: "muted", id: "pick" }, "Pick a scope to see what forged remembers of it."));
+  await loadScopes();
 }
 
 function render() {
@@ -116,9 +182,12 @@ function render() {
   const tab = (name, label) => el("button", { type: "button", class: state.tab === name ? "active" : null,
                                               id: `tab-${name}`, onclick: () => { state.tab = name; render(); } }, label);
   const body = state.tab === "search" ? searchView() : timelineView();
+  const shown = `${state.turns.length} turns · ${state.facts.filter((f) => !f.superseded_by).length} current facts · ${state.summaries.length} summaries`;
   main.replaceChildren(
     el("div", { class: "scope-head" }, el("h2", { id: "scope-title" }, state.scope),
-       el("span", { class: "muted" }, `${state.turns.length} turns · ${state.facts.filter((f) => !f.superseded_by).length} current facts · ${state.summaries.length} summaries`)),
+       el("span", { class: "muted", id: "scope-counts" }, filtered() ? `${shown} shown` : shown),
+       el("button", { type: "button", class: "danger", id: "forget-scope", onclick: forgetScope }, "Forget scope…")),
+    filterBar(),
     el("div", { class: "tabs" }, tab("timeline", "Timeline"), tab("search", "Search & context")),
     body);
 }
@@ -144,24 +213,25 @@ function timelineView() {
       el("div", { class: "bar-facts", height: `${(56 * items.facts.length) / most}px` }))));
   const toolbar = el("div", { class: "toolbar" },
     el("label", {}, el("input", { type: "checkbox", id: "show-history", checked: state.history,
-                                  onchange: async (e) => { state.history = e.target.checked; await loadMemory(); render(); } }),
+                                  onchange: (e) => { state.history = e.target.checked; reload(); } }),
        " show superseded facts"),
     el("button", { type: "button", id: "add-fact", onclick: addFactForm }, "+ Add a fact"));
   const legend = el("p", { class: "legend" }, el("span", {}, el("i", { class: "sw-turns" }), "turns"),
                     el("span", {}, el("i", { class: "sw-facts" }), "facts"),
                     el("span", {}, `${days.length} days, ${days[0] ? longDay(days[0][0]) : ""} to ${days.length ? longDay(days[days.length - 1][0]) : ""}`));
-  if (!days.length) return el("p", { class: "muted" }, "This scope holds nothing yet.");
+  if (!days.length) return el("p", { class: "muted", id: "empty" }, filtered() ? "Nothing here matches the filters." : "This scope holds nothing yet.");
   return el("div", { id: "timeline" }, toolbar, strip, legend, days.map(([d, items]) => dayBox(d, items)));
 }
 
 function dayBox(d, items) {
-  return el("section", { class: "daybox", id: `day-${d}`, "data-day": d },
+  const said = state.filter.kind ? null : el("div", { class: "col" }, el("h3", {}, "Said"), turnList(items.turns));
+  return el("section", { class: said ? "daybox" : "daybox memory-only", id: `day-${d}`, "data-day": d },
     el("div", { class: "date" }, el("b", {}, longDay(d)),
        el("span", {}, `${items.turns.length} turns · ${items.facts.length} facts`)),
     el("div", { class: "col" }, el("h3", {}, "Remembered"),
        items.summaries.map(summaryCard), items.facts.map(factCard),
        items.summaries.length + items.facts.length ? null : el("p", { class: "muted" }, "nothing distilled")),
-    el("div", { class: "col" }, el("h3", {}, "Said"), turnList(items.turns)));
+    said);
 }
 
 // A day's turns: the first few, and the rest one click away (the memory is what to read first).
@@ -208,7 +278,9 @@ function turnRow(t, highlight) {
 async function openFact(id) {
   const audit = await api("GET", `/v1/facts/${id}`, { scope: state.scope });
   const f = audit.fact;
-  const sources = state.turns.filter((t) => t.seq >= f.first_seq && t.seq <= f.last_seq);
+  // Its turns, asked for by its time span: the filters may have left them out of the timeline.
+  const near = await all("/v1/interactions", "interactions", { scope: state.scope, since: f.first_at, until: f.last_at });
+  const sources = near.filter((t) => t.seq >= f.first_seq && t.seq <= f.last_seq);
   const panel = document.getElementById("detail");
   panel.hidden = false;
   const history = [
@@ -291,23 +363,24 @@ function addFactForm() {
 
 async function refresh() {
   await loadScopes();
-  await loadMemory();
-  render();
+  await reload();
 }
 
 // Search, and the context block an agent would be given for a question.
 function searchView() {
-  const q = el("input", { type: "text", id: "query", placeholder: "a question or a few words", size: 50, value: state.query || "" });
+  const q = el("input", { type: "text", id: "query", placeholder: "a question or a few words", value: state.query || "" });
+  const { kind, since, until } = state.filter;
+  const filters = { scope: state.scope, kind: kind || null, since: since || null, until: until || null };
   const out = el("div", { id: "search-out", class: "results" });
   const run = async (context) => {
     state.query = q.value;
     if (!q.value.trim()) return;
     if (context) {
-      const answer = await api("GET", "/v1/context", { q: q.value, scope: state.scope });
+      const answer = await api("GET", "/v1/context", { q: q.value, ...filters });
       out.replaceChildren(el("p", { class: "muted" }, `${answer.tokens} tokens, ${answer.items.length} items`), el("pre", { class: "block", id: "context-block" }, answer.text));
       return;
     }
-    const { results } = await api("GET", "/v1/search", { q: q.value, scope: state.scope, limit: 20 });
+    const { results } = await api("GET", "/v1/search", { q: q.value, ...filters, limit: 20 });
     out.replaceChildren(...(results.length ? results.map(resultCard) : [el("p", { class: "muted" }, "Nothing matches.")]));
   };
   return el("div", {},
@@ -335,11 +408,11 @@ async function showStatus() {
   main.replaceChildren(
     el("div", { class: "scope-head" }, el("h2", {}, "Status"), el("span", { class: "muted" },
        `forged ${status.version} · ${status.store.backend} · ${status.log.count} turns, last seq ${status.log.last_seq}`)),
-    el("table", { id: "observers" }, el("tr", {}, ["observer", "state", "watermark", "backlog", "batch in flight", "batches", "dead letters", "last error"].map((h) => el("th", {}, h))),
-       status.observers.map(row)),
+    el("div", { class: "wide" }, el("table", { id: "observers" }, el("tr", {}, ["observer", "state", "watermark", "backlog", "batch in flight", "batches", "dead letters", "last error"].map((h) => el("th", {}, h))),
+       status.observers.map(row))),
     el("h3", {}, `Dead letters (${dead.dead_letters.length})`),
-    dead.dead_letters.length ? el("table", { id: "dead-letters" }, el("tr", {}, ["seq", "scope", "since", "reason"].map((h) => el("th", {}, h))),
-      dead.dead_letters.map((d) => el("tr", {}, el("td", {}, d.seq), el("td", {}, d.scope), el("td", {}, d.created_at.slice(0, 19)), el("td", {}, d.reason)))) : el("p", { class: "muted" }, "none"),
+    dead.dead_letters.length ? el("div", { class: "wide" }, el("table", { id: "dead-letters" }, el("tr", {}, ["seq", "scope", "since", "reason"].map((h) => el("th", {}, h))),
+      dead.dead_letters.map((d) => el("tr", {}, el("td", {}, d.seq), el("td", {}, d.scope), el("td", {}, d.created_at.slice(0, 19)), el("td", {}, d.reason))))) : el("p", { class: "muted" }, "none"),
     dead.dead_letters.length ? el("button", { type: "button", id: "redistill", onclick: async () => {
       const report = await api("POST", "/v1/dead-letters/redistill");
       toast(`Redistilled ${report.redistilled}, still failing ${report.still_failing}`);
@@ -349,6 +422,8 @@ async function showStatus() {
 
 if (SESSION) {
   document.getElementById("nav-status").addEventListener("click", () => { state.scope = null; closeDetail(); loadScopes(); showStatus(); });
+  document.getElementById("find-scope").addEventListener("input", showScopes);
+  document.getElementById("find-form").addEventListener("submit", findScope);
   loadScopes();
 } else {
   document.body.replaceChildren(el("p", { id: "no-session" }, "no valid session: open the URL forged ui printed"));
