@@ -106,7 +106,7 @@ def searches(
     now: float | None = None,
     index: TurnIndex | None = None,
 ) -> list[list[MemoryItem]]:
-    """The best items of one scope for each of `limits`, as `recall.searches` gives them on
+    """The best items of one scope for each of `limits`, as `recall.sqlite.searches` gives them on
     SQLite: each type ranked once, to `query.limit` (at least the largest); with the turn
     `index`, turns ranked through it for each limit (forged.recall.indexed)."""
     now = julian_now() if now is None else now
