@@ -41,12 +41,6 @@ async def test_a_long_unpunctuated_line_is_distilled_and_passed(
     verbatim; what the offline distiller and a copying model keep of it (a chunk's piece, a
     clipped copy; one cut through a number is rightly dropped) is the line's own words. The
     next turn is distilled after it and nothing is dead-lettered."""
-    if store_backend == "postgresql" and distiller != "model copying the line" and chars > 3_000:
-        # A fact longer than a clipped copy (a picked line, an offline chunk's piece) fails its
-        # commit there again and again: a bug of the store, not of these checks.
-        pytest.skip(
-            "PostgreSQL's unique btree index on a fact's text refuses rows over 2,704 bytes"
-        )
     fake_llm.default = "copy"
     settings, shape = DISTILLERS[distiller]
     line = "Ana " + hostile(shape, chars - 4, seed=chars)

@@ -361,6 +361,64 @@ async def test_client_ids_become_unique_per_scope_on_a_database_of_version_2(
     ]
 
 
+# The text columns a btree index may hold as they are, each short whatever a client sends: a
+# scope (at most 2 KB), names from the config (an observer's, a model server's URL) and fixed words.
+SHORT_TEXTS = {"scope", "observer", "endpoint", "kind", "item"}
+_BTREE_TEXT_COLUMNS = """
+    SELECT DISTINCT a.attname FROM pg_index AS i
+    JOIN pg_class AS c ON c.oid = i.indexrelid JOIN pg_am AS m ON m.oid = c.relam
+    JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+    WHERE m.amname = 'btree' AND c.relnamespace = 'public'::regnamespace
+        AND a.atttypid = 'text'::regtype
+"""
+
+
+async def test_no_btree_index_holds_a_text_a_client_can_make_long(shared: Path) -> None:
+    """A btree row holds at most 2,704 bytes: a fact's text, a client id, a session or a
+    summary is indexed by its digest (or not by a btree at all), never as it is."""
+    assert daemons.STORE_URL is not None
+    PostgresStore(StoreConfig(url=daemons.STORE_URL)).close()
+    held = {name for (name,) in rows("", _BTREE_TEXT_COLUMNS)}
+    assert held <= SHORT_TEXTS, held - SHORT_TEXTS
+    assert "scope" in held
+
+
+async def test_stored_ids_and_facts_stay_unique_on_a_database_of_version_5(
+    shared: Path,
+) -> None:
+    """The migration to digests in the unique indexes keeps the rows, and what they make
+    unique: a stored client id is a duplicate, a stored fact said again is merged."""
+    assert daemons.STORE_URL is not None
+    with psycopg.connect(daemons.STORE_URL, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY,"
+            " name text NOT NULL, applied_at text NOT NULL)"
+        )
+        for version, (name, sql) in enumerate(PG_MIGRATIONS[:5], start=1):
+            conn.execute(sql)
+            conn.execute("INSERT INTO schema_migrations VALUES (%s, %s, 'x')", (version, name))
+        conn.execute(
+            "INSERT INTO interactions (client_id, scope, timestamp, received_at, tokens, messages)"
+            " VALUES ('a', 'one', 't', 't', 1, %s)",
+            (msgspec.json.encode([{"role": "user", "text": "Ana moved."}]),),
+        )
+        conn.execute(
+            "INSERT INTO facts (kind, text, norm, scope, batch_id, first_seq, last_seq, first_at,"
+            " last_at, created_at, last_seen_at) VALUES ('state', 'Ana moved.', 'ana moved',"
+            " 'one', 'b0', 1, 1, 't', 't', 't', 't')"
+        )
+    store = PostgresStore(StoreConfig(url=daemons.STORE_URL))
+    try:
+        assert await store.append([[new("t", "a", scope="one"), new("t", "b", scope="one")]]) == [1]
+        result = ScopeResult("b1", "one", None, "s", [Fact("state", "ANA moved!")], 2, 2)
+        async with store.lease("distill", lambda _: None):
+            await store.commit_batch("distill", BatchOutcome([result], [], [], watermark=2))
+    finally:
+        store.close()
+    assert rows("", "SELECT client_id FROM interactions ORDER BY seq") == [("a",), ("b",)]
+    assert rows("", "SELECT text, seen_count, last_seq FROM facts") == [("Ana moved.", 2, 2)]
+
+
 async def test_status_totals_come_from_the_shared_store(shared: Path, fake_llm: FakeLLM) -> None:
     """Two daemons, pushes to each in turn: both statuses count the whole log, its last seq,
     and the backlog behind the watermark the store holds, not what one daemon appended."""

@@ -4,8 +4,10 @@ the answer is the same)."""
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import stat
+import typing
 import uuid
 from pathlib import Path
 
@@ -14,8 +16,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forged.errors import StoreError
-from forged.models import Deleted, Fact, Usage, normalise
+from forged.errors import InvalidRequest, StoreError
+from forged.models import (
+    ConsolidationChange,
+    ConsolidationRun,
+    Deleted,
+    Fact,
+    FactText,
+    Key,
+    NewFact,
+    Usage,
+    normalise,
+)
+from forged.store.postgres_schema import BTREE_ROW_BYTES
 from forged.store.records import BatchOutcome, DeadLetter, DistillRun, ScopeResult
 from forged.store.sqlite import Store
 from forged.store.sqlite_schema import MIGRATIONS
@@ -23,9 +36,18 @@ from tests.conftest import StoreOpener
 from tests.data import new, rows
 from tests.profiles import examples
 
+KEY_CHARS = typing.get_args(Key)[1].max_length  # the longest scope, session and client id
+FACT_CHARS = typing.get_args(FactText)[1].max_length  # the longest fact a user writes
+
 
 def ignore(_watermark: int) -> None:
     """Follows no other daemon's watermark: the tests hold each lease alone."""
+
+
+def wide(chars: int, seed: int) -> str:
+    """Text of 4-byte UTF-8 characters that does not compress: the most bytes a length allows."""
+    rng = random.Random(seed)
+    return "".join(chr(rng.randrange(0x20000, 0x2A6E0)) for _ in range(chars))
 
 
 def test_migrations_are_recorded_once(tmp_path: Path) -> None:
@@ -338,3 +360,58 @@ async def test_a_batch_of_a_scope_forgotten_meanwhile_stores_nothing_of_it(
     assert all(found == [("kept",)] for found in scopes.values()), scopes
     assert (dead, totals.watermark, totals.llm_calls) == (0, 3, 1)
     assert (len(stored.results), len(stored.runs), stored.dead_letters) == (1, 1, [])
+
+
+async def test_a_fact_longer_than_an_index_row_is_stored_merged_and_retired(
+    open_store: StoreOpener,
+) -> None:
+    """A fact of 8,000 bytes (more than a PostgreSQL btree row holds) is committed, merged with
+    its respelling, refused when a user writes it again, and superseded by another as long."""
+    store = open_store()
+    await store.append([[new("a"), new("b"), new("c")]])
+    text, newer = wide(FACT_CHARS - 4, 1), wide(FACT_CHARS, 2)
+    assert len(text.encode()) > BTREE_ROW_BYTES
+    said = [Fact("state", f"{text} Ana"), Fact("state", f"{text} ANA!"), Fact("state", newer)]
+    async with store.lease("distill", ignore):
+        for seq, fact in enumerate(said, 1):
+            fact.replaces = [1] if fact.text == newer else []
+            result = ScopeResult(f"b{seq}", "s", None, "sum", [fact], seq, seq)
+            await store.commit_batch("distill", BatchOutcome([result], [], [], watermark=seq))
+    with pytest.raises(
+        InvalidRequest, match=r"^fact \d+ of scope 's' already says this as a state;"
+    ):
+        await store.add_fact(NewFact(text=newer.upper(), scope="s"), None)
+    stored = rows(store.path, "SELECT id, seen_count, superseded_by, text FROM facts ORDER BY id")
+    store.close()
+    (first, *_), (last, *_) = stored
+    assert stored == [(first, 2, last, f"{text} Ana"), (last, 1, None, newer)]
+
+
+async def test_the_longest_scope_session_and_id_pass_every_index(open_store: StoreOpener) -> None:
+    """A scope, session and client id of the most bytes allowed each (512 four-byte characters)
+    are stored once, distilled with a run and a dead letter, edited, consolidated and erased."""
+    store = open_store()
+    scope, session, ids = (
+        wide(KEY_CHARS, 3),
+        wide(KEY_CHARS, 4),
+        [wide(KEY_CHARS, 5), wide(KEY_CHARS, 6)],
+    )
+    assert len((scope + ids[0]).encode()) > BTREE_ROW_BYTES
+    turns = [msgspec.structs.replace(new("a", i, scope), session=session) for i in ids]
+    assert await store.append([turns]) == [2]
+    assert await store.append([turns]) == [0]
+    fact = Fact("state", wide(FACT_CHARS, 7))
+    run = DistillRun("b1", "m", scope, 2, 1, 2, Usage(calls=1), "committed")
+    result = ScopeResult("b1", scope, session, "sum", [fact], 1, 1)
+    async with store.lease("distill", ignore):
+        outcome = BatchOutcome([result], [DeadLetter(2, "too long")], [run], watermark=2)
+        await store.commit_batch("distill", outcome)
+    written = await store.add_fact(NewFact(text=wide(FACT_CHARS, 8), scope=scope), None)
+    merge = ConsolidationChange("merge", written, 1, "the same")
+    await store.commit_consolidation(
+        "consolidate", ConsolidationRun("r1", "m", scope, 2, written, [merge], Usage(calls=1))
+    )
+    await store.delete("fact", 1, scope)
+    forgotten = await store.forget(scope, ["distill"])
+    store.close()
+    assert forgotten.deleted == Deleted(2, 1, 1)

@@ -32,7 +32,7 @@ from forged.models import (
     stored_count,
 )
 from forged.store import edits, retire
-from forged.store.portable import portable
+from forged.store.portable import keyed, portable
 from forged.store.records import (
     BatchOutcome,
     Forgotten,
@@ -57,21 +57,22 @@ T = TypeVar("T")
 RAW_EXCERPT_CHARS = 500  # how much of a dead letter's raw answer a listing shows
 LAST_SEQ = 2**63 - 1  # the end of every seq range
 _MESSAGES = msgspec.json.Decoder(list[Message])
-_INSERT_FACT = """
+_REVIVED = "excluded.first_at > facts.invalid_at"  # said again after it stopped being true
+_INSERT_FACT = f"""
     INSERT INTO facts (kind, text, norm, scope, session, batch_id, first_seq, last_seq,
                        first_at, last_at, created_at, last_seen_at)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (scope, kind, norm) DO UPDATE SET
+    ON CONFLICT (scope, kind, {{norm}}) DO UPDATE SET
         seen_count = facts.seen_count + 1,
         last_seen_at = excluded.last_seen_at,
         last_seq = greatest(facts.last_seq, excluded.last_seq),
-        first_at = CASE WHEN {revived} THEN excluded.first_at
+        first_at = CASE WHEN {_REVIVED} THEN excluded.first_at
                         ELSE least(facts.first_at, excluded.first_at) END,
         last_at = greatest(facts.last_at, excluded.last_at),
-        invalid_at = CASE WHEN {revived} THEN NULL ELSE facts.invalid_at END,
-        superseded_by = CASE WHEN {revived} THEN NULL ELSE facts.superseded_by END,
-        superseded_reason = CASE WHEN {revived} THEN NULL ELSE facts.superseded_reason END
-""".format(revived="excluded.first_at > facts.invalid_at")  # said again after it stopped being true
+        invalid_at = CASE WHEN {_REVIVED} THEN NULL ELSE facts.invalid_at END,
+        superseded_by = CASE WHEN {_REVIVED} THEN NULL ELSE facts.superseded_by END,
+        superseded_reason = CASE WHEN {_REVIVED} THEN NULL ELSE facts.superseded_reason END
+"""  # {norm}: the normalised text as the store's unique index holds it (`keyed`)
 _INSERT_SUMMARY = """
     INSERT INTO summaries (observer, batch_id, scope, session, text, first_seq, last_seq,
                            first_at, last_at, created_at)
@@ -283,7 +284,8 @@ def _write_results(sql: Any, observer: str, outcome: BatchOutcome, created: str)
                 ),
             )
         r = msgspec.structs.replace(r, facts=_not_deleted(sql, r))
-        sql.executemany(_INSERT_FACT, [_fact_row(sql, r, f, created) for f in r.facts])
+        insert = _INSERT_FACT.format(norm=keyed(sql, "norm"))
+        sql.executemany(insert, [_fact_row(sql, r, f, created) for f in r.facts])
         retire.supersede_replaced(sql, observer, r, created)
     sql.executemany(
         _INSERT_DEAD_LETTER,

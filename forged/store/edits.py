@@ -13,6 +13,7 @@ from typing import Any
 
 from forged.errors import InvalidRequest
 from forged.models import Correction, Deleted, NewFact, normalise
+from forged.store.portable import keyed
 
 __all__ = [
     "USER",
@@ -26,6 +27,7 @@ __all__ = [
     "erased_seqs",
     "pin_fact",
     "record",
+    "same_fact",
 ]
 
 USER = "user"  # the source, observer and reason of what a person wrote
@@ -163,15 +165,17 @@ def delete_interaction(sql: Any, seq: int, created: str) -> tuple[str, int, Dele
     return scope, edit, Deleted(1, summaries, facts)
 
 
-def _duplicate(sql: Any, scope: str, kind: str, norm: str) -> int | None:
+def same_fact(sql: Any, scope: str, kind: str, norm: str) -> int | None:
+    """The id of the fact of a scope and kind with this normalised text, if there is one."""
+    by_norm = f"{keyed(sql, 'norm')} = {keyed(sql, '?')}"  # through the unique index
     row = sql.execute(
-        "SELECT id FROM facts WHERE scope = ? AND kind = ? AND norm = ?", (scope, kind, norm)
+        f"SELECT id FROM facts WHERE scope = ? AND kind = ? AND {by_norm}", (scope, kind, norm)
     ).fetchone()
     return None if row is None else int(row[0])
 
 
 def _refuse_duplicate(sql: Any, scope: str, kind: str, norm: str) -> None:
-    if (same := _duplicate(sql, scope, kind, norm)) is not None:
+    if (same := same_fact(sql, scope, kind, norm)) is not None:
         raise InvalidRequest(
             "duplicate_fact",
             f"fact {same} of scope {scope!r} already says"

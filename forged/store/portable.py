@@ -2,7 +2,8 @@
 it is and on PostgreSQL with psycopg's placeholders.
 
 The statements keep to what both engines read alike; where they differ in a function's name,
-SQLite is taught PostgreSQL's (`greatest`, `least`: see `store.sqlite._connect`).
+SQLite is taught PostgreSQL's (`greatest`, `least`: see `store.sqlite._connect`). Where they
+differ in an index, `keyed` says how a statement names its key.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["Portable", "portable", "to_psycopg"]
+__all__ = ["TEXT_KEY", "Portable", "keyed", "portable", "to_psycopg"]
 
 _NAMED = re.compile(r"(?<![:\w]):(\w+)")  # a `:name` placeholder, not a `::type` cast
+TEXT_KEY = "text_key"  # PostgreSQL's function of a text its unique indexes hold (a digest)
 
 
 @functools.lru_cache(maxsize=256)
@@ -41,3 +43,12 @@ class Portable:
 def portable(conn: Any) -> Any:
     """A connection of either store that runs portable SQL: SQLite's as it is."""
     return conn if isinstance(conn, sqlite3.Connection) else Portable(conn)
+
+
+def keyed(sql: Any, text: str) -> str:
+    """A text column (or `?`) as the store's unique index holds it: itself on SQLite, its digest
+    on PostgreSQL, whose btree rows cannot hold a long text (forged.store.postgres_schema).
+
+    An `ON CONFLICT` names the index by it; a lookup compares by it to use the index.
+    """
+    return text if isinstance(sql, sqlite3.Connection) else f"{TEXT_KEY}({text})"

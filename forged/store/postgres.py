@@ -36,7 +36,7 @@ from forged.config import StoreConfig
 from forged.errors import QueryTimeout, StorageFull, StoreError
 from forged.models import StoredInteraction
 from forged.store.common import READ_LOG, SqlStore, new_rows, row_to_interaction
-from forged.store.portable import to_psycopg
+from forged.store.portable import TEXT_KEY, to_psycopg
 from forged.store.postgres_schema import migrate
 from forged.store.readers import Readers, ReadWaits
 from forged.store.records import NewInteraction
@@ -68,11 +68,11 @@ SESSION_OPTIONS = "-c synchronous_commit=on -c client_connection_check_interval=
 READERS = 3  # concurrent reads of the main pool (it keeps one connection for the writer)
 QUERY_CANCELED = "57014"  # SQLSTATE query_canceled: what statement_timeout raises
 
-_INSERT_INTERACTION = """
+_INSERT_INTERACTION = f"""
     INSERT INTO interactions
         (client_id, scope, session, timestamp, received_at, tokens, messages, metadata)
     VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
-    ON CONFLICT (scope, client_id) DO NOTHING RETURNING seq
+    ON CONFLICT (scope, {TEXT_KEY}(client_id)) DO NOTHING RETURNING seq
 """  # another daemon may store the same client id meanwhile: then this row is a duplicate
 _LEASE_HELD = """
     SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s
@@ -110,9 +110,10 @@ def _append(conn: psycopg.Connection[Any], requests: list[list[NewInteraction]])
         cur.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", LOG_LOCK)
 
         def stored(keys: list[tuple[str, str]]) -> Iterable[tuple[str, str]]:
-            sql = """SELECT i.scope, i.client_id FROM interactions AS i
+            sql = f"""SELECT i.scope, i.client_id FROM interactions AS i
                 JOIN unnest(%s::text[], %s::text[]) AS k (scope, client_id)
-                ON i.scope = k.scope AND i.client_id = k.client_id"""
+                ON i.scope = k.scope AND {TEXT_KEY}(i.client_id) = {TEXT_KEY}(k.client_id)
+                AND i.client_id = k.client_id"""  # by the unique index, then exactly
             scopes, ids = [s for s, _ in keys], [c for _, c in keys]
             return ((r[0], r[1]) for r in cur.execute(sql, (scopes, ids)))
 

@@ -1,8 +1,10 @@
 """PostgreSQL schema: numbered migrations, each applied once in its own transaction and recorded.
 
 The numbering is PostgreSQL's own: version 1 is the whole SQLite schema of versions 1-6 in one
-step, version 2 is SQLite's 7. Every table of a scope's rows carries `scope`, and every query of them filters by it, so a
-distributed PostgreSQL can shard them by scope.
+step, version 2 is SQLite's 7. Every table of a scope's rows carries `scope`, and every query of
+them filters by it, so a distributed PostgreSQL can shard them by scope. A unique index holds a
+digest of a text that can be long (a fact's, a client id), never the text itself: a btree row
+holds at most BTREE_ROW_BYTES.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from typing import Any
 
 from forged.store import migrations
 from forged.store.cjk import CJK_RUN, SQL_FUNCTION
+from forged.store.portable import TEXT_KEY
 from forged.timestamps import now
 
-__all__ = ["MIGRATIONS", "MIGRATION_LOCK", "TEXT_SEARCH", "migrate"]
+__all__ = ["BTREE_ROW_BYTES", "MIGRATIONS", "MIGRATION_LOCK", "TEXT_SEARCH", "migrate"]
 
 MIGRATION_LOCK = 0x666F7267  # advisory lock: one daemon at a time migrates a shared database
 TEXT_SEARCH = "english"  # stemming and stop words, as FTS5's porter tokenizer does
 _ID = "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"  # never reused: cursors stay valid
+BTREE_ROW_BYTES = 2704  # the largest row a btree index takes (a third of an 8 KiB page)
 
 # Each entry is one schema version; append, never edit a released one.
 MIGRATIONS: tuple[tuple[str, str], ...] = (
@@ -238,6 +242,23 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE facts ADD COLUMN search tsvector GENERATED ALWAYS AS
             (to_tsvector('{TEXT_SEARCH}', {SQL_FUNCTION}(text))) STORED;
         CREATE INDEX facts_search ON facts USING gin (search);
+        """,
+    ),
+    (
+        "a fact's normalised text and a client id unique by their digests, of any length",
+        f"""
+        -- A btree row holds at most {BTREE_ROW_BYTES} bytes: a fact (a picked line) or a
+        -- client id (512 characters of 4 bytes, beside a scope of as many) can be longer. The
+        -- digest of UTF-8 text never changes; convert_to is only stable for a conversion's lookup.
+        CREATE FUNCTION {TEXT_KEY}(t text) RETURNS bytea
+            LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+            SELECT sha256(convert_to(t, 'UTF8'))
+        $$;
+        ALTER TABLE facts DROP CONSTRAINT facts_scope_kind_norm_key;
+        CREATE UNIQUE INDEX facts_scope_kind_norm_key ON facts (scope, kind, {TEXT_KEY}(norm));
+        ALTER TABLE interactions DROP CONSTRAINT interactions_scope_client_id_key;
+        CREATE UNIQUE INDEX interactions_scope_client_id_key
+            ON interactions (scope, {TEXT_KEY}(client_id));
         """,
     ),
 )

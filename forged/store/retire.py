@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from forged.models import ConsolidationChange, ConsolidationRun, normalise
+from forged.store.edits import same_fact
 from forged.store.records import ScopeResult
 
 __all__ = ["apply", "condense", "supersede_replaced"]
@@ -64,10 +65,8 @@ def supersede_replaced(sql: Any, observer: str, r: ScopeResult, created: str) ->
     for f in r.facts:
         if not f.replaces:
             continue
-        (into,) = sql.execute(
-            "SELECT id FROM facts WHERE scope = ? AND kind = ? AND norm = ?",
-            (r.scope, f.kind, normalise(f.text)),
-        ).fetchone()
+        into = same_fact(sql, r.scope, f.kind, normalise(f.text))
+        assert into is not None, "the batch's fact is written before what it replaces retires"
         reason = f"replaced by a newer {f.kind} when the batch was distilled"
         for old in f.replaces:
             apply(
