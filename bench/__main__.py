@@ -25,6 +25,7 @@ from bench import (
     recall,
     report,
     scrub,
+    stalls,
     start,
 )
 from bench.report import Row
@@ -35,8 +36,8 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "benchmarks.md"  # the tracked report: default-size runs only
 SCRATCH_OUT = REPO / "var" / "bench"  # where other sizes write theirs (not tracked)
 # A data table, one row a line: the formatter would reflow its rows.
-STEPS = ("scrub", "ingest", "batching", "recall", "onescope", "memory", "start", "quality",
-         "consolidate", "postgres", "import")  # fmt: skip
+STEPS = ("scrub", "ingest", "batching", "recall", "onescope", "stalls", "memory", "start",
+         "quality", "consolidate", "postgres", "import")  # fmt: skip
 DEFAULT_CACHE = (
     Path(tempfile.gettempdir()) / "forged-bench-cache"
 )  # large stores, kept between runs
@@ -84,6 +85,15 @@ NOTES = """\
   says how the hammering clients were answered (503: `query_timeout`). The overlap compares the
   turns' top ten with ranking every match of the scope (rare and mid queries, and 3 of the
   common ones). `--only onescope` runs this step alone.
+- **stalls**: one unpunctuated line of {long_lines} characters (words of the Zipf vocabulary)
+  pushed alone to a daemon distilling offline, then to one whose model (the fake LLM) copies
+  the line into its fact; the time until the watermark passes it, beside a line a tenth as long
+  (linear work gives a ratio near 10), and the worst of `/v1/status` read back to back
+  meanwhile, beside the worst of {idle_polls} reads of the idle daemon. Then {per_scope}
+  clients per scope send the costliest query (the vocabulary's 1,500 most frequent words) to
+  two, then three scopes of {hammered:,} generated turns each, while one-word searches of a
+  fourth scope are timed; beside its p99 with no other client, in the same run.
+  `--only stalls` runs this step alone.
 - **memory**: VmHWM from `/proc/<pid>/status`. The backlog store is written straight with SQLite
   (forged's schema, one bulk transaction) before the daemon starts, and kept in the cache
   directory; the fake LLM never answers, so the first batch hangs and the rest waits on disk. The
@@ -126,6 +136,7 @@ async def _run(ctx: Context, turns: list[corpus.Turn], only: set[str]) -> list[R
         "batching": lambda: batching.measure(ctx, turns),
         "recall": lambda: recall.measure(ctx),
         "onescope": lambda: onescope.measure(ctx),
+        "stalls": lambda: stalls.measure(ctx),
         "memory": lambda: memory.measure(ctx, turns),
         "start": lambda: start.measure(ctx, turns),
         "quality": lambda: quality.rows(REPO, ctx.size.quality_conversations, ctx.work),
@@ -164,6 +175,10 @@ def _notes(size: Size, source: str) -> str:
         import_mb=size.import_bytes // 1_000_000,
         onescope=size.onescope_turns,
         hammers=onescope.HAMMERS,
+        long_lines=" and ".join(f"{chars:,}" for chars, _ in stalls.LINES),
+        idle_polls=stalls.IDLE_POLLS,
+        per_scope=stalls.CLIENTS_PER_SCOPE,
+        hammered=max(1_000, size.onescope_turns // 10),
     )
 
 
