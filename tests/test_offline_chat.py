@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from forged.distill.chat import sentences
+from forged.distill.chat import sentences, statements
 from forged.distill.offline import distil
 from forged.llm.prompt import render_chunks, render_transcript
 from forged.models import Message, StoredInteraction
@@ -58,12 +58,12 @@ def _kept(*exchanges: tuple[str, str]) -> list[tuple[str, str]]:
 
 
 def test_the_users_statements_are_kept_one_sentence_each() -> None:
-    """Each statement of the user's paragraph is a fact of its own; its question and its
-    thanks are not."""
+    """Each statement of the user's paragraph is a fact of its own, a short one with the next;
+    its question and its thanks are not kept."""
     kept = [text for _, text in _kept((USER, ANSWER)) if text.startswith("Ana: ")]
     assert kept == [
-        "Ana: Quick update on the garden project.",
-        "Ana: I planted 40 tulip bulbs along the north fence last Saturday.",
+        "Ana: Quick update on the garden project. I planted 40 tulip bulbs along the north fence"
+        " last Saturday.",
         "Ana: My neighbour Priya lent me her tiller, which saved hours.",
     ]
 
@@ -97,8 +97,7 @@ def test_a_part_of_a_long_interaction_is_read_as_a_chat() -> None:
     first = render_chunks(item, max_tokens=100)[0]
     assert 'part="1 of' in first and "assistant:" not in first
     facts = distil(first, limit=64).facts
-    planted = "Ana: I planted 40 tulip bulbs along the north fence last Saturday."
-    assert planted in [f.text for f in facts]
+    assert facts[0].text.startswith("Ana: Quick update on the garden project. I planted 40")
 
 
 def test_the_summary_says_what_the_chat_was_about() -> None:
@@ -115,4 +114,13 @@ def test_sentences_split_after_a_closing_quote() -> None:
         'Mel said: "I painted it!"',
         "It is lovely.",
         "3 more to go.",
+    ]
+
+
+def test_a_short_sentence_is_kept_with_the_next_and_small_talk_apart() -> None:
+    """ "Yeah, it's tough." alone says little: it is kept with what follows; a greeting is a
+    boundary, never part of a statement."""
+    said = "Hi Mel! Yeah, it's tough. So I run every morning before work to clear my head."
+    assert statements(said, frozenset({"Ana"})) == [
+        "Yeah, it's tough. So I run every morning before work to clear my head."
     ]

@@ -7,7 +7,8 @@ chunks) by these rules:
 
 - the user's lines are read sentence by sentence; each sentence that states something (not a
   question, not small talk, not a request to the assistant such as "Can you…" or "Please
-  write…"; MIN_STATED_WORDS content words or a number) is kept on its own, with the kind forged.distill.kinds gives it;
+  write…") is kept on its own, with the kind forged.distill.kinds gives it, a short one with
+  the sentences after it (`statements`);
 - of the assistant's lines, only those that record a decision or a result ("**Result:** the
   import took 12 minutes", "Decision: …", "We migrated … in 3 hours") and the one line the user
   then accepts ("Sounds good, let's go with Backblaze" keeps the assistant's line that shares
@@ -29,16 +30,19 @@ from forged.text.grounding import claim
 __all__ = [
     "ASSISTANT_SPEAKERS",
     "MIN_ACCEPTED_WORDS",
+    "MIN_FACT_WORDS",
     "MIN_STATED_WORDS",
     "Kept",
     "is_chat",
     "kept",
     "sentences",
+    "statements",
 ]
 
 ASSISTANT_SPEAKERS = frozenset({"assistant", "system", "tool"})  # roles rendered as speakers
 MIN_ACCEPTED_WORDS = 2  # content words an accepted line shares with the user's acceptance
-MIN_STATED_WORDS = 2  # content words a user's sentence needs, unless it holds a number
+MIN_STATED_WORDS = 2  # content words and numbers a user's statement needs
+MIN_FACT_WORDS = 5  # a shorter sentence is kept with the next one, context for it
 _SENTENCE_END = re.compile(r"[.!?][\"'\u201d)]*(?=\s+[\"'\u201c(]*[A-Z0-9])")  # what ends one
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
 _STRUCTURE = re.compile(  # a heading, a table row, a list item, a quote, a rule
@@ -90,13 +94,42 @@ def sentences(text: str) -> list[str]:
     return [s for s in out if s]
 
 
-def _states(sentence: str, speakers: frozenset[str]) -> bool:
-    """Whether a user's sentence says something about their world."""
+def _weight(sentence: str, speakers: frozenset[str]) -> int:
+    """What a user's sentence states: its content words and numbers; 0 for a question, a
+    request to the assistant or small talk, which state nothing about the user's world."""
     if sentence.rstrip("\"'\u201d) ").endswith("?") or _REQUEST.search(sentence):
-        return False
+        return 0
     if small_talk(sentence, speakers):
-        return False
-    return len(words_of(Line.of("", sentence))) >= MIN_STATED_WORDS or bool(claim(sentence).numbers)
+        return 0
+    return len(words_of(Line.of("", sentence))) + len(claim(sentence).numbers)
+
+
+def statements(text: str, speakers: frozenset[str]) -> list[str]:
+    """A user's line as statements: its sentences, each short one ("Yeah, it's tough.") joined
+    with those after it until they hold MIN_FACT_WORDS content words and numbers; questions,
+    requests and small talk left out. One kept with fewer than MIN_STATED_WORDS says nothing."""
+    out: list[str] = []
+    run: list[str] = []
+    held = 0
+
+    def close() -> None:
+        nonlocal held
+        if run and held >= MIN_STATED_WORDS:
+            out.append(" ".join(run))
+        run.clear()
+        held = 0
+
+    for sentence in sentences(text):
+        weight = _weight(sentence, speakers)
+        if weight <= 0:  # says nothing: a boundary
+            close()
+            continue
+        run.append(sentence)
+        held += weight
+        if held >= MIN_FACT_WORDS:
+            close()
+    close()
+    return out
 
 
 def _records(text: str) -> bool:
@@ -138,6 +171,6 @@ def kept(lines: list[tuple[tuple[int, int], Line]]) -> list[Kept]:
         else:
             if last in ASSISTANT_SPEAKERS and (taken := _accepted(text, answer)):
                 out.append(taken)
-            out += [Kept(seq, n, line.speaker, s) for s in sentences(text) if _states(s, speakers)]
+            out += [Kept(seq, n, line.speaker, s) for s in statements(text, speakers)]
         last = line.speaker
     return list({(k.seq, k.line, k.text): k for k in out}.values())
