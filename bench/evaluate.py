@@ -11,12 +11,25 @@ from pathlib import Path
 
 import trio
 
-from bench import agenteval, agenttraffic, currentstate, quality, report, salience, smallmodel
+from bench import (
+    agenteval,
+    agenttraffic,
+    currentstate,
+    grounding,
+    quality,
+    report,
+    salience,
+    smallmodel,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "quality.md"
 KEPT_SECTION = "## Small-model distillation"  # measured by bench.smallmodel, not by this run
 CURRENT_STATE_SECTION = "## Current state after changes"
+DISTORTIONS_SECTION = (  # what the grounding probes' table shows (docs/grounding.md)
+    "## Distorted facts\n\nFacts a distorting model writes from a line (bench.distortions), by"
+    " family, and faithful paraphrases: the share the grounding check refuses."
+)
 CURRENT_STATE_NOTES = """\
 `bench.currentstate`: nine things said over five days, in which a city, a database, a name and a
 preference change; distilled in two halves, then asked where the user lives, which database,
@@ -252,6 +265,13 @@ def _current_state(bundled: bool) -> str:
     return f"\n\n{CURRENT_STATE_SECTION}\n\n{CURRENT_STATE_NOTES}\n\n{section}\n"
 
 
+def _distortions() -> str:
+    """The grounding probes' section (bench.distortions): printed, and returned for the report."""
+    table = grounding.distortion_markdown()
+    print(table + "\n")
+    return f"\n\n{DISTORTIONS_SECTION}\n\n{table}\n"
+
+
 def _agent(limit: int | None, work: Path) -> str:
     """The agent-traffic section: printed, and returned for the report; empty without LoCoMo."""
     chats = agenttraffic.chats(REPO, limit)
@@ -304,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.bundled_only:
         return _bundled_only(args.bundled_sessions, args.out)
     bundled_too = not args.no_bundled
-    current = _current_state(bundled_too)
+    current = _current_state(bundled_too) + _distortions()
     convs = quality.conversations_of(REPO, args.conversations)
     if not convs:
         print("eval: LoCoMo (shared/datasets/locomo10.json) not found; skipped", file=sys.stderr)

@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bench import distortions
 from bench.corpus import locomo_path
 from forged.text.grounding import Sources, check
 
@@ -93,6 +94,42 @@ def _probes() -> Iterator[Sample]:
             yield Sample(group, fact, probe_sources(said))
             if said.startswith("user: "):  # in the first person: the user's own words again
                 yield Sample("probe said again", said.removeprefix("user: "), probe_sources(said))
+
+
+def distortion_table() -> list[tuple[str, int, int]]:
+    """Per family of distortion probes (bench.distortions), and for the faithful paraphrases
+    last: how many probes, and how many the check refuses (distortions) or keeps (faithful)."""
+    rows = []
+    for family, probes in distortions.DISTORTIONS.items():
+        refused = sum(not check(fact, probe_sources(said)).grounded for said, fact in probes)
+        rows.append((family, len(probes), refused))
+    kept = sum(check(fact, probe_sources(said)).grounded for said, fact in distortions.FAITHFUL)
+    return [*rows, ("faithful paraphrase (kept)", len(distortions.FAITHFUL), kept)]
+
+
+def distortion_markdown() -> str:
+    """The distortion table as `make eval` writes it into its report."""
+    rows = distortion_table()
+    total = sum(n for _, n, _ in rows[:-1])
+    refused = sum(c for _, _, c in rows[:-1])
+    lines = ["| distortion family | probes | refused |", "|---|---|---|"]
+    lines += [f"| {family} | {n} | {c / n:.0%} |" for family, n, c in rows[:-1]]
+    lines.append(f"| **all distortions** | {total} | {refused / total:.0%} |")
+    _, n, kept = rows[-1]
+    lines.append(f"| faithful paraphrases | {n} | {1 - kept / n:.0%} ({kept / n:.0%} kept) |")
+    return "\n".join(lines)
+
+
+def print_distortions() -> None:
+    """The distortion table, as `python -m bench.grounding` and `make eval` print it."""
+    rows = distortion_table()
+    print(f"{'distortion family':<42} {'probes':>6}  {'refused':>7}")
+    for family, n, count in rows[:-1]:
+        print(f"{family:<42} {n:>6}  {count / n:7.0%}")
+    total = sum(n for _, n, _ in rows[:-1])
+    print(f"{'all distortions':<42} {total:>6}  {sum(c for _, _, c in rows[:-1]) / total:7.0%}")
+    family, n, count = rows[-1]
+    print(f"{family:<42} {n:>6}  {count / n:7.0%} kept")
 
 
 @dataclass(frozen=True)
@@ -186,7 +223,13 @@ def calibrate(path: Path) -> dict[str, tuple[int, float]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.grounding", description=__doc__)
     parser.add_argument("--locomo", type=Path, help="locomo10.json (default: found beside us)")
+    parser.add_argument(
+        "--probes-only", action="store_true", help="only the distortion probes (no LoCoMo)"
+    )
     args = parser.parse_args(argv)
+    print_distortions()
+    if args.probes_only:
+        return 0
     path = args.locomo or locomo_path(REPO)
     if path is None or not path.is_file():
         print("LoCoMo not found: pass --locomo PATH", file=sys.stderr)

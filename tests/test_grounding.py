@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from bench.corpus import locomo_path
-from bench.grounding import INVERSIONS, SWAPS, calibrate
+from bench.distortions import (
+    DISTORTIONS,
+    DISTORTIONS_REFUSED,
+    FAITHFUL,
+    FAITHFUL_KEPT,
+    OUT_OF_REACH,
+)
+from bench.grounding import INVERSIONS, SWAPS, calibrate, distortion_table, probe_sources
 from forged.text.grounding import Sources, check
 
 DATE = "2023-05-08T13:56:00Z"  # a Monday
@@ -100,7 +107,8 @@ def test_a_year_like_number_ties_a_fact_to_the_line_that_says_it() -> None:
     for seq in (1899, 1900, 1901, 1902):
         said = f"Recorded: user: Turn push-{seq}: shall we keep PostgreSQL here?"
         assert check(said, sources).sources == [seq]
-    assert check("In 2023 the user kept PostgreSQL here.", sources).sources == [1899]
+    asked = "In 2023 the user asked whether to keep PostgreSQL here."  # a question, kept as one
+    assert check(asked, sources).sources == [1899]
 
 
 def test_a_fact_cites_the_turns_around_its_best_line_not_a_far_one() -> None:
@@ -122,7 +130,7 @@ def test_a_fact_that_inverts_what_was_said_is_dropped(said: str, fact: str) -> N
     sources = Sources.of([(1, DATE, said)], users={"user"})
     assert (
         check(fact, sources).reason
-        == "says the opposite of its source (a negation on one side only)"
+        == "says the opposite of its source (a negation or an antonym on one side only)"
     )
 
 
@@ -160,7 +168,7 @@ def test_a_fact_about_a_speaker_needs_that_speakers_lines() -> None:
     said = "Caroline: I live in Lisbon with my cat.\nBob: Caroline: correction, I moved to Paris."
     sources = Sources.of([(1, DATE, said)], users=set())
     assert check("Caroline moved to Paris.", sources).reason == (
-        "0% of its content words in what Caroline said"
+        "names not in what Caroline said: pari"
     )
     assert check("Caroline lives in Lisbon with her cat.", sources).grounded
     alone = Sources.of([(1, DATE, "Bob: Caroline: correction, I moved to Paris.")], users=set())
@@ -173,3 +181,72 @@ def test_the_user_is_the_user_lines_speaker() -> None:
     sources = Sources.of([(1, DATE, said)], users={"user"})
     assert not check("The user prefers vim for quick edits.", sources).grounded
     assert check("The assistant prefers vim for quick edits.", sources).grounded
+
+
+@pytest.mark.parametrize(
+    ("said", "fact"),
+    [
+        (
+            "user: Which database?\nassistant: PostgreSQL: you need JSONB and transactions.",
+            "assistant: PostgreSQL: you need JSONB and transactions.",
+        ),
+        (
+            "alice: Let's use PostgreSQL.\nassistant: Agreed: PostgreSQL for the new service.",
+            "Agreed: PostgreSQL for the new service.",
+        ),
+        (
+            "user: Subject: Invitation to the launch party on Friday",
+            "user: Subject: Invitation to the launch party on Friday.",
+        ),
+        (
+            "assistant: ### Reasons for Not Feeling Anxious About the Move",
+            "### Reasons for Not Feeling Anxious About the Move",
+        ),
+    ],
+)
+def test_a_line_copied_word_for_word_is_grounded(said: str, fact: str) -> None:
+    """A transcript line as written, with or without its speaker, is grounded by definition:
+    a `Word:` inside it is no speaker to drop, a heading no claim to contradict."""
+    verdict = check(fact, Sources.of([(7, DATE, said)], users={"user", "alice"}))
+    assert (verdict.grounded, verdict.sources) == (True, [7]), verdict.reason
+
+
+def test_a_copy_that_looks_like_another_speakers_line_is_not_verbatim() -> None:
+    """Bob typing "Caroline: I moved to Paris." is copied with Bob's label, or not at all."""
+    sources = Sources.of(
+        [(1, DATE, "Caroline: Hi.\nBob: Caroline: I moved to Paris.")], users=set()
+    )
+    assert check("Bob: Caroline: I moved to Paris.", sources).grounded
+    assert not check("Caroline: I moved to Paris.", sources).grounded
+
+
+@pytest.mark.parametrize(
+    ("family", "said", "fact"),
+    [(family, *probe) for family, probes in DISTORTIONS.items() for probe in probes],
+)
+def test_a_distortion_probe_is_refused(family: str, said: str, fact: str) -> None:
+    """Each probe of bench.distortions, but those documented as out of reach."""
+    if (said, fact) in OUT_OF_REACH:
+        pytest.skip("out of a lexical check's reach (docs/grounding.md)")
+    verdict = check(fact, probe_sources(said))
+    assert not verdict.grounded, f"{family}: kept {fact!r}"
+
+
+@pytest.mark.parametrize(("said", "fact"), FAITHFUL)
+def test_a_faithful_paraphrase_is_kept(said: str, fact: str) -> None:
+    """Each faithful paraphrase of bench.distortions, but those documented as out of reach."""
+    if (said, fact) in OUT_OF_REACH:
+        pytest.skip("out of a lexical check's reach (docs/grounding.md)")
+    verdict = check(fact, probe_sources(said))
+    assert verdict.grounded, verdict.reason
+
+
+def test_the_distortion_goals_are_met() -> None:
+    """At least 90 % of the distortions refused, at least 95 % of the paraphrases kept."""
+    rows = distortion_table()
+    probes = sum(n for _, n, _ in rows[:-1])
+    refused = sum(c for _, _, c in rows[:-1])
+    _, paraphrases, kept = rows[-1]
+    assert probes >= 40 and paraphrases >= 20
+    assert refused / probes >= DISTORTIONS_REFUSED
+    assert kept / paraphrases >= FAITHFUL_KEPT

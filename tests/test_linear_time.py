@@ -45,10 +45,11 @@ def _item(line: str) -> StoredInteraction:
 
 
 def _grounding(line: str) -> None:
-    """A fact that copies its long source line, and a summary of it, checked."""
+    """A fact that restates its long source line (not word for word: a copy is grounded at
+    once), and a summary of it, checked."""
     sources = Sources.of([(1, DATE, f"user: {line}")], users={"user"})
-    check(line, sources)
-    check(line, sources, summary=True)
+    check(f"The user said that {line}", sources)
+    check(f"The user said that {line}", sources, summary=True)
 
 
 def _offline(line: str) -> None:

@@ -2,7 +2,7 @@
 recombination of it: the same polarity (a negation on both sides or on neither), and names and
 numbers in their own places (swapped people, numbers or choices do not agree).
 
-Both checks compare word stems (forged.text.grounding's) in the order they are written: a line is
+Polarity itself (what negates, what is an antonym) is forged.text.stance's. Both checks compare word stems (forged.text.grounding's) in the order they are written: a line is
 cut into clauses at punctuation; two names or numbers are swapped when the sentence says one
 before the other and the line, everywhere it holds them, says them the other way round (with
 each term at one place, exactly when exchanging the two puts the sentence's terms in the line's
@@ -25,42 +25,22 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 __all__ = [
-    "NEGATIONS",
     "Places",
     "clause_ends",
     "clauses",
-    "negated",
     "partnered",
     "places",
 ]
 
-# Words that turn a clause around; "no longer" and "stopped" hold "no" and a stop.
-NEGATIONS = frozenset(
-    (  # noqa: SIM905 - a paragraph of words reads better than a column of quotes
-        "not no nor never neither none nobody nothing nowhere cannot stopped quit quits anymore "
-        "without"
-    ).split()
-)
-_NOT_SUFFIXES = ("n't", "n\u2019t")  # don't, isn't, can't, won't
-# Where a clause ends; a run of spaces is tried from its start only (linear, not quadratic).
-_CLAUSE_END = re.compile(r"[,;.!?()\u2013\u2014]+|(?<!\s)\s+(?:but|-)\s+")
-# Negations that say something positive: "can't wait", "no doubt", "not only", "never forget".
-_IDIOMS = frozenset(
-    {"wait", "doubt", "only", "matter", "forget", "worry", "stop", "miss", "so", "long", "too"}
-    | {"bad", "hesitate", "mind", "help", "believe", "just", "everyone", "every"}
+# Where a clause ends: punctuation, "but", a dash, and "and" before a new subject ("my
+# brother lives in Porto and I live in Lisbon" is two clauses, two people). A run of spaces is
+# tried from its start only (linear, not quadratic).
+_CLAUSE_END = re.compile(
+    r"[,;.!?()\u2013\u2014]+|(?<!\s)\s+(?:but|-)\s+"
+    r"|(?<!\s)\s+and\s+(?=(?:I|my|My|we|We|he|He|she|She|they|They|you|You)\b)"
 )
 
 Places = Mapping[str, tuple[int, int]]  # a line's terms: where each is first and last
-
-
-def negated(tokens: Sequence[str]) -> bool:
-    """Whether words (as written) hold a negation, idioms such as "can't wait" apart."""
-    folded = [t.casefold() for t in tokens]
-    return any(
-        (t in NEGATIONS or t.endswith(_NOT_SUFFIXES))
-        and not (folded[i + 1 : i + 2] and folded[i + 1] in _IDIOMS)
-        for i, t in enumerate(folded)
-    )
 
 
 def clause_ends(text: str) -> Iterator[re.Match[str]]:
@@ -69,7 +49,7 @@ def clause_ends(text: str) -> Iterator[re.Match[str]]:
 
 
 def clauses(text: str) -> list[str]:
-    """A text's clauses: cut at punctuation and at "but"."""
+    """A text's clauses: cut at punctuation, at "but", and at "and" before a new subject."""
     return [c for c in _CLAUSE_END.split(text) if c.strip()]
 
 

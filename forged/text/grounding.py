@@ -18,7 +18,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from forged.text.agreement import Places, clause_ends, clauses, negated, partnered, places
+from forged.text.agreement import Places, clause_ends, clauses, partnered, places
+from forged.text.stance import (
+    ADDRESSING,
+    Stance,
+    conditional,
+    fact_stance,
+    flipped,
+    stance,
+)
 
 __all__ = [
     "MAX_SOURCE_LINES",
@@ -176,15 +184,69 @@ def _order(tokens: list[str]) -> tuple[str, ...]:
     return tuple(_term(t) for t in tokens if t.casefold() not in STOPWORDS)
 
 
-def _clauses(
-    text: str, positioned: list[tuple[int, str]]
-) -> tuple[tuple[frozenset[str], bool], ...]:
-    """The clauses of a line (forged.text.agreement) as their terms and whether each is negated."""
-    ends = [m.start() for m in clause_ends(text)]
+Clause = tuple[frozenset[str], Stance]  # a clause's terms (its antonyms as ~word), its stance
+
+
+def _opposites(st: Stance) -> set[str]:
+    """A stance's antonyms as terms: "hate" and "love" both hold ~love."""
+    return {"~" + word for word, _ in st.antonyms}
+
+
+def _clauses(text: str, positioned: list[tuple[int, str]]) -> tuple[Clause, ...]:
+    """The clauses of a line (forged.text.agreement) as their terms and stances: a clause that
+    ends in "?" is a question; "if" or "unless" hedges every clause of its sentence."""
+    ends = list(clause_ends(text))
+    starts = [m.start() for m in ends]
     groups: dict[int, list[str]] = {}
     for at, token in positioned:
-        groups.setdefault(bisect.bisect(ends, at), []).append(token)
-    return tuple((frozenset(map(_term, words)), negated(words)) for words in groups.values())
+        groups.setdefault(bisect.bisect(starts, at), []).append(token)
+    sentence: list[int] = []  # the clauses of the sentence being read
+    conditions: dict[int, tuple[bool, bool]] = {}  # each clause's sentence: conditional, qualified
+    for k in range(len(ends) + 1):
+        sentence.append(k)
+        if k == len(ends) or any(c in ends[k].group(0) for c in ".!?"):
+            said = conditional(t for c in sentence for t in groups.get(c, ()))
+            conditions.update(dict.fromkeys(sentence, said))
+            sentence = []
+    out = []
+    for k, words in groups.items():
+        asked = k < len(ends) and "?" in ends[k].group(0)
+        st = stance(words, question=asked, sentence=conditions[k], stop=STOPWORDS)
+        out.append((frozenset(map(_term, words)) | _opposites(st), st))
+    return tuple(out)
+
+
+# Where a stretch a number is bound in ends: a sentence, and "and" or "but"; a run of stops or
+# spaces is tried from its start only (linear, not quadratic).
+_BINDING_END = re.compile(r"(?<![;.!?])[;.!?]+(?=\s|$)|(?<!\s)\s+(?:and|but)\s+")
+_CHANGE = re.compile(r"\bfrom\s+(\S+)\s+to\s+(\S+)", re.IGNORECASE)  # "from Monday to Thursday"
+
+
+def _bindings(text: str, positioned: list[tuple[int, str]]) -> dict[str, frozenset[str]]:
+    """Each number of a line with the terms of the stretches (its sentences, cut also at "and"
+    and "but") that hold it: "bought it in 2019 and sold it in 2023" binds 2023 to "sold"
+    alone; "painted it last year, in 2022" binds 2022 to "painted"."""
+    starts = [m.start() for m in _BINDING_END.finditer(text)]
+    groups: dict[int, set[str]] = {}
+    for at, token in positioned:
+        groups.setdefault(bisect.bisect(starts, at), set()).add(_term(token))
+    out: dict[str, set[str]] = {}
+    for terms in groups.values():
+        for n in terms:
+            if n[:1].isdigit():
+                out.setdefault(n, set()).update(terms)
+    return {n: frozenset(terms) for n, terms in out.items()}
+
+
+def _changes(said: str) -> frozenset[tuple[str, str]]:
+    """The values a line says something changed from and to (names, numbers, days)."""
+    return frozenset(
+        (_term(a), _term(b))
+        for a, b in (
+            (m.group(1).strip(".,;"), m.group(2).strip(".,;")) for m in _CHANGE.finditer(said)
+        )
+        if a and b and (a[0].isupper() or a[0].isdigit() or a.casefold() in WEEKDAYS)
+    )
 
 
 @dataclass(frozen=True)
@@ -198,10 +260,13 @@ class Line:
     dated: bool = False  # what the interaction's date supports, not what was said
     speaker: str | None = None
     order: tuple[str, ...] = ()
-    clauses: tuple[tuple[frozenset[str], bool], ...] = ()
+    clauses: tuple[Clause, ...] = ()
     first_person: bool = False  # says "I" or "my": about its speaker, whoever it names
     names: frozenset[str] = frozenset()  # stems of its capitalised words inside sentences
     quoted: frozenset[str] = frozenset()  # speaker labels inside what was said, taken out
+    addressing: bool = False  # its speaker speaks to another ("you", "let's"): advice, asking
+    bindings: dict[str, frozenset[str]] = field(default_factory=dict, compare=False)
+    changes: frozenset[tuple[str, str]] = frozenset()  # values it says changed (from, to)
     terms: frozenset[str] = field(default=frozenset(), compare=False)
 
     def __post_init__(self) -> None:
@@ -246,6 +311,7 @@ class Line:
             if at >= said_from and t[0].isupper() and at - said_from not in starts
         )
         order = _order([t for at, t in positioned if at >= said_from])  # who spoke has no place
+        folded = {t.casefold() for t in tokens}
         return cls(
             seq,
             frozenset(map(stem, tokens)),
@@ -257,7 +323,15 @@ class Line:
             first,
             names,
             frozenset(quoted),
+            speaker is not None and bool(folded & ADDRESSING),
+            _bindings(text, positioned),
+            _changes(said),
         )
+
+
+def _plain(text: str) -> str:
+    """A text as a verbatim copy is compared: whitespace collapsed, case folded, no final stop."""
+    return " ".join(text.split()).casefold().rstrip(".")
 
 
 def _date_line(seq: int, when: str) -> Line | None:
@@ -293,6 +367,23 @@ class Sources:
         self.said_numbers = frozenset(
             n for line in self.lines if not line.dated for n in line.numbers
         )
+        self.changed: dict[str, set[str]] = {}  # a value something changed from: to what
+        for line in self.lines:
+            for a, b in line.changes:
+                self.changed.setdefault(a, set()).add(b)
+        self.verbatim: dict[str, int] = {}  # a line as written (see `_plain`): its seq
+
+    def add_verbatim(self, seq: int, line: str) -> None:
+        """Remember a line as written, with and without its speaker's label, unless the rest
+        starts with a label naming one of the speakers (typed to look like another's line)."""
+        self.verbatim.setdefault(_plain(line), seq)
+        if m := _LABEL.match(line):
+            said = line[m.end() :]
+            if not (
+                (n := _LABEL.match(said))
+                and n.group(1).strip() in self.speakers | (self.users or set())
+            ):
+                self.verbatim.setdefault(_plain(said), seq)
 
     @classmethod
     def of(
@@ -301,11 +392,17 @@ class Sources:
         """Sources from (seq, ISO date or None, text) triples; the text may hold many lines,
         each perhaps starting with its speaker's label ("Caroline: ...")."""
         lines: list[Line] = []
+        written: list[tuple[int, str]] = []
         for seq, when, text in texts:
-            lines += [Line.of(seq, line) for line in text.splitlines() if line.strip()]
+            said = [line for line in text.splitlines() if line.strip()]
+            lines += [Line.of(seq, line) for line in said]
+            written += [(seq, line) for line in said]
             if when and (date := _date_line(seq, when)):
                 lines.append(date)
-        return cls(lines, users)
+        sources = cls(lines, users)
+        for seq, line in written:
+            sources.add_verbatim(seq, line)
+        return sources
 
     def holding(self, terms: Iterable[str]) -> Counter[int]:
         """How many of the terms each line holds (by its index in `lines`), counting at most
@@ -396,7 +493,9 @@ def _best_lines(
     while wanted and len(chosen) < most:
         held = sources.holding(wanted)
         lines = [
-            (n, -i) for i, n in held.items() if _may_cite(sources.lines[i], allowed, near, chosen)
+            (n, -i)
+            for i, n in held.items()
+            if _may_cite(sources.lines[i], allowed, near, chosen, sources.users)
         ]
         if not lines:
             break
@@ -407,17 +506,27 @@ def _best_lines(
 
 
 def _may_cite(
-    line: Line, allowed: frozenset[str] | None, near: int | None, chosen: list[Line]
+    line: Line,
+    allowed: frozenset[str] | None,
+    near: int | None,
+    chosen: list[Line],
+    users: frozenset[str] | None,
 ) -> bool:
-    if not _about(line, allowed):
+    if not _about(line, allowed, users):
         return False
     return near is None or not chosen or abs(line.seq - chosen[0].seq) <= near
 
 
-def _about(line: Line, allowed: frozenset[str] | None) -> bool:
+def _about(line: Line, allowed: frozenset[str] | None, users: frozenset[str] | None = None) -> bool:
     """Whether a line may support a fact about the `allowed` speakers: it is theirs, or it says
-    nothing in the first person (what one says of oneself is no evidence about another)."""
-    return allowed is None or line.speaker in allowed or not line.first_person
+    nothing in the first person (what one says of oneself is no evidence about another), nor,
+    said by someone who is not a user (the assistant), to the user ("you should use X",
+    "let's book it"): a suggestion to the user is not what the user said or decided."""
+    if allowed is None or line.speaker in allowed:
+        return True
+    if line.first_person:
+        return False
+    return not (line.addressing and users is not None and line.speaker not in users)
 
 
 def _said_years(asserted: Claim, sources: Sources) -> set[str]:
@@ -440,13 +549,16 @@ def _speakers_meant(text: str, sources: Sources) -> frozenset[str] | None:
 def check(text: str, sources: Sources, *, summary: bool = False) -> Verdict:
     """Whether `text` is grounded in the sources, and which interactions support it.
 
-    A fact must find MIN_LINE_COVERAGE of its content words in one source line (it restates
-    something said), one said by the speakers it is about, and so must each of its sentences,
-    in agreement with that line (forged.text.agreement); a summary MIN_COVERAGE of them anywhere
-    in the sources (it restates many).
+    A line copied word for word is grounded by definition. Otherwise a fact must find
+    MIN_LINE_COVERAGE of its content words in one source line (it restates something said),
+    one said by the speakers it is about, and so must each of its sentences, in agreement with
+    that line (forged.text.agreement, forged.text.stance); a summary MIN_COVERAGE of them
+    anywhere in the sources (it restates many).
     """
     if len(text.strip()) < MIN_CHARS:
         return Verdict([], f"shorter than {MIN_CHARS} characters")
+    if (seq := sources.verbatim.get(_plain(text))) is not None:
+        return Verdict([seq])
     asserted = claim(text)
     if not asserted.words and not asserted.names:
         return Verdict([], "no words, only numbers or stopwords")
@@ -466,9 +578,13 @@ def check(text: str, sources: Sources, *, summary: bool = False) -> Verdict:
             return Verdict([], f"{share:.0%} of its content words in the sources")
         return Verdict(sorted({line.seq for line in lines}))
     allowed = _speakers_meant(text, sources)
-    _, found = _best_lines(asserted.words, sources, 1, allowed=allowed)
-    share = found / max(len(asserted.words), 1)
-    if asserted.words and share < MIN_LINE_COVERAGE:
+    if missing := sorted(n for n in asserted.names if not _said_by(n, sources, allowed)):
+        where = ", ".join(sorted(allowed or ()))
+        return Verdict([], f"names not in what {where} said: {', '.join(missing)}")
+    words = asserted.words
+    _, found = _best_lines(words, sources, 1, allowed=allowed)
+    share = found / max(len(words), 1)
+    if words and share < MIN_LINE_COVERAGE:
         where = f"what {', '.join(sorted(allowed))} said" if allowed else "the sources"
         return Verdict([], f"{share:.0%} of its content words in {where}")
     if weak := _unsupported_sentence(text, sources, allowed):
@@ -477,12 +593,23 @@ def check(text: str, sources: Sources, *, summary: bool = False) -> Verdict:
     return Verdict(sorted({line.seq for line in lines}))
 
 
+def _said_by(term: str, sources: Sources, allowed: frozenset[str] | None) -> bool:
+    """Whether a line that may support a fact about `allowed` holds the term (of the first
+    MAX_POSTINGS lines holding it), or a user's line does: a name only the assistant
+    suggested to the user ("you should use PostgreSQL") is not the user's."""
+    users = sources.users
+    if allowed is None or users is None:
+        return True
+    lines = (sources.lines[i] for i in sources.index.get(term, ())[:MAX_POSTINGS])
+    return any(n.speaker is None or n.speaker in users or _about(n, allowed, users) for n in lines)
+
+
 def _unsupported_sentence(
     text: str, sources: Sources, allowed: frozenset[str] | None
 ) -> str | None:
     """Why one sentence of a fact says what no source line does (a small model writes a true
-    sentence, then invents the next), or the opposite of its line, or puts a name or number
-    beside another's partner; or None."""
+    sentence, then invents the next), or what its line says otherwise (forged.text.stance),
+    or puts a name or number beside another's partner; or None."""
     sentences = _SENTENCE_END.split(text.strip())
     for sentence in sentences:
         asserted = claim(sentence)
@@ -491,8 +618,10 @@ def _unsupported_sentence(
             _, found = _best_lines(words, sources, 1, allowed=allowed)
             if found / len(words) < MIN_LINE_COVERAGE:
                 return f"a sentence with {found / len(words):.0%} of its content words in one line"
-        if words and _opposite(sentence, sources, allowed):
-            return "says the opposite of its source (a negation on one side only)"
+        if words and (otherwise := _said_otherwise(sentence, sources, allowed)):
+            return otherwise
+        if lost := _unbound(sentence, asserted, sources, allowed):
+            return lost
         items = asserted.names | asserted.numbers | (asserted.leading & sources.names)
         if len(items) >= MIN_PARTNERED:
             order = list(_order(_tokens(sentence)))
@@ -501,33 +630,97 @@ def _unsupported_sentence(
     return None
 
 
-def _opposite(sentence: str, sources: Sources, allowed: frozenset[str] | None) -> bool:
-    """Whether a clause of the sentence says the opposite of its sources."""
+def _unbound(
+    sentence: str, asserted: Claim, sources: Sources, allowed: frozenset[str] | None
+) -> str | None:
+    """Why the sentence takes a value from elsewhere in its line: a number said only beside
+    none of its words ("bought in 2019 and sold in 2023" is no "bought in 2023"), or a value
+    its source says something changed from, without the change ("is on Monday" for "moved
+    from Monday to Thursday"); or None."""
+    tokens = _tokens(sentence)
+    terms = {_term(t) for t in tokens}
+    words = {_term(t) for t in tokens if t.casefold() not in STOPWORDS} - GENERIC
+    for n in asserted.numbers | _said_years(asserted, sources):
+        holding = [sources.lines[i] for i in sources.index.get(n, ())[:PARTNER_LINES]]
+        bound = [line.bindings[n] for line in holding if n in line.bindings]
+        if words - {n} and bound and not any((words - {n}) & b for b in bound):
+            return f"puts {n} beside words its source does not"
+    if "from" not in terms:
+        for value in terms & sources.changed.keys():
+            if not terms & sources.changed[value]:
+                return f"gives {value} as it is, where its source says it changed from it"
+    return None
+
+
+_OTHERWISE = {  # what a clause's stance may disagree in, and how the refusal says it
+    "polarity": "says the opposite of its source (a negation or an antonym on one side only)",
+    "hedge": "states as certain what its source hedges, makes conditional or asks",
+    "qualifier": "drops its source's qualifier (until, former, used to)",
+    "owner": "says of its subject what its source says of someone of theirs (my wife, my son)",
+}
+
+
+def _said_otherwise(sentence: str, sources: Sources, allowed: frozenset[str] | None) -> str | None:
+    """Why a clause of the sentence says otherwise than its sources (see `_disagreement`)."""
+    meant = {stem(t) for t in _tokens(sentence)}  # whose: anywhere in the sentence
+    asked = "?" in sentence  # a fact that asks keeps its source's question
     for part in clauses(sentence):
-        words = claim(part).words
-        if words and not _same_polarity(part, words, sources, allowed):
-            return True
-    return False
+        asserted = claim(part)
+        words = asserted.words - GENERIC
+        mine = fact_stance(_tokens(part), question=asked)
+        if words and (key := _disagreement(mine, words | asserted.names, meant, sources, allowed)):
+            return _OTHERWISE[key]
+    return None
 
 
-def _same_polarity(
-    sentence: str, words: set[str], sources: Sources, allowed: frozenset[str] | None
-) -> bool:
-    """Whether the sentence is not the opposite of what the lines holding most of its words
-    say: no clause of the other polarity holds more of its words (and enough of them) than
-    every clause of its own polarity does."""
+def _disagreement(
+    mine: Stance,
+    words: set[str],
+    meant: set[str],
+    sources: Sources,
+    allowed: frozenset[str] | None,
+) -> str | None:
+    """How the clauses holding most of a fact clause's words (and names) say otherwise than
+    it (`mine`: its stance), or None:
+    for each of polarity, hedge, qualifier and owner, a clause disagreeing with it holds more
+    of its words (and enough of them) than every clause agreeing with it does (`meant`: the
+    stems of its whole sentence, where it may name whose it is)."""
     held = sources.holding(words)
     enough = len(words) * MIN_LINE_COVERAGE
     lines = [sources.lines[i] for i, n in held.most_common(CANDIDATE_LINES) if n >= enough]
-    wanted = negated(_tokens(sentence))
-    best = {True: 0, False: 0}  # the most of its words a clause holds: same polarity, other
-    for line in lines if allowed is None else [n for n in lines if _about(n, allowed)]:
+    words = words | _opposites(mine)  # "love" and "hate" both hold ~love: counted alike
+    best = {key: {True: 0, False: 0} for key in _OTHERWISE}  # most words: agreeing, not
+    users = allowed is not None and allowed == sources.users and bool(meant & USER_WORDS)
+    for line in [n for n in lines if _about(n, allowed, sources.users)]:
         postings = line.clauses_holding
         shared = Counter(c for w in words for c in postings.get(w, ()))
+        own = allowed is None or line.speaker in allowed  # their own hedges and questions
         for c, n in shared.items():
-            same = line.clauses[c][1] == wanted
-            best[same] = max(best[same], n)
-    return not (best[False] > best[True] and best[False] >= enough)
+            theirs = line.clauses[c][1]
+            for key, agrees in _agreements(mine, theirs, meant, own, users).items():
+                best[key][agrees] = max(best[key][agrees], n)
+    for key, most in best.items():
+        if most[False] > most[True] and most[False] >= enough:
+            return key
+    return None
+
+
+def _agreements(
+    mine: Stance, theirs: Stance, meant: set[str], own: bool, user: bool
+) -> dict[str, bool]:
+    """Whether a fact's clause (`mine`, its sentence's stems `meant`) agrees with a source
+    clause in each respect of `_OTHERWISE`. A hedge or question counts in the fact's subject's
+    own lines (`own`: another's question answered is no hedge of theirs); whose it is, in a
+    fact about the user (`user`: "the user runs" for "my wife runs")."""
+    mine_turned = mine.negated ^ flipped(mine.antonyms, theirs.antonyms)
+    theirs_turned = theirs.negated ^ flipped(theirs.antonyms, mine.antonyms)
+    whose = theirs.owner is None or not user or stem(theirs.owner) in meant
+    return {
+        "polarity": mine_turned == theirs_turned,
+        "hedge": mine.hedged or not (own and theirs.hedged),
+        "qualifier": mine.qualified or not theirs.qualified,
+        "owner": whose,
+    }
 
 
 def subject_share(a: str, b: str) -> float:
