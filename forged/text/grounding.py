@@ -681,46 +681,49 @@ def _disagreement(
     allowed: frozenset[str] | None,
 ) -> str | None:
     """How the clauses holding most of a fact clause's words (and names) say otherwise than
-    it (`mine`: its stance), or None:
-    for each of polarity, hedge, qualifier and owner, a clause disagreeing with it holds more
-    of its words (and enough of them) than every clause agreeing with it does (`meant`: the
-    stems of its whole sentence, where it may name whose it is)."""
+    it (`mine`: its stance), or None: for each respect of `_OTHERWISE`, a clause disagreeing
+    with it holds more of its words (and enough of them) than every clause agreeing with it
+    does (`meant`: the stems of its whole sentence, where it may name whose it is). One pass
+    over the clauses sharing its words, a few operations each."""
     held = sources.holding(words)
     enough = len(words) * MIN_LINE_COVERAGE
     lines = [sources.lines[i] for i, n in held.most_common(CANDIDATE_LINES) if n >= enough]
     words = words | _opposites(mine)  # "love" and "hate" both hold ~love: counted alike
-    best = {key: {True: 0, False: 0} for key in _OTHERWISE}  # most words: agreeing, not
+    best = [[0, 0] for _ in _OTHERWISE]  # per respect, the most words: disagreeing, agreeing
     users = allowed is not None and allowed == sources.users and bool(meant & USER_WORDS)
     for line in [n for n in lines if _about(n, allowed, sources.users)]:
         postings = line.clauses_holding
         shared = Counter(c for w in words for c in postings.get(w, ()))
         own = allowed is None or line.speaker in allowed  # their own hedges and questions
         for c, n in shared.items():
-            theirs = line.clauses[c][1]
-            for key, agrees in _agreements(mine, theirs, meant, own, users).items():
-                best[key][agrees] = max(best[key][agrees], n)
-    for key, most in best.items():
-        if most[False] > most[True] and most[False] >= enough:
+            agrees = _agreements(mine, line.clauses[c][1], meant, own, users)
+            for most, agree in zip(best, agrees, strict=True):
+                if n > most[agree]:
+                    most[agree] = n
+    for key, (against, agreeing) in zip(_OTHERWISE, best, strict=True):
+        if against > agreeing and against >= enough:
             return key
     return None
 
 
 def _agreements(
     mine: Stance, theirs: Stance, meant: set[str], own: bool, user: bool
-) -> dict[str, bool]:
+) -> tuple[bool, bool, bool, bool]:
     """Whether a fact's clause (`mine`, its sentence's stems `meant`) agrees with a source
-    clause in each respect of `_OTHERWISE`. A hedge or question counts in the fact's subject's
-    own lines (`own`: another's question answered is no hedge of theirs); whose it is, in a
-    fact about the user (`user`: "the user runs" for "my wife runs")."""
-    mine_turned = mine.negated ^ flipped(mine.antonyms, theirs.antonyms)
-    theirs_turned = theirs.negated ^ flipped(theirs.antonyms, mine.antonyms)
-    whose = theirs.owner is None or not user or stem(theirs.owner) in meant
-    return {
-        "polarity": mine_turned == theirs_turned,
-        "hedge": mine.hedged or not (own and theirs.hedged),
-        "qualifier": mine.qualified or not theirs.qualified,
-        "owner": whose,
-    }
+    clause in each respect of `_OTHERWISE`, in its order. A hedge or question counts in the
+    fact's subject's own lines (`own`: another's question answered is no hedge of theirs);
+    whose it is, in a fact about the user (`user`: "the user runs" for "my wife runs")."""
+    polarity = mine.negated == theirs.negated
+    if mine.antonyms and theirs.antonyms:  # rare: an antonym on each side may turn one round
+        polarity ^= flipped(mine.antonyms, theirs.antonyms) ^ flipped(
+            theirs.antonyms, mine.antonyms
+        )
+    return (
+        polarity,
+        mine.hedged or not (own and theirs.hedged),
+        mine.qualified or not theirs.qualified,
+        theirs.owner is None or not user or stem(theirs.owner) in meant,
+    )
 
 
 def subject_share(a: str, b: str) -> float:
