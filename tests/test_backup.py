@@ -248,9 +248,13 @@ def test_backup_and_restore_commands(short_tmp: Path) -> None:
         1,
         f"forged: {store.path} exists; pass --yes to replace it with {backup}\n",
     )
+    index = Path(store.path + ".index")  # the turn index of the database replaced
+    index.mkdir()
+    (index / "meta.json").write_text("{}")
     done = forged("restore", str(backup), "--yes")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"restored {backup} into {store.path}: 4 interactions")
+    assert not index.exists()  # rebuilt from the restored store when the daemon starts
 
 
 @pytest.mark.parametrize("suffix", ["", "-wal", "-shm", "-journal", ".lock", ".old"])
