@@ -285,6 +285,110 @@ async def _shutdown(
     )
 
 
+class _Plugins(NamedTuple):
+    """The plugins of the config, loaded and checked before anything runs."""
+
+    observers: list[Observer]
+    proposer: Proposer | None
+
+
+class _Held:
+    """What the daemon lets go of on exit, however far its start got."""
+
+    def __init__(self) -> None:
+        self.bound: Path | None = None  # the socket file we bound (systemd's is not ours)
+        self.distiller: Distiller | None = None
+
+    async def release(self, store: Backend) -> None:
+        with trio.CancelScope(shield=True):
+            if self.bound is not None:
+                with suppress(OSError):
+                    self.bound.unlink()
+            if (aclose := getattr(self.distiller, "aclose", None)) is not None:
+                await aclose()
+            await trio.to_thread.run_sync(store.close)
+            systemd.close_notify()
+
+
+async def _start_bundled(config: Config, nursery: trio.Nursery) -> Config:
+    """Start the bundled model server; the config with the distiller pointed at it."""
+    from forged.daemon.bundled import REQUEST_EXTRA, STRUCTURED_OUTPUT, STYLE, serve_bundled_llm
+
+    url = await nursery.start(partial(serve_bundled_llm, threads=config.bundled.threads))
+    return _with_llm(config, url, REQUEST_EXTRA, STYLE, STRUCTURED_OUTPUT)
+
+
+def _announce(running: Running, address: object) -> None:
+    """Tell systemd and the log that the daemon is ready."""
+    store = running.store
+    systemd.notify("READY=1", _status_line(running))
+    log.info(
+        "ready",
+        socket=address,
+        database=store.path,
+        backend=store.backend,
+        last_seq=store.last_seq,
+        schema=store.schema_version,
+    )
+
+
+async def _start(
+    config: Config,
+    store: Backend,
+    plugins: _Plugins,
+    nursery: trio.Nursery,
+    held: _Held,
+    *,
+    bundled_llm: bool,
+) -> tuple[Running, HttpServer]:
+    """Start every service in the nursery, in order; ready (READY=1 sent) once it returns."""
+    # The socket first: a second daemon must refuse before it starts a model.
+    listener, held.bound = _listener(config.server)
+    if bundled_llm:
+        config = await _start_bundled(config, nursery)
+    if config.distill.enabled:
+        held.distiller = make_distiller(config.distiller, store)
+    work = _distill_work(config, held.distiller, store)
+    observers = _observers(config, work, plugins.observers, store, plugins.proposer)
+    hub = Hub(store, observers, config.distill.channel_capacity)
+    ingest = Ingest(store, hub.notify_appended, hub.backlog, config.server.max_backlog)
+    lifecycle = Lifecycle()
+    await nursery.start(ingest.serve)
+    await nursery.start(hub.serve)
+    keeper = await _start_index(config, store, hub, nursery)
+    redistiller = (
+        None
+        if work is None
+        else Redistiller(store, work.rerunning(), hub.progress[DISTILL_OBSERVER])
+    )
+    api = Api(config, store, hub, ingest, lifecycle, redistiller, keeper)
+    _check_file_limit(config.server)
+    server = HttpServer(api.handle, config.server)
+    await nursery.start(server.serve, listener)
+    lifecycle.mark_ready()
+    running = Running(store, hub, lifecycle, keeper)
+    _announce(running, listener.socket.getsockname())
+    nursery.start_soon(_heartbeat, running)
+    if config.metrics.textfile:
+        textfile = Path(config.metrics.textfile)
+        args = (textfile, store, hub, lifecycle, config.metrics.interval)
+        nursery.start_soon(write_textfile, *args)
+    return running, server
+
+
+async def _serve(config: Config, signals: _Signals, server: HttpServer | None) -> None:
+    """Serve until SIGTERM or SIGINT; then, if the start had finished, a bounded drain."""
+    await signals.stop.wait()
+    log.info("stopping", signal=signals.name, ready=signals.running is not None)
+    if signals.running is not None and server is not None:
+        await _shutdown(
+            signals.running,
+            server,
+            config.server.shutdown_grace,
+            wait_for_batch=signals.name != INTERRUPT,
+        )
+
+
 async def run_daemon(
     config: Config,
     *,
@@ -292,103 +396,29 @@ async def run_daemon(
     backstop: Callable[[], None] | None = None,
     task_status: trio.TaskStatus[Running] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve until SIGTERM or SIGINT; return after a bounded drain. `backstop` is called as
-    the drain ends and the rest is cancelled: `forged serve` arms forged.daemon.backstop, which
-    ends the process if what was cancelled does not end (a test's daemon shares its process)."""
+    """Start, serve until SIGTERM or SIGINT, and return after a bounded drain. `backstop` is
+    called as the drain ends and the rest is cancelled: `forged serve` arms
+    forged.daemon.backstop, which ends the process if what was cancelled does not end (a
+    test's daemon shares its process)."""
     store = await trio.to_thread.run_sync(open_store, config.store)
-    bound: Path | None = None
-    distiller: Distiller | None = None
-    signals = _Signals()
+    held, signals, server = _Held(), _Signals(), None
     try:
-        plugins = load_observers(config, store)  # a faulty plugin stops us before anything runs
-        proposer = load_consolidator(config, store)
+        plugins = _Plugins(load_observers(config, store), load_consolidator(config, store))
         with trio.open_signal_receiver(*STOP_SIGNALS, signal.SIGHUP) as received:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(signals.watch, received)
                 with signals.startup:
-                    # The socket first: a second daemon must refuse before it starts a model.
-                    listener, bound = _listener(config.server)
-                    if bundled_llm:
-                        from forged.daemon.bundled import (
-                            REQUEST_EXTRA,
-                            STRUCTURED_OUTPUT,
-                            STYLE,
-                            serve_bundled_llm,
-                        )
-
-                        url = await nursery.start(
-                            partial(serve_bundled_llm, threads=config.bundled.threads)
-                        )
-                        config = _with_llm(config, url, REQUEST_EXTRA, STYLE, STRUCTURED_OUTPUT)
-                    distiller = (
-                        make_distiller(config.distiller, store) if config.distill.enabled else None
+                    running, server = await _start(
+                        config, store, plugins, nursery, held, bundled_llm=bundled_llm
                     )
-                    work = _distill_work(config, distiller, store)
-                    hub = Hub(
-                        store,
-                        _observers(config, work, plugins, store, proposer),
-                        config.distill.channel_capacity,
-                    )
-                    ingest = Ingest(
-                        store, hub.notify_appended, hub.backlog, config.server.max_backlog
-                    )
-                    lifecycle = Lifecycle()
-                    await nursery.start(ingest.serve)
-                    await nursery.start(hub.serve)
-                    keeper = await _start_index(config, store, hub, nursery)
-                    redistiller = (
-                        None
-                        if work is None
-                        else Redistiller(store, work.rerunning(), hub.progress[DISTILL_OBSERVER])
-                    )
-                    api = Api(config, store, hub, ingest, lifecycle, redistiller, keeper)
-                    _check_file_limit(config.server)
-                    address = listener.socket.getsockname()
-                    server = HttpServer(api.handle, config.server)
-                    await nursery.start(server.serve, listener)
-                    lifecycle.mark_ready()
-                    running = signals.running = Running(store, hub, lifecycle, keeper)
-                    systemd.notify("READY=1", _status_line(running))
-                    log.info(
-                        "ready",
-                        socket=address,
-                        database=store.path,
-                        backend=store.backend,
-                        last_seq=store.last_seq,
-                        schema=store.schema_version,
-                    )
-                    nursery.start_soon(_heartbeat, running)
-                    if config.metrics.textfile:
-                        nursery.start_soon(
-                            write_textfile,
-                            Path(config.metrics.textfile),
-                            store,
-                            hub,
-                            lifecycle,
-                            config.metrics.interval,
-                        )
+                    signals.running = running
                     task_status.started(running)
-                await signals.stop.wait()
-                log.info("stopping", signal=signals.name, ready=signals.running is not None)
-                if signals.running is not None:
-                    await _shutdown(
-                        signals.running,
-                        server,
-                        config.server.shutdown_grace,
-                        wait_for_batch=signals.name != INTERRUPT,
-                    )
+                await _serve(config, signals, server)
                 if backstop is not None:
                     backstop()
                 nursery.cancel_scope.cancel()
     finally:
-        with trio.CancelScope(shield=True):
-            if bound is not None:
-                with suppress(OSError):
-                    bound.unlink()
-            if (aclose := getattr(distiller, "aclose", None)) is not None:
-                await aclose()
-            await trio.to_thread.run_sync(store.close)
-            systemd.close_notify()
+        await held.release(store)
     log.info("stopped")
 
 

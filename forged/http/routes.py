@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 import structlog
@@ -14,10 +14,10 @@ from forged import __version__
 from forged.config import Config
 from forged.distill.deadletters import Redistiller
 from forged.errors import InvalidRequest, StorageFull, StoreError
-from forged.http import edits as edit_api
-from forged.http import scrape, work
+from forged.http import edits, scrape, work
 from forged.http.connection import HttpError, Request, Response, error_response, refusal_response
 from forged.http.params import MAX_KEY_CHARS, SCOPED, Params
+from forged.http.table import Bound, Handler, Route, RouteTable
 from forged.hub import Hub
 from forged.ingest.pipeline import Ingest, read_body
 from forged.lifecycle import Lifecycle
@@ -42,10 +42,10 @@ from forged.store.backend import Backend
 __all__ = [
     "FACTS_PREFIX",
     "MAX_ID_DIGITS",
+    "ROUTES",
     "SCOPES_PREFIX",
     "SHUTDOWN_RETRY_AFTER",
     "Api",
-    "Route",
     "json_response",
 ]
 
@@ -66,13 +66,6 @@ _STORE_FAILURES = (
     ("store_failed", 503, "store_unavailable", "the database is unavailable", 1),
     ("storage_full", 507, "storage_full", "the disk holding the database is full", None),
 )
-
-
-class Route(NamedTuple):
-    """A handler and the query parameters it accepts: any other is a 400."""
-
-    handler: Callable[[Request, Params], Awaitable[Response]]
-    params: tuple[str, ...] = ()
 
 
 def _history(params: Params) -> bool:
@@ -111,74 +104,14 @@ class Api:
         self.lifecycle = lifecycle
         self.recall = Recall(store, config.recall, turns)
         self.turns = turns
-        self.routes: dict[str, dict[str, Route]] = {
-            "/v1/interactions": {
-                "POST": Route(self.push),
-                "GET": Route(partial(edit_api.interactions, store), edit_api.INTERACTIONS_PARAMS),
-            },
-            "/v1/scopes": {"GET": Route(partial(edit_api.scopes, store))},
-            "/v1/edits": {"GET": Route(partial(edit_api.edits, store), edit_api.EDITS_PARAMS)},
-            "/v1/status": {"GET": Route(self.status)},
-            "/v1/health": {"GET": Route(self.health)},
-            "/v1/metrics": {"GET": Route(self.metrics)},
-            "/v1/index/rebuild": {"POST": Route(self.reindex)},
-            "/v1/search": {"GET": Route(self.search, (*_SEARCH, "limit", "sources"))},
-            "/v1/context": {"GET": Route(self.context, (*_SEARCH, "budget_tokens"))},
-            "/v1/facts": {
-                "GET": Route(self.facts, (*SCOPED, "kind", "history", *_PAGE)),
-                "POST": Route(partial(edit_api.add_fact, store)),
-            },
-            "/v1/summaries": {"GET": Route(self.summaries, (*SCOPED, "history", *_PAGE))},
-            "/v1/dead-letters": {
-                "GET": Route(partial(work.list_dead_letters, store), (*SCOPED, *work.PARAMS))
-            },
-            "/v1/dead-letters/redistill": {
-                "POST": Route(partial(work.redistill, redistiller), work.PARAMS)
-            },
-            "/v1/consolidate": {"POST": Route(partial(work.consolidate_now, hub), ("scope",))},
-        }
-        delete = partial(edit_api.delete, hub)
-        # Paths that name an item after the prefix, by the suffix after it ("": none).
-        self.prefix_routes: dict[str, dict[str, dict[str, Route]]] = {
-            SCOPES_PREFIX: {"": {"DELETE": Route(self.forget)}},  # a scope may hold any suffix
-            FACTS_PREFIX: {
-                "": {
-                    "GET": Route(self.fact, SCOPED),
-                    "DELETE": Route(partial(delete, FACTS_PREFIX, "fact"), edit_api.WITHIN),
-                },
-                "/correct": {
-                    "POST": Route(partial(edit_api.correct, store, FACTS_PREFIX), edit_api.WITHIN)
-                },
-                "/pin": dict.fromkeys(
-                    ("PUT", "DELETE"),
-                    Route(partial(edit_api.pin, store, FACTS_PREFIX), edit_api.WITHIN),
-                ),
-            },
-            SUMMARIES_PREFIX: {
-                "": {"DELETE": Route(partial(delete, SUMMARIES_PREFIX, "summary"), edit_api.WITHIN)}
-            },
-            INTERACTIONS_PREFIX: {
-                "": {
-                    "DELETE": Route(
-                        partial(delete, INTERACTIONS_PREFIX, "interaction"), edit_api.WITHIN
-                    )
-                }
-            },
-        }
+        self.redistiller = redistiller
+        self.table = RouteTable(self, ROUTES)
 
-    def _methods(self, request: Request) -> tuple[dict[str, Route] | None, str]:
-        """The request's route's methods, and the route as the metrics name it."""
-        path = request.path
-        if (methods := self.routes.get(path)) is not None:
-            return methods, scrape.route_label(path, True, None, "")
-        for prefix, suffixes in self.prefix_routes.items():
-            if path.startswith(prefix) and len(path) > len(prefix):
-                rest = path.removeprefix(prefix)
-                for suffix, methods in suffixes.items():
-                    if suffix and rest.endswith(suffix) and len(rest) > len(suffix):
-                        return methods, scrape.route_label(path, False, prefix, suffix)
-                return suffixes.get(""), scrape.route_label(path, False, prefix, "")
-        return None, scrape.route_label(path, False, None, "")
+    def _methods(self, request: Request) -> tuple[dict[str, Bound] | None, str]:
+        """The request's route's methods, and the route as the metrics name it: its path as
+        the table writes it, never the item a path names (a scope is the users' data)."""
+        path, methods = self.table.find(request.path)
+        return methods, "other" if path is None else path
 
     async def handle(self, request: Request) -> Response:
         """Answer one request, timed by route; errors become the API's error shape."""
@@ -191,7 +124,7 @@ class Api:
         )
         return response
 
-    async def _answer(self, request: Request, methods: dict[str, Route] | None) -> Response:
+    async def _answer(self, request: Request, methods: dict[str, Bound] | None) -> Response:
         """The answer to one request; an error is the API's error shape, never a traceback."""
         if methods is None:
             return error_response(404, "not_found", f"no such path: {request.path}")
@@ -334,3 +267,100 @@ class Api:
                 f"the scope must be 1 to {MAX_KEY_CHARS} characters, got {len(scope)}",
             )
         return json_response(ForgetAnswer(await self.hub.forget(scope)))
+
+
+def _delete(prefix: str, item: str) -> Callable[[Api], Handler]:
+    return lambda api: partial(edits.delete, api.hub, prefix, item)
+
+
+def _pin(api: Api) -> Handler:
+    return partial(edits.pin, api.store, FACTS_PREFIX)
+
+
+# Every route of the API, one a row: method, path, handler, the query parameters it takes, and
+# whether the memory browser (`forged ui`) may forward it. A `{name}` in a path stands for
+# the item the rest of the path names; a path is matched by its first row, in this order.
+ROUTES: tuple[Route[Api], ...] = (
+    Route("POST", "/v1/interactions", lambda api: api.push),
+    Route(
+        "GET",
+        "/v1/interactions",
+        lambda api: partial(edits.interactions, api.store),
+        edits.INTERACTIONS_PARAMS,
+        browser=True,
+    ),
+    Route("GET", "/v1/scopes", lambda api: partial(edits.scopes, api.store), browser=True),
+    Route(
+        "GET",
+        "/v1/edits",
+        lambda api: partial(edits.edits, api.store),
+        edits.EDITS_PARAMS,
+        browser=True,
+    ),
+    Route("GET", "/v1/status", lambda api: api.status, browser=True),
+    Route("GET", "/v1/health", lambda api: api.health),
+    Route("GET", "/v1/metrics", lambda api: api.metrics),
+    Route("POST", "/v1/index/rebuild", lambda api: api.reindex),
+    Route(
+        "GET", "/v1/search", lambda api: api.search, (*_SEARCH, "limit", "sources"), browser=True
+    ),
+    Route("GET", "/v1/context", lambda api: api.context, (*_SEARCH, "budget_tokens"), browser=True),
+    Route(
+        "GET",
+        "/v1/facts",
+        lambda api: api.facts,
+        (*SCOPED, "kind", "history", *_PAGE),
+        browser=True,
+    ),
+    Route("POST", "/v1/facts", lambda api: partial(edits.add_fact, api.store), browser=True),
+    Route(
+        "GET",
+        "/v1/summaries",
+        lambda api: api.summaries,
+        (*SCOPED, "history", *_PAGE),
+        browser=True,
+    ),
+    Route(
+        "GET",
+        "/v1/dead-letters",
+        lambda api: partial(work.list_dead_letters, api.store),
+        (*SCOPED, *work.PARAMS),
+        browser=True,
+    ),
+    Route(
+        "POST",
+        "/v1/dead-letters/redistill",
+        lambda api: partial(work.redistill, api.redistiller),
+        work.PARAMS,
+        browser=True,
+    ),
+    Route(
+        "POST", "/v1/consolidate", lambda api: partial(work.consolidate_now, api.hub), ("scope",)
+    ),
+    Route("DELETE", "/v1/scopes/{scope}", lambda api: api.forget, browser=True),
+    Route(
+        "POST",
+        "/v1/facts/{id}/correct",
+        lambda api: partial(edits.correct, api.store, FACTS_PREFIX),
+        edits.WITHIN,
+        browser=True,
+    ),
+    Route("PUT", "/v1/facts/{id}/pin", _pin, edits.WITHIN, browser=True),
+    Route("DELETE", "/v1/facts/{id}/pin", _pin, edits.WITHIN, browser=True),
+    Route("GET", "/v1/facts/{id}", lambda api: api.fact, SCOPED, browser=True),
+    Route("DELETE", "/v1/facts/{id}", _delete(FACTS_PREFIX, "fact"), edits.WITHIN, browser=True),
+    Route(
+        "DELETE",
+        "/v1/summaries/{id}",
+        _delete(SUMMARIES_PREFIX, "summary"),
+        edits.WITHIN,
+        browser=True,
+    ),
+    Route(
+        "DELETE",
+        "/v1/interactions/{id}",
+        _delete(INTERACTIONS_PREFIX, "interaction"),
+        edits.WITHIN,
+        browser=True,
+    ),
+)

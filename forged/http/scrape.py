@@ -17,21 +17,11 @@ from forged.models import ObserverStatus
 from forged.store.backend import Backend
 from forged.store.portable import portable
 
-__all__ = ["method_label", "route_label", "snapshot", "write_textfile"]
+__all__ = ["method_label", "snapshot", "write_textfile"]
 
 log = structlog.get_logger(__name__)
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE"})  # any other is counted as "other"
-
-
-def route_label(path: str, exact: bool, prefix: str | None, suffix: str) -> str:
-    """The route a request took, as a label: its path for a fixed route, the prefix and a
-    placeholder for one naming an item (never the item: a scope is the users' data)."""
-    if exact:
-        return path
-    if prefix is None:
-        return "other"  # an unknown path: its text is the client's, unbounded
-    return f"{prefix}{{{'scope' if prefix.endswith('scopes/') else 'id'}}}{suffix}"
 
 
 def method_label(method: str) -> str:

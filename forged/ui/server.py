@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import re
 import secrets
 import threading
 from http import HTTPStatus
@@ -34,6 +33,8 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from forged.client.methods import BASE_URL, TIMEOUT
+from forged.http.routes import ROUTES
+from forged.http.table import allowed
 from forged.ui.limits import MAX_CONNECTIONS, REQUEST_TIMEOUT, CappedServer, TimedRequests
 
 __all__ = [
@@ -59,22 +60,13 @@ STATIC = {  # the page's files: name -> content type
     "app.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
-_ID = r"[1-9]\d{0,17}"
-# A scope as the page sends it, percent-encoded into one segment; never `.` or `..`, which the
-# client would fold into the path before it (the page encodes a dot as %2E).
-_SCOPE = r"(?!\.\.?$)[^/]+"
-# The daemon's routes the page may use, by method: nothing else is forwarded.
-ALLOWED = {
-    "GET": re.compile(
-        r"/v1/(scopes|interactions|facts|summaries|search|context|status|dead-letters|edits"
-        rf"|facts/{_ID})"
-    ),
-    "POST": re.compile(rf"/v1/(facts|facts/{_ID}/correct|dead-letters/redistill)"),
-    "PUT": re.compile(rf"/v1/facts/{_ID}/pin"),
-    "DELETE": re.compile(
-        rf"/v1/(facts/{_ID}|facts/{_ID}/pin|summaries/{_ID}|interactions/{_ID}|scopes/{_SCOPE})"
-    ),
-}
+# What the page puts where a route names an item: an id, or a scope percent-encoded into one
+# segment; never `.` or `..`, which the client would fold into the path before it (the page
+# encodes a dot as %2E).
+ITEMS = {"id": r"[1-9]\d{0,17}", "scope": r"(?!\.\.?$)[^/]+"}
+# The daemon's routes the page may use, by method, from the rows of its route table marked for
+# the browser: nothing else is forwarded.
+ALLOWED = allowed(ROUTES, ITEMS)
 # A data table, one row a line: the formatter would reflow its rows.
 SECURITY_HEADERS = (
     ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self';"
