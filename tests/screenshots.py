@@ -22,6 +22,8 @@ from tests.test_ui import Ui, ui_process
 
 REPO = Path(__file__).resolve().parent.parent
 WAIT = 30.0  # seconds the page may take to show a conversation
+NARROW = 400  # the narrow picture's width in CSS pixels, as a phone's
+SHOTS = ("ui-timeline.png", "ui-fact.png", "ui-narrow.png")
 
 
 def _shoot(driver: Any, ui: Ui, scope: str, out: Path) -> None:
@@ -39,6 +41,11 @@ def _shoot(driver: Any, ui: Ui, scope: str, out: Path) -> None:
     fact.click()
     wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#sources [data-turn]")))
     driver.save_screenshot(str(out / "ui-fact.png"))
+    driver.set_window_size(NARROW, 1000)  # the same tab keeps its session
+    driver.get(ui.origin + "/")
+    wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, f'[data-scope="{scope}"]'))).click()
+    wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".daybox")))
+    driver.save_screenshot(str(out / "ui-narrow.png"))
 
 
 async def main(out: Path) -> None:
@@ -57,7 +64,7 @@ async def main(out: Path) -> None:
                 with ui_process(config.server.socket) as ui, chromium() as driver:
                     await trio.to_thread.run_sync(_shoot, driver, ui, conversation.scope, out)
             nursery.cancel_scope.cancel()
-    print(f"wrote {out / 'ui-timeline.png'} and {out / 'ui-fact.png'}")
+    print("wrote", ", ".join(str(out / name) for name in SHOTS))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from tests.test_ui_browser import SCOPE, TURNS, WAIT
 OTHER = "carla/notes"  # a second scope whose name also holds "car", with a slash
 PREFERENCE = "Caroline prefers oolong tea to coffee."  # the one fact not of kind state
 NARROW = 400  # the narrow window's width in CSS pixels
+MORE_DAYS = 12  # days of turns the narrow test adds: at 16 px a day, their labels overlap
 # The controls a person needs at any width, once a scope is open.
 CONTROLS = ("#find-scope", "#nav-status", "#filter-kind", "#filter-since", "#filter-until",
             "#forget-scope", "#tab-timeline", "#tab-search")  # fmt: skip
@@ -251,8 +252,12 @@ def _narrow(driver: Any, ui: Ui) -> list[dict[str, Any]]:
     _waiter(driver).until(lambda d: len(_all(d, "[data-scope]")) == 3)
     seen = [_fits(driver, "start", ("#find-scope", "#nav-status", f'[data-scope="{SCOPE}"]'))]
     _click(driver, f'[data-scope="{SCOPE}"]')
-    _days(driver, 2)
+    _days(driver, 2 + MORE_DAYS)
     seen.append(_fits(driver, "timeline", (*CONTROLS, "#add-fact", "#show-history")))
+    seen[-1]["labels_overlap"] = driver.execute_script(
+        "const r = [...document.querySelectorAll('.strip .lbl')].map((e) => e.getBoundingClientRect());"
+        "return r.some((box, i) => i > 0 && box.left < r[i - 1].right)"
+    )  # the day strip scrolls sideways instead
     _click(driver, ".card.fact")
     _waiter(driver).until(lambda d: _all(d, "#sources [data-turn]"))
     seen.append(_fits(driver, "fact", ("#detail .close", "#correct", "#pin", "#delete-fact")))
@@ -271,18 +276,21 @@ def _narrow(driver: Any, ui: Ui) -> list[dict[str, Any]]:
 @pytest.mark.slow
 async def test_every_view_fits_a_window_400_pixels_wide(daemon: Config) -> None:
     """At 400 px nothing is wider than the window (no sideways scrolling, even with a word of
-    300 letters and a long scope name) and the controls of each view are all on screen."""
+    300 letters and a long scope name), the controls of each view are all on screen, and the
+    day strip's labels do not run into each other."""
     async with socket_client(daemon.server.socket) as client:
         await _two_scopes(client)
         long = {"role": "user", "text": "https://example.org/" + "a" * 300}
         turn = {"scope": "project/" + "a-very-long-scope-name-" * 4, "messages": [long]}
-        await client.post(
-            "/v1/interactions",
-            json=[{**turn, "scope": SCOPE, "timestamp": "2023-05-25T12:00:00Z"}, turn],
-        )
-        await wait_for_watermark(client, 6)
+        days = [  # enough days that their labels would collide in 400 px
+            {**turn, "scope": SCOPE, "timestamp": f"2023-06-{d:02}T12:00:00Z"}
+            for d in range(1, MORE_DAYS + 1)
+        ]
+        await client.post("/v1/interactions", json=[*days, turn])
+        await wait_for_watermark(client, 5 + MORE_DAYS)
     with ui_process(daemon.server.socket) as ui, chromium() as driver:
         seen = await trio.to_thread.run_sync(_narrow, driver, ui)
     assert [v["view"] for v in seen] == ["start", "timeline", "fact", "search", "status"]
     assert all(v["width"] <= NARROW for v in seen), seen
     assert [v for v in seen if v["overflow"] or v["outside"]] == [], seen
+    assert seen[1]["labels_overlap"] is False
