@@ -200,7 +200,9 @@ def _forget(driver: Any, ui: Ui, accept: bool) -> dict[str, Any]:
         return seen
     alert.accept()
     seen["toast"] = _toast(driver)
-    _waiter(driver).until(lambda d: _all(d, "#pick"))
+    _waiter(driver).until(  # the page back at its start, its list read again
+        lambda d: _all(d, "#pick") and OTHER not in _all(d, "[data-scope]", "data-scope")
+    )
     seen["scopes"] = _all(driver, "[data-scope]", "data-scope")
     return seen
 
