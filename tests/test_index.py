@@ -17,8 +17,9 @@ import trio
 from forged.config import Config, load_config
 from forged.daemon.runner import Running
 from forged.index.turns import SCHEMA_VERSION, TurnIndex, TurnText, terms
+from forged.recall import indexed as recall_indexed
 from forged.recall import sqlite as recall_sqlite
-from forged.recall.query import SearchQuery
+from forged.recall.query import SearchQuery, julian_now
 from forged.store.sqlite import Store
 from forged.store.sqlite_schema import register_functions
 from forged.timestamps import julian_day
@@ -149,6 +150,25 @@ def _store_of(path: Path, turns: int, seed: int) -> None:
     conn.close()
 
 
+@pytest.fixture
+def every_query_indexed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Turns ranked through the index whatever few turns the words match (on SQLite, the
+    store's index answers such queries: recall.indexed.INDEX_MIN_MATCHES)."""
+    monkeypatch.setattr(recall_indexed, "INDEX_MIN_MATCHES", 0)
+
+
+def test_a_query_of_few_matches_is_left_to_the_store_on_sqlite(tmp_path: Path) -> None:
+    """Below INDEX_MIN_MATCHES matches, FTS5 ranks every one sooner: the index declines."""
+    db = tmp_path / "f.db"
+    _store_of(db, 50, seed=2)
+    index = TurnIndex(tmp_path / "ix")
+    index.add([_turn(1, "w1z w2z")])
+    index.commit(50)
+    query = SearchQuery(q="w1z", scope="u", limit=10, types=("interaction",))
+    assert recall_indexed.ranked(sqlite3.connect(db), index, query, 30.0, 2461000.0) is None
+
+
+@pytest.mark.usefixtures("every_query_indexed")
 def test_ranking_through_the_index_is_the_stores(tmp_path: Path) -> None:
     """Search through the index gives the same top 10 as FTS5's exact BM25 times decay, for
     one, two and ten words, common ones included (the index only picks the candidates)."""
@@ -167,6 +187,9 @@ def test_ranking_through_the_index_is_the_stores(tmp_path: Path) -> None:
     for size in (1, 2, 10) * 20:
         words = " ".join(f"w{rng.randrange(300)}z" for _ in range(size))
         query = SearchQuery(q=words, scope="u", limit=10, types=("interaction",))
+        assert (
+            recall_indexed.ranked(conn, index, query, 30.0, julian_now()) is not None
+        )  # not declined
         exact = [i.id for i in recall_sqlite.search(conn, query, 30.0)]
         through = [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index)]
         shared += len(set(exact) & set(through))
@@ -174,6 +197,7 @@ def test_ranking_through_the_index_is_the_stores(tmp_path: Path) -> None:
     assert total > 500 and shared / total >= 0.95
 
 
+@pytest.mark.usefixtures("every_query_indexed")
 def test_turns_the_index_does_not_hold_yet_are_searched(tmp_path: Path) -> None:
     """The log's tail past the index's watermark is scored from the store, in its scope."""
     db = tmp_path / "f.db"
@@ -207,7 +231,7 @@ def shared_pg(short_tmp: Path) -> Path:
 
 @pytest.fixture
 async def indexed(
-    short_tmp: Path, fake_llm: FakeLLM
+    short_tmp: Path, fake_llm: FakeLLM, every_query_indexed: None
 ) -> AsyncIterator[tuple[Config, Running, httpx.AsyncClient]]:
     """A daemon with its turn index, and a client of its socket."""
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})

@@ -35,6 +35,10 @@ from forged.store.portable import portable
 __all__ = ["BM25_B", "CANDIDATES_PER_RESULT", "MAX_DEPTH", "bm25", "ranked"]
 
 BM25_B = 0.75  # FTS5's bm25() length normalisation
+# Below this many matches of a query's words (counted by the index), FTS5 on SQLite ranks every
+# one, pruned by its bounds (forged.recall.fulltext), faster than the index's candidates are
+# read and scored again (make bench, onescope: one rare or two mid-frequency words).
+INDEX_MIN_MATCHES = 20_000
 CANDIDATES_PER_RESULT = 1  # each age band's best this many per result asked are scored again
 MIN_CANDIDATES = 10  # and at least this many
 MAX_DEPTH = 4096  # past this many candidates of a band FTS5 answers instead (a selective filter)
@@ -177,7 +181,8 @@ def ranked(
     now: float,
 ) -> list[MemoryItem] | None:
     """The scope's best turns for the query, by BM25 times recency decay; None when the
-    query's filters pass too few of the index's candidates (FTS5 then answers).
+    store's own index answers better: on SQLite, for a query whose words match few turns,
+    and for one whose filters pass too few of the index's candidates.
 
     The turns the index does not hold yet (keeper.MAX_TAIL at most) are candidates too, and
     every one is scored. A query with few matches has them all scored. Else each age band
@@ -193,6 +198,8 @@ def ranked(
     weights = _weights(index, searched_words(query), stats, [held for _, _, held in tail])
     if not weights:
         return []
+    if sql.sqlite and sum(index.documents(t) for t in weights) < INDEX_MIN_MATCHES:
+        return None  # few matches: the store's index ranks them exactly, and sooner
     scored = _Scored(sql, query, weights, stats, half_life, now)
     scored.read([seq for seq, scope, _ in tail if scope == query.scope])
     depth = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * query.limit)
