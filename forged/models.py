@@ -248,9 +248,10 @@ class Status(msgspec.Struct):
 class IndexStatus(msgspec.Struct):
     """The turn index beside the store: how far it follows the log (forged.index)."""
 
-    state: str  # opening, catching_up, ready, rewriting
+    state: str  # opening, catching_up, ready, rewriting, failed (tried again later)
     watermark: int  # the last seq it holds
     backlog: int  # turns of the log it does not hold yet: searches use the store's index
+    error: str | None = None  # why it failed, while it does
 
 
 class StoreStatus(msgspec.Struct):

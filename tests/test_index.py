@@ -274,7 +274,7 @@ async def test_status_shows_the_index_and_reindex_rewrites_it(
     assert running.turn_index is not None
     await running.turn_index.wait_settled()
     index = (await client.get("/v1/status")).json()["index"]
-    assert index == {"state": "ready", "watermark": seq, "backlog": 0}
+    assert index == {"state": "ready", "watermark": seq, "backlog": 0, "error": None}
     response = await client.post("/v1/index/rebuild")
     assert response.status_code == 202
     await running.turn_index.wait_settled()
@@ -396,3 +396,26 @@ async def test_daemons_on_one_postgresql_each_keep_an_index_and_erase_from_it(
                 await on_b.turn_index.moved()
             assert await _found(client_b, "okapi", scope="kept") == [kept]
     assert a.index.directory(a.store) != directory_b
+
+
+async def test_an_index_that_cannot_be_written_never_stops_the_daemon(
+    short_tmp: Path, fake_llm: FakeLLM
+) -> None:
+    """A file where the index's directory should be: the daemon serves, searches answer from
+    the store, the status says why; once the path is free the index is made and used."""
+    config = load_config(write_config(short_tmp, fake_llm.base_url), {})
+    blocked = config.index.directory(config.store)
+    blocked.write_text("not a directory")
+    with trio.fail_after(60):
+        async with running_daemon(config) as running, socket_client(config.server.socket) as client:
+            keeper = running.turn_index
+            assert keeper is not None
+            while keeper.state != "failed":
+                await keeper.moved()
+            seq = await _push(client, "narwhal")
+            assert await _found(client, "narwhal") == [seq]
+            index = (await client.get("/v1/status")).json()["index"]
+            assert index["state"] == "failed" and "FileExistsError" in index["error"]
+            blocked.unlink()
+            await keeper.wait_settled()  # tried again after a second
+            assert keeper.watermark == seq and keeper.error is None

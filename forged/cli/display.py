@@ -106,12 +106,10 @@ def show_status(status: Status) -> None:
     for observer in status.observers:
         lines += _observer_lines(observer)
     if (index := status.index) is not None:
-        behind = (
-            f", {index.backlog} turns behind (the store's index answers)" if index.backlog else ""
-        )
-        lines.append(
-            f"turn index: {index.state.replace('_', ' ')}, last seq {index.watermark}{behind}"
-        )
+        behind = f", {index.backlog} turns behind" if index.backlog else ""
+        failed = f" ({index.error}; the store's index answers)" if index.error else ""
+        state = index.state.replace("_", " ")
+        lines.append(f"turn index: {state}, last seq {index.watermark}{behind}{failed}")
     print("\n".join(lines))
 
 

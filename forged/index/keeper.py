@@ -11,6 +11,7 @@ turns, and scores those from the store; further behind, the store's own full-tex
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Literal, TypeVar
 import structlog
 import trio
 
+from forged.backoff import Backoff
 from forged.index.turns import TurnIndex, TurnText
 from forged.models import IndexStatus, StoredInteraction
 from forged.store.backend import Backend
@@ -29,9 +31,11 @@ __all__ = ["CHUNK", "MAX_TAIL", "IndexKeeper", "IndexState", "turn_text"]
 
 CHUNK = 2_000  # turns read from the log, indexed and committed at a time
 MAX_TAIL = 1_000  # turns the index may lag by and still be read: recall scores them itself
+RETRY_INITIAL = 1.0  # seconds before a failed index is opened again, doubling...
+RETRY_MAX = 300.0  # ...up to this
 log = structlog.get_logger(__name__)
 
-IndexState = Literal["opening", "catching_up", "ready", "rewriting"]
+IndexState = Literal["opening", "catching_up", "ready", "rewriting", "failed"]
 T = TypeVar("T")
 
 
@@ -103,7 +107,7 @@ class IndexKeeper:
 
     def status(self) -> IndexStatus:
         last = self.store.last_seq
-        return IndexStatus(self.state, self.watermark, max(0, last - self.watermark))
+        return IndexStatus(self.state, self.watermark, max(0, last - self.watermark), self.error)
 
     def _moved_on(self) -> None:
         self._moved.set()
@@ -154,32 +158,61 @@ class IndexKeeper:
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Open the index, then keep it: catch up with the log, erase, rewrite. `appended`
-        gives the event the next append to the log sets."""
+        gives the event the next append to the log sets.
+
+        Ready at once: until the index is open and close behind the log, the store's own index
+        answers. A failure (a directory that cannot be written, a full disk, a damaged file)
+        never takes the daemon down: it is logged, shown by the status, and tried again later.
+        """
+        task_status.started()
+        backoff = Backoff(RETRY_INITIAL, RETRY_MAX)
+        while True:
+            try:
+                await self._open()
+                await self._keep(appended, backoff)
+            except Exception as exc:  # a derived index must never stop the daemon
+                log.exception("index_failed", path=str(self.path), retry_in=backoff.initial)
+                self.error = f"{type(exc).__name__}: {exc}"
+                await self._close()
+                self._set("failed")
+            finally:
+                with trio.CancelScope(shield=True):
+                    await self._close()
+            await trio.sleep(backoff.next())
+
+    async def _open(self) -> None:
+        """Open the index; one of another store, or of this one before, starts again empty."""
+        self._set("opening")
         index = await self._in_thread(TurnIndex, self.path)
-        if index.watermark > self.store.last_seq:  # of another store, or of this one before
+        if index.watermark > self.store.last_seq:
             log.warning("index_stale", watermark=index.watermark, last_seq=self.store.last_seq)
             await self._in_thread(index.close)
             await self._in_thread(shutil.rmtree, self.path)
             index = await self._in_thread(TurnIndex, self.path)
         self.index = index
-        task_status.started()
-        try:
-            while True:
-                woken = appended()
-                if self._forgotten or self._deleted:
-                    await self._erase()
-                if self._rewrite:
-                    await self._rewritten()
-                elif not await self._caught_up() or await self._erased_elsewhere():
-                    continue
-                self._set("ready")
-                with trio.move_on_after(self.store.poll_interval):
-                    await _either(woken, self._wake)
-                self._wake = trio.Event()
-        finally:
-            with trio.CancelScope(shield=True):
-                if self.index is not None:
-                    await self._in_thread(self.index.close)
+
+    async def _keep(self, appended: Callable[[], trio.Event], backoff: Backoff) -> None:
+        while True:
+            woken = appended()
+            if self._forgotten or self._deleted:
+                await self._erase()
+            if self._rewrite:
+                await self._rewritten()
+            elif not await self._caught_up() or await self._erased_elsewhere():
+                continue
+            self.error = None
+            backoff.reset()
+            self._set("ready")
+            with trio.move_on_after(self.store.poll_interval):
+                await _either(woken, self._wake)
+            self._wake = trio.Event()
+
+    async def _close(self) -> None:
+        """Let go of the index (searches fall back to the store's index meanwhile)."""
+        index, self.index = self.index, None
+        if index is not None:
+            with contextlib.suppress(Exception):  # closing a failed index may fail too
+                await self._in_thread(index.close)
 
     def _set(self, state: IndexState) -> None:
         self.state = state
