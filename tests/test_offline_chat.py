@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from forged.distill.chat import sentences, statements
 from forged.distill.offline import distil
-from forged.llm.prompt import render_chunks, render_transcript
-from forged.models import Message, StoredInteraction
+from forged.llm.prompt import render_chunks, render_known, render_transcript
+from forged.models import MemoryItem, Message, StoredInteraction
 
 USER = (
     "Quick update on the garden project. I planted 40 tulip bulbs along the north fence "
@@ -124,3 +124,19 @@ def test_a_short_sentence_is_kept_with_the_next_and_small_talk_apart() -> None:
     assert statements(said, frozenset({"Ana"})) == [
         "Yeah, it's tough. So I run every morning before work to clear my head."
     ]
+
+
+def _known(n: int, text: str) -> MemoryItem:
+    at = "2026-04-01T10:00:00Z"
+    return MemoryItem(n, "fact", "profile", "user:ana", None, text, 1.0, at, at, 1, 1, at, at)
+
+
+def test_a_restated_value_replaces_the_known_fact_it_changes() -> None:
+    """Shown "my morning run at 6:30 am", the user's "moved my morning run to 7:15 am" is a
+    state replacing it; an unrelated known fact is not replaced."""
+    run = _known(7, "Ana: I usually do my morning run at 6:30 am.")
+    dog = _known(8, "Ana: I adopted a greyhound named Pixel.")
+    said = "I moved my morning run to 7:15 am because of the new job."
+    transcript = render_known([run, dog]) + render_transcript(_chat((said, "Noted.")))
+    (fact,) = distil(transcript, limit=64).facts
+    assert (fact.kind, fact.text, fact.replaces) == ("state", f"Ana: {said}", [7])

@@ -6,7 +6,8 @@ score, beside the lines around it and the scope's facts shown with the transcrip
 scoring `KEEP_AT` or more is kept, with the one kind forged.distill.kinds gives it. In a chat
 with an assistant, forged.distill.chat says what is kept: the user's statements, sentence by
 sentence, and of the assistant only what records a decision or a result or what the user
-accepted; the best `limit` by the same score. The summary says what the kept lines were about
+accepted; the best `limit` by the same score. A user's statement that restates a known
+fact's subject with a changed value is a state that replaces it (forged.recall.updates). The summary says what the kept lines were about
 (forged.distill.topics). What is stored is the transcript's own words.
 """
 
@@ -21,6 +22,7 @@ from forged.distill.kinds import kind_of
 from forged.distill.salience import KEEP_AT, Line, scores, words_of
 from forged.llm.prompt import KNOWN_ID, LINE_ID
 from forged.models import DistilledMemory, Fact, LinePick, Usage
+from forged.recall.updates import restates
 from forged.text.offload import WorkerProcess
 
 __all__ = ["OfflineDistiller", "distil"]
@@ -39,6 +41,11 @@ def _lines(transcript: str) -> list[tuple[tuple[int, int], Line]]:
     return list(found.items())
 
 
+def _known_facts(transcript: str) -> list[tuple[int, str]]:
+    """The scope's facts shown before the transcript: each its id and text."""
+    return [(int(m.group(1)), m.group(2)) for m in _KNOWN.finditer(transcript)]
+
+
 def _known_words(transcript: str) -> set[str]:
     """The content words of the scope's facts shown before the transcript."""
     return {w for m in _KNOWN.finditer(transcript) for w in words_of(Line.of("", m.group(2)))}
@@ -49,16 +56,23 @@ def _best(points: list[float], eligible: list[int], limit: int) -> list[int]:
     return sorted(sorted(eligible, key=lambda i: -points[i])[:limit])
 
 
+def _fact(kept: chat.Kept, known: list[tuple[int, str]]) -> Fact:
+    """A kept statement as a fact: a user's restating a known fact's subject with a changed
+    value (forged.recall.updates) is a state that replaces it."""
+    kind = "decision" if kept.accepted else kind_of(kept.text)
+    replaced = [] if kept.accepted else [n for n, text in known if restates(kept.text, text)]
+    return Fact("state" if replaced else kind, f"{kept.speaker}: {kept.text}", replaces=replaced)
+
+
 def _chat(
-    lines: list[tuple[tuple[int, int], Line]], known: set[str], limit: int
+    lines: list[tuple[tuple[int, int], Line]], transcript: str, limit: int
 ) -> DistilledMemory:
     """A chat with an assistant: forged.distill.chat's statements, the best `limit`, as facts."""
     keep = chat.kept(lines)
-    points = scores([Line.of(k.speaker, k.text) for k in keep], known)
+    points = scores([Line.of(k.speaker, k.text) for k in keep], _known_words(transcript))
     best = [keep[i] for i in _best(points, list(range(len(keep))), limit)]
-    facts = [
-        Fact("decision" if k.accepted else kind_of(k.text), f"{k.speaker}: {k.text}") for k in best
-    ]
+    known = _known_facts(transcript)
+    facts = [_fact(k, known) for k in best]
     people = [k.speaker for k in best if k.speaker not in chat.ASSISTANT_SPEAKERS]
     said = [k.text for k in best if k.speaker not in chat.ASSISTANT_SPEAKERS]
     return DistilledMemory(topics.summary(people, said), facts)
@@ -68,10 +82,9 @@ def distil(transcript: str, limit: int) -> DistilledMemory:
     """The kept lines of a rendered transcript (at most `limit`, the best when more) and its
     summary."""
     lines = _lines(transcript)
-    known = _known_words(transcript)
     if chat.is_chat([line.speaker for _, line in lines], bool(_PART.search(transcript))):
-        return _chat(lines, known, limit)
-    points = scores([line for _, line in lines], known)
+        return _chat(lines, transcript, limit)
+    points = scores([line for _, line in lines], _known_words(transcript))
     kept = _best(points, [i for i, p in enumerate(points) if p >= KEEP_AT], limit)
     picks = [LinePick(*lines[i][0], kind_of(lines[i][1].text)) for i in kept]
     summary = topics.summary([lines[i][1].speaker for i in kept], [lines[i][1].text for i in kept])

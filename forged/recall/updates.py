@@ -19,7 +19,7 @@ import re
 from forged.models import MemoryItem
 from forged.text.grounding import GENERIC, SUBJECT_MIN_OVERLAP, claim
 
-__all__ = ["MAX_CHARS", "newest_first"]
+__all__ = ["MAX_CHARS", "newest_first", "restates"]
 
 MAX_CHARS = 600  # characters of a fact compared: its subject is said in its first sentences
 _CHANGE = re.compile(  # words that say a value changed
@@ -29,10 +29,10 @@ _CHANGE = re.compile(  # words that say a value changed
 )
 
 
-def _terms(item: MemoryItem) -> tuple[frozenset[str], frozenset[str], bool]:
+def _terms(text: str) -> tuple[frozenset[str], frozenset[str], bool]:
     """Of a fact's first MAX_CHARS characters: the content words, those with its numbers, and
     whether it says something changed."""
-    text = item.text[:MAX_CHARS]
+    text = text[:MAX_CHARS]
     said = claim(text)
     words = frozenset(said.words - GENERIC)
     return words, words | said.numbers, bool(_CHANGE.search(text))
@@ -52,6 +52,11 @@ def _restates(
     return bool(subject) and changed and bool(newer[1] - older[1]) and bool(older[1] - newer[1])
 
 
+def restates(newer: str, older: str) -> bool:
+    """Whether the text `newer` says `older`'s subject with a changed value (the rule above)."""
+    return _restates(_terms(newer), _terms(older))
+
+
 def _when(item: MemoryItem) -> tuple[str, int]:
     return item.last_at, item.last_seq
 
@@ -60,7 +65,7 @@ def newest_first(items: list[MemoryItem]) -> list[MemoryItem]:
     """The items in the same order but for facts: each newer restatement of a fact's subject
     (see the module docstring) moved to just before it, the newest first."""
     order = list(items)
-    terms = {id(i): _terms(i) for i in order if i.type == "fact"}
+    terms = {id(i): _terms(i.text) for i in order if i.type == "fact"}
     at = 0
     while at < len(order):
         item = order[at]
