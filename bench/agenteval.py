@@ -343,7 +343,9 @@ def _goal_lines(answered: list[Answered], k: Kept) -> str:
     lines = []
     for name, goal in GOALS.items():
         verdict = "met" if measured[name] >= goal else "NOT met"
-        shown = "n/a (nil)" if measured[name] > 1e6 else f"{measured[name]:.2f}"
+        shown = f"{measured[name]:.2f}"
+        if measured[name] > 1e6:  # an empty baseline: no ratio says anything
+            shown, verdict = "n/a (the baseline's blocks hold nothing)", "not measurable"
         line = f"- {name}: {shown} (goal {goal:.2f}): {verdict}"
         if name in against:
             met = "met" if against[name] >= goal else "NOT met"
