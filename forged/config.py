@@ -202,6 +202,16 @@ class IndexConfig(_Section, frozen=True):
         return Path(self.path or store.path + ".index")
 
 
+class EmbedConfig(_Section, frozen=True):
+    """`[embed]`: the embed observer (a vector for every turn, fact and summary) and recall by
+    meaning beside recall by words."""
+
+    enabled: bool = False
+    batch: Annotated[int, msgspec.Meta(ge=1, le=256)] = 16  # texts per call of the model
+    threads: Annotated[int, msgspec.Meta(ge=1, le=64)] = 1  # CPU threads of the model
+    query_timeout_ms: Positive = 300  # a query's vector waited for; then recall by words alone
+
+
 class LogConfig(_Section, frozen=True):
     format: Literal["auto", "console", "json", "journal"] = "auto"
     level: Literal["debug", "info", "warning", "error"] = "info"
@@ -224,6 +234,7 @@ class Config(_Section, frozen=True):
     observers: dict[str, dict[str, Any]] = {}  # [observers.NAME]: `class` and its settings
     recall: RecallConfig = RecallConfig()
     index: IndexConfig = IndexConfig()
+    embed: EmbedConfig = EmbedConfig()
     log: LogConfig = LogConfig()
     metrics: MetricsConfig = MetricsConfig()
 

@@ -69,6 +69,7 @@ FACT_KINDS: tuple[str, ...] = ("decision", "correction", "preference", "state", 
 ObserverState = Literal["idle", "distilling", "waiting_for_llm"]
 DEFAULT_SCOPE = "default"  # the scope of an interaction that names none, and of recall without one
 DISTILL_OBSERVER = "distill"  # the built-in observer: its watermark, status and dead letters
+EMBED_OBSERVER = "embed"  # the built-in observer that stores vectors for recall by meaning
 Key = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]  # ids, scopes and sessions
 _NOT_WORD = re.compile(r"[^\w]+")
 
@@ -225,6 +226,7 @@ class ObserverStatus(msgspec.Struct):
     batch: BatchInFlight | None = None  # while a batch is being worked on
     # when its model was first found unavailable, kept through the retries until it answers
     waiting_since: str | None = None
+    items_per_s: float | None = None  # the embed observer's last rate: backlog / this = time left
 
 
 class LogStatus(msgspec.Struct):

@@ -34,6 +34,7 @@ NOT_PER_SCOPE = {
     "sqlite_sequence",
     "llm_modes",
     "interaction_blocks",
+    "embed_progress",  # the embed observer's last fact and summary ids, like its watermark
 }
 
 

@@ -10,10 +10,11 @@ import pytest
 from forged.errors import StoreError
 from forged.store.sqlite import Store
 from forged.store.sqlite_schema import MIGRATIONS, migrate
+from tests.data import connect
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(path, isolation_level=None)
+    return connect(path, isolation_level=None)  # with the functions the indexes call
 
 
 def test_a_new_database_gets_every_migration_recorded(tmp_path: Path) -> None:

@@ -92,6 +92,10 @@ def _observer_lines(o: ObserverStatus) -> list[str]:
             f" {o.batch.elapsed_s:.0f} s ago"
         )
     lines.append(f"  last batch: {o.last_batch_at or 'none yet'}")
+    if o.items_per_s and o.backlog:  # the embed observer: how long its backlog will take
+        left = o.backlog / o.items_per_s
+        when = f"{left:.0f} s" if left < 120 else f"{left / 60:.0f} min"
+        lines.append(f"  backlog: about {when} left at {o.items_per_s:g} items/s")
     if o.last_error:
         lines.append(f"  last error: {o.last_error}")
     return lines

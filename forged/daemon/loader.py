@@ -24,7 +24,7 @@ from forged.consolidate.judgement import Proposer
 from forged.errors import ConfigError
 from forged.hub import Observer
 from forged.llm.distiller import Distiller, ModeMemory, OpenAIDistiller
-from forged.models import DISTILL_OBSERVER
+from forged.models import DISTILL_OBSERVER, EMBED_OBSERVER
 from forged.plugin_api import ObserverContext, StoreView
 from forged.store.backend import Backend
 
@@ -40,7 +40,9 @@ __all__ = [
 ]
 
 CONSOLIDATE = "consolidate"  # the consolidate observer's name, which its plugin's context takes
-BUILT_IN = frozenset({DISTILL_OBSERVER, CONSOLIDATE})  # observer names forged itself uses
+BUILT_IN = frozenset(
+    {DISTILL_OBSERVER, CONSOLIDATE, EMBED_OBSERVER}
+)  # observer names forged itself uses
 
 
 def load_object(spec: str, key: str) -> Any:

@@ -26,6 +26,7 @@ from forged.daemon.loader import load_consolidator, load_observers, make_distill
 from forged.distill.batches import BatchDistiller, Related
 from forged.distill.deadletters import Redistiller
 from forged.distill.observer import DistillObserver
+from forged.embed.observer import EmbedObserver
 from forged.errors import AlreadyRunning, ConfigError
 from forged.http.routes import Api
 from forged.http.scrape import write_textfile
@@ -38,6 +39,7 @@ from forged.llm.distiller import Distiller
 from forged.llm.retry import RetryPolicy
 from forged.models import DISTILL_OBSERVER
 from forged.recall.engine import Recall
+from forged.recall.meaning import Meaning
 from forged.store.backend import Backend, open_store
 
 __all__ = [
@@ -173,12 +175,15 @@ def _observers(
     store: Backend,
     proposer: Proposer | None,
 ) -> list[Observer]:
-    """The built-in distill and consolidate observers (each unless turned off), then the plugins."""
-    if work is None:
-        return plugins
-    built_in: list[Observer] = [DistillObserver(work, config.distill)]
-    if config.consolidate.enabled:
-        built_in.append(_consolidator(config, work, store, proposer))
+    """The built-in distill, consolidate and embed observers (each unless turned off), then the
+    plugins."""
+    built_in: list[Observer] = []
+    if work is not None:
+        built_in.append(DistillObserver(work, config.distill))
+        if config.consolidate.enabled:
+            built_in.append(_consolidator(config, work, store, proposer))
+    if config.embed.enabled:
+        built_in.append(EmbedObserver(store, config.embed))
     return [*built_in, *plugins]
 
 
@@ -361,7 +366,10 @@ async def _start(
         if work is None
         else Redistiller(store, work.rerunning(), hub.progress[DISTILL_OBSERVER])
     )
-    api = Api(config, store, hub, ingest, lifecycle, redistiller, keeper)
+    meaning = Meaning(config.embed) if config.embed.enabled else None
+    if meaning is not None:  # recall by words until the query model is loaded
+        nursery.start_soon(meaning.load)
+    api = Api(config, store, hub, ingest, lifecycle, redistiller, keeper, meaning)
     _check_file_limit(config.server)
     server = HttpServer(api.handle, config.server)
     await nursery.start(server.serve, listener)

@@ -36,6 +36,7 @@ from forged.models import (
 )
 from forged.recall.engine import Recall, TurnIndexSource
 from forged.recall.listing import PAGE_DEFAULT, PAGE_MAX, Page
+from forged.recall.meaning import Meaning
 from forged.recall.query import SearchQuery, dropped_words, kind_type
 from forged.store.backend import Backend
 
@@ -96,14 +97,16 @@ class Api:
         lifecycle: Lifecycle,
         redistiller: Redistiller | None,
         turns: TurnIndexSource | None = None,
+        meaning: Meaning | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.hub = hub
         self.ingest = ingest
         self.lifecycle = lifecycle
-        self.recall = Recall(store, config.recall, turns)
+        self.recall = Recall(store, config.recall, turns, meaning)
         self.turns = turns
+        self.meaning = meaning
         self.redistiller = redistiller
         self.table = RouteTable(self, ROUTES)
 
@@ -266,7 +269,10 @@ class Api:
                 "invalid_parameter",
                 f"the scope must be 1 to {MAX_KEY_CHARS} characters, got {len(scope)}",
             )
-        return json_response(ForgetAnswer(await self.hub.forget(scope)))
+        deleted = await self.hub.forget(scope)
+        if self.meaning is not None:  # its vectors left with it; their codes leave the index
+            self.meaning.index.forget(scope)
+        return json_response(ForgetAnswer(deleted))
 
 
 def _delete(prefix: str, item: str) -> Callable[[Api], Handler]:

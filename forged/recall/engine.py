@@ -22,8 +22,10 @@ from forged.models import (
 )
 from forged.recall import listing, postgres, sqlite
 from forged.recall.corrections import with_corrections
+from forged.recall.dense import DenseQuery
 from forged.recall.fusion import by_coverage
 from forged.recall.listing import Page
+from forged.recall.meaning import Meaning
 from forged.recall.packing import FIRST_KEPT, kept_first, pack
 from forged.recall.query import SearchQuery
 from forged.recall.relative_times import with_times_resolved
@@ -52,11 +54,16 @@ class Recall:
     """Recall over a store, with the configured decay, limits and budget."""
 
     def __init__(
-        self, store: Backend, config: RecallConfig, turns: TurnIndexSource | None = None
+        self,
+        store: Backend,
+        config: RecallConfig,
+        turns: TurnIndexSource | None = None,
+        meaning: Meaning | None = None,
     ) -> None:
         self.store = store
         self.config = config
         self._turns = turns
+        self.meaning = meaning  # recall by meaning beside recall by words, when on
         self._search: Callable[..., list[MemoryItem]] = sqlite.search
         self._searches: Callable[..., list[list[MemoryItem]]] = sqlite.searches
         self._facts: Callable[..., FactsPage] = listing.list_facts
@@ -68,18 +75,29 @@ class Recall:
     async def search(self, query: SearchQuery, *, client: bool = True) -> list[MemoryItem]:
         """The query's best items; a `client`'s read is stopped after `query_timeout_ms`."""
         budget = self._budget() if client else None
-        index = self._index()
-        return await self.store.read(self._found, query, index, scope=query.scope, budget=budget)
+        index, dense = self._index(), await self._dense(query)
+        return await self.store.read(
+            self._found, query, index, dense, scope=query.scope, budget=budget
+        )
+
+    async def _dense(self, query: SearchQuery) -> DenseQuery | None:
+        """The search's side by meaning: None without a model or a vector in time."""
+        if self.meaning is None:
+            return None
+        vector = await self.meaning.vector(query.q)
+        return None if vector is None else DenseQuery(self.meaning.index, vector)
 
     def _index(self) -> TurnIndex | None:
         """The turn index, if there is one close enough behind the log (its tail is scored
         from the store: every turn acknowledged so far is searched)."""
         return None if self._turns is None else self._turns.usable(self.store.last_seq)
 
-    def _found(self, conn: Any, query: SearchQuery, index: TurnIndex | None) -> list[MemoryItem]:
+    def _found(
+        self, conn: Any, query: SearchQuery, index: TurnIndex | None, dense: DenseQuery | None
+    ) -> list[MemoryItem]:
         """Search's answer, in the reader's thread, with the user's corrections put ahead of
         what they correct (forged.recall.corrections)."""
-        found = self._search(conn, query, self.config.half_life_days, index=index)
+        found = self._search(conn, query, self.config.half_life_days, index=index, dense=dense)
         return with_corrections(portable(conn), query.scope, found, query.limit)
 
     async def context(self, query: SearchQuery, budget_tokens: int) -> ContextAnswer:
@@ -87,18 +105,31 @@ class Recall:
         the budget: search's first few first when they fit, then by coverage of the question;
         a newer fact restating an older one's subject goes before it (forged.recall.updates)."""
         candidates = msgspec.structs.replace(query, limit=self.config.max_limit)
-        index = self._index()
+        index, dense = self._index(), await self._dense(query)
         return await self.store.read(
-            self._block, candidates, budget_tokens, index, scope=query.scope, budget=self._budget()
+            self._block,
+            candidates,
+            budget_tokens,
+            index,
+            dense,
+            scope=query.scope,
+            budget=self._budget(),
         )
 
     def _block(
-        self, conn: Any, query: SearchQuery, budget_tokens: int, index: TurnIndex | None
+        self,
+        conn: Any,
+        query: SearchQuery,
+        budget_tokens: int,
+        index: TurnIndex | None,
+        dense: DenseQuery | None,
     ) -> ContextAnswer:
         """The block, read and packed in the reader's thread: weighing a hundred candidates
         against the question is work the event loop must not wait on."""
         limits = [self.config.max_limit, self.config.default_limit]
-        found, shown = self._searches(conn, query, self.config.half_life_days, limits, index=index)
+        found, shown = self._searches(
+            conn, query, self.config.half_life_days, limits, index=index, dense=dense
+        )
         sql = portable(conn)
         found = with_corrections(sql, query.scope, by_coverage(found, query.q))
         shown = with_corrections(sql, query.scope, shown)

@@ -33,6 +33,7 @@ __all__ = [
     "SELECTIVE_MIN_ROWS",
     "STREAMED_MIN_ROWS",
     "fact_items",
+    "item_rows",
     "items",
     "memory_item",
     "ranked",
@@ -444,6 +445,14 @@ def _small(
     sql = _SCORED.format(filters=filters, **_names(table))
     params |= {"match": _scoped_match(query.scope, phrases), "limit": query.limit}
     return [memory_item(table, row) for row in conn.execute(sql, params)]
+
+
+def item_rows(table: MemoryType) -> tuple[str, str]:
+    """A statement reading a type's rows as `memory_item` takes them (the score left NULL), to
+    be completed with conditions on its alias; and the alias's key column."""
+    (key, _), alias = _KEY_AND_TIME[table], ALIAS[table]
+    select = f"SELECT {_COLUMNS[table]}, NULL, {_LATER[table]} FROM {_CONTENT[table]} AS {alias}"
+    return select, f"{alias}.{key}"
 
 
 def _names(table: MemoryType) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import re
 from collections.abc import Callable
 
 import msgspec
@@ -10,10 +11,13 @@ import msgspec
 from forged.models import MemoryItem, MemoryType
 from forged.recall.packing import content_words
 from forged.recall.periods import Period, within
+from forged.store.cjk import CJK_RUN
 from forged.text.grounding import stem
 
 __all__ = [
     "COVERAGE_WEIGHT",
+    "CROSS_SCRIPT_WEIGHT",
+    "DENSE_WEIGHT",
     "FUSION_TIES",
     "FUSION_WEIGHT",
     "RRF_K",
@@ -21,6 +25,7 @@ __all__ = [
     "by_coverage",
     "fuse",
     "fused_top",
+    "hybrid",
     "plain",
 ]
 
@@ -29,6 +34,9 @@ FUSION_WEIGHT: dict[str, float] = {"fact": 1.0, "summary": 0.5, "interaction": 1
 FUSION_TIES = ("interaction", "fact", "summary")  # which goes first on equal fused scores
 WHEN_BOOST = 1.5  # fused score multiplier of an item dated within a time the query names
 COVERAGE_WEIGHT = 1.0  # a block's candidate scores (1 + this x the share of the query it holds)
+DENSE_WEIGHT = 0.5  # a rank in the list by meaning, against one in the list by words
+CROSS_SCRIPT_WEIGHT = 1 + DENSE_WEIGHT  # an item in a script the query does not use (`hybrid`)
+_CJK = re.compile(CJK_RUN)
 
 
 def fuse(
@@ -56,6 +64,45 @@ def fuse(
     ]
     scored.sort(key=lambda i: (-i.score, FUSION_TIES.index(i.type)))
     return scored[:limit]
+
+
+def _scripts(text: str) -> tuple[bool, bool]:
+    """Whether the text holds CJK, and whether it holds letters of another script."""
+    cjk = bool(_CJK.search(text))
+    return cjk, any(c.isalpha() for c in _CJK.sub("", text[:2000]))
+
+
+def _other_script(query: tuple[bool, bool], text: str) -> bool:
+    """Whether an item is written in a script the query does not use: words cannot find it
+    ("where does my sister live" cannot match 妹妹住在杭州), only its meaning can."""
+    cjk, other = _scripts(text)
+    return (cjk and not query[0]) or (not cjk and other and not query[1])
+
+
+def hybrid(lexical: list[MemoryItem], dense: list[MemoryItem], query: str) -> list[MemoryItem]:
+    """One type's list by words and its list by meaning, as one, by reciprocal rank fusion.
+
+    An item scores 1 / (RRF_K + its rank by words) + DENSE_WEIGHT / (RRF_K + its rank by
+    meaning). An item in a script the query does not use scores CROSS_SCRIPT_WEIGHT for its
+    rank by meaning instead, as if it held that rank in both lists: no word of the query can
+    match it, so its absence from the words' list says nothing against it, and a half weight
+    would push the one true match below every turn that merely shares a word.
+    Without a list by meaning (no vectors yet, no model) the list by words is the answer.
+    """
+    if not dense:
+        return lexical
+    wanted = _scripts(query)
+    score: dict[int, float] = {}
+    items: dict[int, MemoryItem] = {}
+    for rank, item in enumerate(lexical, start=1):
+        score[item.id] = 1 / (RRF_K + rank)
+        items[item.id] = item
+    for rank, item in enumerate(dense, start=1):
+        weight = CROSS_SCRIPT_WEIGHT if _other_script(wanted, item.text) else DENSE_WEIGHT
+        score[item.id] = score.get(item.id, 0.0) + weight / (RRF_K + rank)
+        items.setdefault(item.id, item)
+    best = sorted(score, key=lambda key: -score[key])[: max(len(lexical), len(dense))]
+    return [msgspec.structs.replace(items[key], score=score[key]) for key in best]
 
 
 def plain(text: str) -> str:

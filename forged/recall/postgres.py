@@ -15,8 +15,9 @@ import msgspec
 from forged.index.turns import TurnIndex
 from forged.models import MEMORY_TYPES, FactsPage, MemoryItem, MemoryType, SummariesPage
 from forged.recall import indexed, listing
+from forged.recall.dense import DenseQuery
 from forged.recall.fulltext import RECENCY_FLOOR, memory_item
-from forged.recall.fusion import fuse
+from forged.recall.fusion import fuse, hybrid
 from forged.recall.listing import Page
 from forged.recall.periods import periods
 from forged.recall.query import SearchQuery, conditions, julian_now, kind_type, query_phrases
@@ -105,6 +106,7 @@ def searches(
     limits: list[int],
     now: float | None = None,
     index: TurnIndex | None = None,
+    dense: DenseQuery | None = None,
 ) -> list[list[MemoryItem]]:
     """The best items of one scope for each of `limits`, as `recall.sqlite.searches` gives them on
     SQLite: each type ranked once, to `query.limit` (at least the largest); with the turn
@@ -128,9 +130,13 @@ def searches(
             lists["interaction"] = found
         return found
 
+    by_meaning = dense.lists(conn, query) if dense is not None else None
+    meant = {t: by_meaning(t) for t in types} if by_meaning is not None else {}
     answers = []
     for limit in limits:
         found = [turns(limit) if t == "interaction" else lists[t] for t in types]
+        if meant:  # each type's list by words fused with its list by meaning (fusion.hybrid)
+            found = [hybrid(f, meant[t], query.q) for t, f in zip(types, found, strict=True)]
         answers.append(fuse([f[:limit] for f in found], limit, periods(query.q)))
     return answers
 
@@ -141,9 +147,10 @@ def search(
     half_life_days: float,
     now: float | None = None,
     index: TurnIndex | None = None,
+    dense: DenseQuery | None = None,
 ) -> list[MemoryItem]:
     """The best `query.limit` items of one scope, as `recall.sqlite.search` ranks them on SQLite."""
-    (found,) = searches(conn, query, half_life_days, [query.limit], now, index)
+    (found,) = searches(conn, query, half_life_days, [query.limit], now, index, dense)
     if query.sources:
         found = [with_sources(Portable(conn), i) for i in found]  # type: ignore[arg-type]
     return found

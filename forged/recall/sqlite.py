@@ -12,8 +12,9 @@ import msgspec
 from forged.index.turns import TurnIndex
 from forged.models import MEMORY_TYPES, MemoryItem, MemoryType, Turn
 from forged.recall import indexed
+from forged.recall.dense import DenseQuery
 from forged.recall.fulltext import ranked, turn_text
-from forged.recall.fusion import fused_top, plain
+from forged.recall.fusion import fused_top, hybrid, plain
 from forged.recall.periods import periods
 from forged.recall.query import SearchQuery, julian_now, kind_type
 
@@ -45,16 +46,27 @@ def searches(
     limits: list[int],
     now: float | None = None,
     index: TurnIndex | None = None,
+    dense: DenseQuery | None = None,
 ) -> list[list[MemoryItem]]:
     """The best items of one scope for each of `limits` (each type ranked by BM25 times recency
-    decay, the lists merged by reciprocal rank fusion): each the answer of a search asking that
-    many, from one ranking of each type (`query.limit` is at least the largest). With an
-    `index` up to date, turns are ranked through it."""
+    decay, and by meaning with `dense`; the lists merged by reciprocal rank fusion): each the
+    answer of a search asking that many, from one ranking of each type (`query.limit` is at
+    least the largest). With an `index` up to date, turns are ranked through it."""
     now = julian_now() if now is None else now
     wanted = query.types if query.kind is None else (kind_type(query.kind),)
     types = [t for t in MEMORY_TYPES if t in wanted]
 
     full: dict[tuple[MemoryType, int], list[MemoryItem] | None] = {}
+    by_meaning = dense.lists(conn, query) if dense is not None else None
+    meant: dict[MemoryType, list[MemoryItem]] = {}  # each type's list by meaning, read once
+
+    def with_meaning(table: MemoryType, found: list[MemoryItem]) -> list[MemoryItem]:
+        """The type's list by words fused with its list by meaning (fusion.hybrid)."""
+        if by_meaning is None:
+            return found
+        if table not in meant:
+            meant[table] = by_meaning(table)
+        return hybrid(found, meant[table], query.q)
 
     def ranking(table: MemoryType, limit: int) -> list[MemoryItem] | None:
         """A type's best `limit` through the turn index, ranked once per limit: its top is
@@ -76,7 +88,7 @@ def searches(
                 if (table, 0) not in full:
                     full[table, 0] = ranked(conn, table, query, half_life_days, now)
                 found = full[table, 0]
-            return (found or [])[:depth]
+            return with_meaning(table, found or [])[:depth]
 
         return rank
 
@@ -93,9 +105,10 @@ def search(
     half_life_days: float,
     now: float | None = None,
     index: TurnIndex | None = None,
+    dense: DenseQuery | None = None,
 ) -> list[MemoryItem]:
     """The best `query.limit` items of one scope, with their sources when asked."""
-    (found,) = searches(conn, query, half_life_days, [query.limit], now, index)
+    (found,) = searches(conn, query, half_life_days, [query.limit], now, index, dense)
     if query.sources:
         found = [with_sources(conn, i) for i in found]
     return found

@@ -25,7 +25,13 @@ from forged.models import (
     StoredInteraction,
 )
 from forged.store.readers import ReadWaits
-from forged.store.records import BatchOutcome, Forgotten, NewInteraction, OpenDeadLetter
+from forged.store.records import (
+    BatchOutcome,
+    Forgotten,
+    NewInteraction,
+    OpenDeadLetter,
+    VectorBatch,
+)
 
 __all__ = ["Backend", "check_store", "open_store"]
 
@@ -80,6 +86,8 @@ class Backend(Protocol):
     ) -> list[ConsolidationChange]: ...
 
     async def set_watermark(self, observer: str, seq: int) -> None: ...
+
+    async def commit_vectors(self, observer: str, batch: VectorBatch) -> None: ...
 
     async def forget(self, scope: str, observers: Iterable[str] = ()) -> Forgotten: ...
 

@@ -39,6 +39,7 @@ from forged.store.records import (
     NewInteraction,
     OpenDeadLetter,
     ScopeResult,
+    VectorBatch,
 )
 from forged.timestamps import now
 
@@ -117,6 +118,21 @@ _OPEN_DEAD_LETTERS = """
     ORDER BY d.seq, d.id
 """
 _ANY_FACT = "SELECT 1 FROM facts WHERE scope = ? LIMIT 1"
+# A vector is stored only while its item is: one deleted meanwhile leaves nothing behind.
+_INSERT_VECTOR = {
+    item: f"""INSERT INTO vectors (item, item_id, scope, vector)
+        SELECT '{item}', {key}, scope, ? FROM {table} WHERE {key} = ?
+        ON CONFLICT (item, item_id) DO NOTHING"""
+    for item, table, key in (
+        ("interaction", "interactions", "seq"),
+        ("fact", "facts", "id"),
+        ("summary", "summaries", "id"),
+    )
+}
+_EMBED_PROGRESS = """
+    INSERT INTO embed_progress VALUES (?, ?, ?) ON CONFLICT (observer, item)
+    DO UPDATE SET last_id = greatest(embed_progress.last_id, excluded.last_id)
+"""
 READ_LOG = """
     SELECT seq, scope, session, timestamp, tokens, messages FROM interactions
     WHERE seq > ? ORDER BY seq LIMIT ?
@@ -446,6 +462,24 @@ class SqlStore:
         changes that applied (one whose facts changed or went meanwhile does not, and nothing
         is written for a scope forgotten meanwhile)."""
         return await self._write(self._commit_consolidation, observer, run)
+
+    def _commit_vectors(self, conn: Any, observer: str, batch: VectorBatch) -> None:
+        sql = portable(conn)
+        with self._transaction(conn):
+            self._fence(conn, observer)
+            for item, insert in _INSERT_VECTOR.items():
+                rows = [(v.vector, v.item_id) for v in batch.vectors if v.item == item]
+                if rows:
+                    sql.executemany(insert, rows)
+            for item, last_id in batch.progress.items():
+                sql.execute(_EMBED_PROGRESS, (observer, item, last_id))
+            if batch.watermark is not None:
+                sql.execute(_SET_WATERMARK, (observer, batch.watermark))
+
+    async def commit_vectors(self, observer: str, batch: VectorBatch) -> None:
+        """Store vectors with the observer's progress in one transaction (a vector whose item
+        was deleted meanwhile is not stored)."""
+        await self._write(self._commit_vectors, observer, batch)
 
     def _set_watermark(self, conn: Any, observer: str, seq: int) -> None:
         with self._transaction(conn):

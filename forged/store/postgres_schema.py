@@ -23,6 +23,15 @@ TEXT_SEARCH = "english"  # stemming and stop words, as FTS5's porter tokenizer d
 _ID = "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"  # never reused: cursors stay valid
 BTREE_ROW_BYTES = 2704  # the largest row a btree index takes (a third of an 8 KiB page)
 
+# A vector leaves with what it embeds: delete, correct and forget reach it.
+_VECTOR_TRIGGER = """CREATE FUNCTION {table}_vector_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            DELETE FROM vectors WHERE item = '{item}' AND item_id = OLD.{key};
+            RETURN OLD;
+        END $$;
+        CREATE TRIGGER {table}_vector_delete AFTER DELETE ON {table}
+            FOR EACH ROW EXECUTE FUNCTION {table}_vector_delete();"""
+
 # Each entry is one schema version; append, never edit a released one.
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -259,6 +268,29 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE interactions DROP CONSTRAINT interactions_scope_client_id_key;
         CREATE UNIQUE INDEX interactions_scope_client_id_key
             ON interactions (scope, {TEXT_KEY}(client_id));
+        """,
+    ),
+    (
+        "vectors of interactions, facts and summaries, for recall by meaning",
+        f"""
+        CREATE TABLE vectors (
+            {_ID},                                  -- storing order: recall's index follows it
+            item text NOT NULL CHECK (item IN ('interaction', 'fact', 'summary')),
+            item_id bigint NOT NULL,
+            scope text NOT NULL,
+            vector bytea NOT NULL,                  -- forged.vectors.codec: scale and int8s
+            UNIQUE (item, item_id)
+        );
+        CREATE INDEX vectors_by_scope ON vectors (scope);
+        CREATE TABLE embed_progress (
+            observer text NOT NULL,
+            item text NOT NULL,
+            last_id bigint NOT NULL,
+            PRIMARY KEY (observer, item)
+        );
+        {_VECTOR_TRIGGER.format(table="interactions", item="interaction", key="seq")}
+        {_VECTOR_TRIGGER.format(table="facts", item="fact", key="id")}
+        {_VECTOR_TRIGGER.format(table="summaries", item="summary", key="id")}
         """,
     ),
 )

@@ -17,6 +17,8 @@ __all__ = [
     "NewInteraction",
     "OpenDeadLetter",
     "ScopeResult",
+    "StoredVector",
+    "VectorBatch",
 ]
 
 
@@ -92,3 +94,20 @@ class OpenDeadLetter(msgspec.Struct, frozen=True):
     id: int
     reason: str
     interaction: StoredInteraction
+
+
+class StoredVector(msgspec.Struct, frozen=True):
+    """One item's vector, as forged.vectors.codec encodes it."""
+
+    item: str  # interaction, fact or summary
+    item_id: int  # the interaction's seq, the fact's or the summary's id
+    vector: bytes
+
+
+class VectorBatch(msgspec.Struct, frozen=True):
+    """What the embed observer commits at once: vectors, and how far it got in the log (the
+    watermark) and in the facts and summaries (`progress`: the last id of each embedded)."""
+
+    vectors: list[StoredVector]
+    watermark: int | None
+    progress: dict[str, int]

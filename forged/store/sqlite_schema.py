@@ -112,6 +112,10 @@ BLOCK_BITS = 12
 FILL_BLOCKS = f"""INSERT INTO interaction_blocks SELECT seq >> {BLOCK_BITS}, max(timestamp)
     FROM interactions GROUP BY 1"""  # into the empty table
 
+_VECTOR_TRIGGER = """CREATE TRIGGER {table}_vector_delete AFTER DELETE ON {table} BEGIN
+            DELETE FROM vectors WHERE item = '{item}' AND item_id = old.{key};
+        END;"""
+
 # Each entry is one schema version; append, never edit a released one.
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -467,6 +471,30 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         {_INTERACTIONS_TRIGGERS}
         INSERT INTO interactions_fts (rowid, text, scope) SELECT seq, text, scope
             FROM interactions_text;                 -- not 'rebuild': see the interactions index
+        """,
+    ),
+    (
+        "vectors of interactions, facts and summaries, for recall by meaning",
+        f"""
+        CREATE TABLE vectors (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,   -- storing order: recall's index follows it
+            item TEXT NOT NULL CHECK (item IN ('interaction', 'fact', 'summary')),
+            item_id INTEGER NOT NULL,               -- the interaction's seq, the fact's id, ...
+            scope TEXT NOT NULL,
+            vector BLOB NOT NULL,                   -- forged.vectors.codec: scale and int8s
+            UNIQUE (item, item_id)
+        );
+        CREATE INDEX vectors_by_scope ON vectors (scope);
+        CREATE TABLE embed_progress (
+            observer TEXT NOT NULL,
+            item TEXT NOT NULL,                     -- fact or summary
+            last_id INTEGER NOT NULL,               -- every one up to this id is embedded
+            PRIMARY KEY (observer, item)
+        );
+        -- a vector leaves with what it embeds: delete, correct and forget reach it
+        {_VECTOR_TRIGGER.format(table="interactions", item="interaction", key="seq")}
+        {_VECTOR_TRIGGER.format(table="facts", item="fact", key="id")}
+        {_VECTOR_TRIGGER.format(table="summaries", item="summary", key="id")}
         """,
     ),
 )

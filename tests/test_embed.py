@@ -1,0 +1,210 @@
+"""The embed observer and recall by meaning: vectors for turns, facts and summaries, stored with
+the watermark; bad input; a model that fails to load; erasure; hybrid search on both stores."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import pytest
+import trio
+
+from forged.config import EmbedConfig, RecallConfig
+from forged.embed.observer import EmbedObserver
+from forged.hub import Hub
+from forged.models import EMBED_OBSERVER, Fact
+from forged.recall.engine import Recall
+from forged.recall.fusion import hybrid
+from forged.recall.meaning import Meaning
+from forged.recall.query import SearchQuery
+from forged.store.backend import Backend
+from forged.store.portable import portable
+from forged.store.records import BatchOutcome, ScopeResult
+from forged.vectors.codec import decode, encode, sign_codes
+from forged.vectors.model import DIMENSIONS, MAX_TOKENS, Embedder, EmbedderUnavailable, clean
+from tests.conftest import StoreOpener
+from tests.data import new
+
+CONFIG = EmbedConfig(enabled=True, batch=8, query_timeout_ms=60_000)  # tests wait, never race
+ZH = "我妹妹去年搬到了杭州，在一家医院当护士。"  # noqa: RUF001 (Chinese commas): my sister, a nurse in Hangzhou
+TURNS = [
+    ZH,
+    "The printer on the third floor keeps jamming.",
+    "We planted two apple trees in the backyard.",
+]
+
+
+@pytest.fixture(scope="module")
+def model() -> Embedder:
+    return Embedder()
+
+
+def test_stored_vectors_keep_their_direction() -> None:
+    """int8 with a scale per vector: each decoded vector points where it did (cosine > 0.999)."""
+    vectors = np.random.default_rng(7).normal(size=(20, DIMENSIONS)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    back = decode(encode(vectors))
+    cosine = (back * vectors).sum(axis=1) / np.linalg.norm(back, axis=1)
+    assert cosine.min() > 0.999
+    assert sign_codes(vectors).shape == (20, DIMENSIONS // 64)
+
+
+def test_text_is_cleaned_of_what_the_model_cannot_read() -> None:
+    """NUL would end the text early (a C string); a lone surrogate has no UTF-8."""
+    assert clean("a\x00b") == "a b"
+    assert clean("x\ud800y") == "x?y"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        " ",
+        "a\x00b",
+        "lone \udcff surrogate",
+        "English, 中文, 日本語, 한국어, Ελληνικά",
+        "x" * 1_000_000,
+    ],
+    ids=["empty", "space", "nul", "surrogate", "mixed", "megabyte"],
+)
+def test_any_text_becomes_a_unit_vector(model: Embedder, text: str) -> None:
+    """Empty, NUL, lone surrogates, mixed scripts and a megabyte: each one finite unit vector."""
+    (vector,) = model.passages([text])
+    assert vector.shape == (DIMENSIONS,)
+    assert np.isfinite(vector).all()
+    assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-3
+
+
+def test_a_long_text_is_cut_to_what_one_pass_reads(model: Embedder) -> None:
+    """A megabyte is embedded as its first MAX_TOKENS tokens: the same vector as that start."""
+    text = "The quarterly report covers sales in every region. " * 20_000
+    cut = model._cut(text)
+    assert model._model.token_count(cut) <= MAX_TOKENS
+    assert text.startswith(cut)
+    np.testing.assert_allclose(model.passages([text]), model.passages([cut]), atol=1e-6)
+
+
+def test_hybrid_keeps_a_hit_in_a_script_the_query_does_not_use() -> None:
+    """An English question's only true match is Chinese: ranked first by meaning, it is not
+    pushed below the turns that merely share a word with the question."""
+    from tests.test_recall import item
+
+    lexical = [item(n, f"sister text {n}") for n in range(1, 11)]
+    dense = [item(99, ZH), *lexical[:3]]
+    fused = hybrid(lexical, dense, "where does my sister live")
+    assert [i.id for i in fused][:3] == [99, 1, 2]
+    assert hybrid(lexical, [], "q") == lexical
+
+
+async def _vectors(store: Backend) -> list[tuple[Any, ...]]:
+    sql = "SELECT item, item_id, scope FROM vectors ORDER BY item, item_id"
+    return await store.read(lambda c: [tuple(r) for r in portable(c).execute(sql).fetchall()])
+
+
+async def _until(hub: Hub, done: Any) -> None:
+    """Wait, change by change, until `await done()` holds."""
+    with trio.fail_after(120):
+        while True:
+            change = hub.change()
+            if await done():
+                return
+            await change.wait()
+
+
+@pytest.fixture
+async def embedded(open_store: StoreOpener) -> AsyncIterator[tuple[Backend, Hub]]:
+    """A store with three turns and a fact, and a hub running the embed observer over it."""
+    store = open_store()
+    await store.append([[new(text) for text in TURNS]])
+    fact = Fact("state", "The user's sister is a nurse in Hangzhou.", sources=[1])
+    await store.commit_batch(
+        "distill", BatchOutcome([ScopeResult("b1", "s", None, "", [fact], 1, 1)], [], [], None)
+    )
+    hub = Hub(store, [EmbedObserver(store, CONFIG)], 64)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(hub.serve)
+        await _until(hub, lambda: _has(store, 4))
+        yield store, hub
+        nursery.cancel_scope.cancel()
+    store.close()
+
+
+async def _has(store: Backend, count: int) -> bool:
+    return len(await _vectors(store)) >= count
+
+
+async def test_every_turn_and_fact_gets_a_vector_with_the_watermark(
+    embedded: tuple[Backend, Hub],
+) -> None:
+    """Three turns and a fact: four vectors, and the observer's watermark at the last turn."""
+    store, hub = embedded
+    assert await _vectors(store) == [
+        ("fact", 1, "s"),
+        ("interaction", 1, "s"),
+        ("interaction", 2, "s"),
+        ("interaction", 3, "s"),
+    ]
+    assert await store.watermark(EMBED_OBSERVER) == 3
+    status = hub.progress[EMBED_OBSERVER].status
+    assert status.backlog == 0 or status.watermark == 3
+    assert status.items_per_s is not None and status.items_per_s > 0
+
+
+async def test_an_english_question_finds_a_chinese_memory(embedded: tuple[Backend, Hub]) -> None:
+    """By words alone the English question finds nothing Chinese; by meaning it does."""
+    store, _ = embedded
+    meaning = Meaning(CONFIG)
+    await meaning.load()
+    query = SearchQuery(
+        q="Where does my sister work as a nurse?", scope="s", limit=3, types=("interaction",)
+    )
+    by_words = await Recall(store, RecallConfig()).search(query)
+    by_both = await Recall(store, RecallConfig(), meaning).search(query)
+    assert ZH not in [i.text.removeprefix("user: ") for i in by_words]
+    assert by_both[0].text == f"user: {ZH}"
+
+
+async def test_recall_without_a_model_answers_by_words(embedded: tuple[Backend, Hub]) -> None:
+    """A query model that failed to load leaves search as it was by words, and says why."""
+    store, _ = embedded
+
+    meaning = Meaning(CONFIG)
+    query = SearchQuery(q="apple trees", scope="s", limit=3)
+    found = await Recall(store, RecallConfig(), meaning).search(query)  # not loaded yet
+    assert [i.text for i in found] == [f"user: {TURNS[2]}"]
+
+
+async def test_deleted_and_forgotten_items_leave_no_vector(embedded: tuple[Backend, Hub]) -> None:
+    """Deleting a turn and a fact takes their vectors; forgetting the scope takes the rest."""
+    store, hub = embedded
+    await hub.delete("interaction", 2)
+    await hub.delete("fact", 1)
+    assert await _vectors(store) == [("interaction", 1, "s"), ("interaction", 3, "s")]
+    await hub.forget("s")
+    assert await _vectors(store) == []
+
+
+async def test_a_model_that_fails_to_load_turns_vectors_off(open_store: StoreOpener) -> None:
+    """The status says vectors are off and why; the observer waits, the hub runs on."""
+
+    def broken(threads: int) -> Embedder:
+        raise EmbedderUnavailable("the embedding model failed to load: OSError: no file")
+
+    store = open_store()
+    await store.append([[new("hello")]])
+    hub = Hub(store, [EmbedObserver(store, CONFIG, load=broken)], 64)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(hub.serve)
+        status = hub.progress[EMBED_OBSERVER].status
+
+        async def reported() -> bool:
+            return status.last_error is not None
+
+        await _until(hub, reported)
+        assert status.last_error == (
+            "vectors off: the embedding model failed to load: OSError: no file"
+        )
+        assert status.state == "idle" and status.watermark == 0
+        nursery.cancel_scope.cancel()
+    store.close()
