@@ -160,7 +160,7 @@ async def test_an_english_question_finds_a_chinese_memory(embedded: tuple[Backen
         q="Where does my sister work as a nurse?", scope="s", limit=3, types=("interaction",)
     )
     by_words = await Recall(store, RecallConfig()).search(query)
-    by_both = await Recall(store, RecallConfig(), meaning).search(query)
+    by_both = await Recall(store, RecallConfig(), meaning=meaning).search(query)
     assert ZH not in [i.text.removeprefix("user: ") for i in by_words]
     assert by_both[0].text == f"user: {ZH}"
 
@@ -171,7 +171,7 @@ async def test_recall_without_a_model_answers_by_words(embedded: tuple[Backend, 
 
     meaning = Meaning(CONFIG)
     query = SearchQuery(q="apple trees", scope="s", limit=3)
-    found = await Recall(store, RecallConfig(), meaning).search(query)  # not loaded yet
+    found = await Recall(store, RecallConfig(), meaning=meaning).search(query)  # not loaded yet
     assert [i.text for i in found] == [f"user: {TURNS[2]}"]
 
 

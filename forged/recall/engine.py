@@ -156,7 +156,7 @@ class Recall:
         shown, used = [], 0
         try:
             found = await self.store.read(
-                self._found, query, None, scope=scope, budget=search_budget
+                self._found, query, None, None, scope=scope, budget=search_budget
             )
         except QueryTimeout:
             log.warning(
