@@ -411,11 +411,19 @@ async def test_the_command_line_consolidates_and_shows_history(
             f"The user lives in Lisbon.  [superseded 2026-03-03 by #{berlin}:"
             f" replaced on 2026-03-03 by fact {berlin}]"
         )
-        audit = json.loads((await cli.forged("fact", str(berlin), "--scope", SCOPE)).stdout)
+        audit = json.loads(
+            (await cli.forged("fact", str(berlin), "--scope", SCOPE, "--json")).stdout
+        )
         assert audit["replaced"][0]["fact"]["text"] == "The user lives in Lisbon."
         missing = await cli.forged("fact", "999")
         assert missing.returncode != 0
-        assert missing.stderr.decode().strip().endswith("404 not_found: no fact with id '999'")
+        assert (
+            missing.stderr.decode()
+            .strip()
+            .endswith(
+                "no fact 999 in scope 'default'; name its scope with --scope S, or look in every scope with --all-scopes"
+            )
+        )
 
 
 def _said(text: str, at: str) -> NewInteraction:
