@@ -116,10 +116,10 @@ def overlap(path: Path, queries: list[str], index: TurnIndex | None = None) -> f
     for q in queries:
         query = SearchQuery(q, zipf.SCOPE_A, LIMIT)
         exact = exact_ids(conn, "interaction", query, half_life, now)
-        if index is None:
-            found = {i.id for i in ranked(conn, "interaction", query, half_life, now)}
-        else:
-            found = {i.id for i in indexed.ranked(conn, index, query, half_life, now) or []}
+        through = None if index is None else indexed.ranked(conn, index, query, half_life, now)
+        if through is None:  # no index, or one that leaves the query to FTS5 (as search does)
+            through = ranked(conn, "interaction", query, half_life, now)
+        found = {i.id for i in through}
         shares.append(len(found & set(exact)) / len(exact) if exact else 1.0)
     conn.close()
     return statistics.fmean(shares)
