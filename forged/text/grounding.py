@@ -29,6 +29,8 @@ from forged.text.stance import (
 )
 
 __all__ = [
+    "MAX_BOUND_NUMBERS",
+    "MAX_BOUND_WORDS",
     "MAX_SOURCE_LINES",
     "MIN_CHARS",
     "MIN_COVERAGE",
@@ -63,6 +65,8 @@ MAX_POSTINGS = 512  # lines a check counts per term (a term of more lines tells 
 HELD_MEMO = 4096  # sets of terms whose line counts a batch's Sources remembers
 CANDIDATE_LINES = 8  # lines a sentence's polarity is compared with: those holding most of it
 CLAUSE_POSTINGS = 64  # clauses of a line counted per term (a word of more tells few apart)
+MAX_BOUND_WORDS = 64  # a fact sentence's numbers are checked beside its words up to this many
+MAX_BOUND_NUMBERS = 8  # and so many of its numbers (a fact is a sentence, not a table)
 PARTNER_LINES = 32  # lines holding a name or number searched for its partner
 MIN_PARTNERED = 2  # a sentence with this many names and numbers keeps each beside its partner
 SUBJECT_MIN_OVERLAP = 0.5  # a replaced fact shares this share of the shorter one's content words
@@ -222,20 +226,21 @@ _BINDING_END = re.compile(r"(?<![;.!?])[;.!?]+(?=\s|$)|(?<!\s)\s+(?:and|but)\s+"
 _CHANGE = re.compile(r"\bfrom\s+(\S+)\s+to\s+(\S+)", re.IGNORECASE)  # "from Monday to Thursday"
 
 
-def _bindings(text: str, positioned: list[tuple[int, str]]) -> dict[str, frozenset[str]]:
+def _bindings(text: str, positioned: list[tuple[int, str]]) -> dict[str, list[frozenset[str]]]:
     """Each number of a line with the terms of the stretches (its sentences, cut also at "and"
-    and "but") that hold it: "bought it in 2019 and sold it in 2023" binds 2023 to "sold"
-    alone; "painted it last year, in 2022" binds 2022 to "painted"."""
+    and "but") that hold it, at most CLAUSE_POSTINGS of them: "bought it in 2019 and sold it
+    in 2023" binds 2023 to "sold" alone; "painted it last year, in 2022" binds 2022 to
+    "painted". Each stretch's terms are built once and shared: linear in the line."""
     starts = [m.start() for m in _BINDING_END.finditer(text)]
     groups: dict[int, set[str]] = {}
     for at, token in positioned:
         groups.setdefault(bisect.bisect(starts, at), set()).add(_term(token))
-    out: dict[str, set[str]] = {}
-    for terms in groups.values():
+    out: dict[str, list[frozenset[str]]] = {}
+    for terms in map(frozenset, groups.values()):
         for n in terms:
-            if n[:1].isdigit():
-                out.setdefault(n, set()).update(terms)
-    return {n: frozenset(terms) for n, terms in out.items()}
+            if n[:1].isdigit() and len(held := out.setdefault(n, [])) < CLAUSE_POSTINGS:
+                held.append(terms)
+    return out
 
 
 def _changes(said: str) -> frozenset[tuple[str, str]]:
@@ -265,7 +270,7 @@ class Line:
     names: frozenset[str] = frozenset()  # stems of its capitalised words inside sentences
     quoted: frozenset[str] = frozenset()  # speaker labels inside what was said, taken out
     addressing: bool = False  # its speaker speaks to another ("you", "let's"): advice, asking
-    bindings: dict[str, frozenset[str]] = field(default_factory=dict, compare=False)
+    bindings: dict[str, list[frozenset[str]]] = field(default_factory=dict, compare=False)
     changes: frozenset[tuple[str, str]] = frozenset()  # values it says changed (from, to)
     terms: frozenset[str] = field(default=frozenset(), compare=False)
 
@@ -639,11 +644,14 @@ def _unbound(
     from Monday to Thursday"); or None."""
     tokens = _tokens(sentence)
     terms = {_term(t) for t in tokens}
-    words = {_term(t) for t in tokens if t.casefold() not in STOPWORDS} - GENERIC
-    for n in asserted.numbers | _said_years(asserted, sources):
-        holding = [sources.lines[i] for i in sources.index.get(n, ())[:PARTNER_LINES]]
-        bound = [line.bindings[n] for line in holding if n in line.bindings]
-        if words - {n} and bound and not any((words - {n}) & b for b in bound):
+    words = {t for t in terms if not t[:1].isdigit() and t not in STOPWORDS} - GENERIC
+    numbers = sorted(asserted.numbers | _said_years(asserted, sources))
+    if not words or len(words) > MAX_BOUND_WORDS:
+        numbers = []  # nothing to bind a number to, or a sentence too long to tell by
+    for n in numbers[:MAX_BOUND_NUMBERS]:
+        holding = [sources.lines[i] for i in sources.index.get(n, ())[:CANDIDATE_LINES]]
+        bound = [b for line in holding for b in line.bindings.get(n, ())]
+        if bound and all(words.isdisjoint(b) for b in bound):
             return f"puts {n} beside words its source does not"
     if "from" not in terms:
         for value in terms & sources.changed.keys():
