@@ -15,6 +15,7 @@ from bench.corpus import locomo_path
 from bench.quality import DISTILLERS
 from bench.report import AT_LEAST_BARE, Goal, Row, furthest, goals
 from bench.sizes import SIZES
+from bench.stalls import LINES as LONG_LINES
 from tests.postgres import binaries
 
 pytestmark = pytest.mark.integration  # the benchmark runs daemons as child processes
@@ -32,6 +33,9 @@ def _expected_rows() -> list[str]:
         rows += [f"recall: {n:,} facts + {n:,} turns, "] * 5
     # 3 kinds of query x 4, the turn index x 4, scope B on 2 reader counts x 2, 2 overlaps
     rows += ["one scope: "] * 22
+    # two distillers x each long line x (its time, /v1/status meanwhile); scope B idle, then
+    # while two and three scopes are hammered
+    rows += ["stalls: "] * (2 * len(LONG_LINES) * 2 + 3)
     rows += ["memory: "] * 2 + ["start: "] * 2 + ["quality: "] * len(DISTILLERS) + ["consolidate: "]
     if binaries() is None:  # the PostgreSQL step says it could not run
         return [*rows, "postgres: ", "import: ", "import: "]
