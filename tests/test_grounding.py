@@ -15,6 +15,8 @@ from bench.distortions import (
     OUT_OF_REACH,
 )
 from bench.grounding import INVERSIONS, SWAPS, calibrate, distortion_table, probe_sources
+from forged.distill.batches import ground
+from forged.models import DistilledMemory, LinePick, Message, StoredInteraction
 from forged.text.grounding import Sources, check
 
 DATE = "2023-05-08T13:56:00Z"  # a Monday
@@ -250,3 +252,28 @@ def test_the_distortion_goals_are_met() -> None:
     assert probes >= 40 and paraphrases >= 20
     assert refused / probes >= DISTORTIONS_REFUSED
     assert kept / paraphrases >= FAITHFUL_KEPT
+
+
+def test_picked_lines_that_start_with_a_word_and_a_colon_are_kept() -> None:
+    """An extractive distiller's picks, stored verbatim with their speaker, all survive
+    grounding: the README's import sample, its quick start's answer, a mail's subject and a
+    markdown heading that holds "Not"."""
+    said = [
+        Message("user", "Which database for the new service?"),
+        Message("assistant", "PostgreSQL: you need JSONB and transactions."),
+        Message("assistant", "Agreed: PostgreSQL for the new service."),
+        Message(
+            "user", "Subject: Invitation to the launch party\n### Reasons for Not Feeling Anxious"
+        ),
+    ]
+    item = StoredInteraction(4, "s", None, DATE, 40, said)
+    picks = [LinePick(4, line, "event") for line in range(1, 6)]
+    grounded = ground(DistilledMemory("", [], picks=picks), [item])
+    assert (grounded.dropped, grounded.unknown_picks) == ([], 0)
+    assert [f.text for f in grounded.facts] == [
+        "user: Which database for the new service?",
+        "assistant: PostgreSQL: you need JSONB and transactions.",
+        "assistant: Agreed: PostgreSQL for the new service.",
+        "user: Subject: Invitation to the launch party",
+        "user: ### Reasons for Not Feeling Anxious",
+    ]
