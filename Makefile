@@ -50,7 +50,7 @@ run: $(STAMP) $(if $(BUNDLED),$(BUNDLED_STAMP))
 
 # Lint, types, the layering contract (.importlinter) and every test that starts no daemon,
 # server or child process; hypothesis runs each property on a fifth of its examples (the
-# `check` profile, tests/profiles.py).
+# `check` profile, tests/support/profiles.py).
 check: lint
 	$(TESTS_PY) -m pytest -q -m "not integration and not slow and not model" --hypothesis-profile=check
 

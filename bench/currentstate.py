@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import trio
 
-from tests.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
-from tests.fakellm import FakeLLM, gold_key
+from tests.support.daemons import DaemonProcess, socket_client, wait_for_watermark, write_config
+from tests.support.fakellm import FakeLLM, gold_key
 
 SCOPE = "user:ana"
 # (day, what the user says, the kind and text of the fact a faithful model distils from it)

@@ -2,7 +2,7 @@
 paraphrases of lines like them. Each probe is (what was said, the fact); "user" is the user.
 
 The grounding check (forged.text.grounding) should refuse the distortions and keep the
-paraphrases; `python -m bench.grounding` reports both by family, and tests/test_grounding.py
+paraphrases; `python -m bench.grounding` reports both by family, and tests/text/test_grounding.py
 holds the check to its goals (DISTORTIONS_REFUSED, FAITHFUL_KEPT).
 """
 

@@ -30,7 +30,7 @@ from forged.recall.fulltext import ranked
 from forged.recall.query import SearchQuery, fts_query, julian_now, query_phrases
 from forged.store.sqlite import READERS
 from forged.store.sqlite_schema import register_functions
-from tests.oracles import exact_ids
+from tests.support.oracles import exact_ids
 
 MID_SHARE = (0.001, 0.01)  # a mid-frequency word is in this share of the scope's turns
 RARE_TURNS = (3, 10)  # a rare word is in this many turns

@@ -21,8 +21,8 @@ from bench.stores import _fact_rows, _summary_rows
 from forged.config import StoreConfig
 from forged.store.postgres import PostgresStore
 from forged.timestamps import now
-from tests import daemons
-from tests.postgres import Server, binaries, postgres_server
+from tests.support import daemons
+from tests.support.postgres import Server, binaries, postgres_server
 
 RECALL_FACTS = 100_000  # the store size recall is measured at (or the run's largest, if smaller)
 _INSERT = """INSERT INTO interactions

@@ -25,7 +25,7 @@ from bench.runner import children, cpu_seconds, fake_llm, running, wait_drained
 from forged.models import FACT_KINDS, MemoryItem
 from forged.recall.packing import pack
 from forged.recall.query import fts_query, query_phrases
-from tests.fakellm import gold_key
+from tests.support.fakellm import gold_key
 
 BUDGET = 400  # tokens per context block, for forged and every baseline
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}  # 5 is adversarial

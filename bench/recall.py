@@ -19,7 +19,7 @@ from forged.config import RecallConfig
 from forged.models import MEMORY_TYPES
 from forged.recall.fulltext import ranked
 from forged.recall.query import SearchQuery, fts_query, julian_now, query_phrases
-from tests.oracles import exact_ids
+from tests.support.oracles import exact_ids
 
 WARM_UP = 10  # queries sent before timing, so the first page reads are not counted
 LIMIT = 10  # results per search

@@ -12,8 +12,8 @@ from typing import Any
 import msgspec
 import trio
 
-from tests.daemons import DaemonProcess, write_config
-from tests.fakellm import FakeLLM
+from tests.support.daemons import DaemonProcess, write_config
+from tests.support.fakellm import FakeLLM
 
 READY_TIMEOUT = 600.0  # seconds; a large store on a cold page cache opens slowly
 STOP_TIMEOUT = 30.0  # seconds after SIGTERM before SIGKILL

@@ -25,7 +25,7 @@ from bench.corpus import locomo_path
 from bench.grounding import locomo_sessions
 from bench.runner import running, wait_drained
 from forged.daemon.bundled import MODEL_ALIAS, REQUEST_EXTRA, serve_bundled_llm
-from tests.oracles import content_share
+from tests.support.oracles import content_share
 
 REPO = Path(__file__).resolve().parent.parent
 WELL_GROUNDED = 0.8  # share of a fact's content words in the interactions it cites

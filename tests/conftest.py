@@ -1,4 +1,4 @@
-"""Shared fixtures: the fake LLM and a short temporary directory (daemons are in tests/daemons.py)."""
+"""Shared fixtures: the fake LLM and a short temporary directory (daemons are in tests/support/daemons.py)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from forged.config import Config, StoreConfig, cache_directory, load_config
 from forged.scrub import scan as scrub
 from forged.store.backend import Backend
 from forged.store.backend import open_store as open_store_of
-from tests import daemons
-from tests.daemons import running_daemon, write_config
-from tests.fakellm import FakeLLM
-from tests.observers import Recorder
-from tests.postgres import THROWAWAY, Server, binaries, postgres_server
-from tests.profiles import register_profiles
+from tests.support import daemons
+from tests.support.daemons import running_daemon, write_config
+from tests.support.fakellm import FakeLLM
+from tests.support.observers import Recorder
+from tests.support.postgres import THROWAWAY, Server, binaries, postgres_server
+from tests.support.profiles import register_profiles
 
 RAM_DISK = Path("/dev/shm")
 RAM_DISK_FREE = 1 << 30  # bytes it must have free (the 200,000-interaction backlog takes 100 MiB)
@@ -31,7 +31,7 @@ RAM_DISK_FREE = 1 << 30  # bytes it must have free (the 200,000-interaction back
 def _temporary_files_in_ram() -> None:
     """Temporary directories (the daemons' SQLite files and sockets, the PostgreSQL server's
     data) in RAM when the machine has room, where a sync costs nothing, as the PostgreSQL
-    server's `fsync=off` (tests/postgres.py): the tests check the daemon's logic and that a
+    server's `fsync=off` (tests/support/postgres.py): the tests check the daemon's logic and that a
     killed process loses nothing, which the page cache keeps either way; a power cut is not
     tested. A fresh SQLite store opens in 0.02 s there, 0.1 s on disk."""
     if os.access(RAM_DISK, os.W_OK) and shutil.disk_usage(RAM_DISK).free >= RAM_DISK_FREE:
@@ -97,7 +97,7 @@ def migrated_template(postgres: Server) -> str:
     """The name of a database migrated once, which the tests on PostgreSQL get copies of.
 
     Their daemons then find the schema a first start would have made, without migrating again;
-    the migrations themselves still run here, and on the empty databases of test_pgstore's
+    the migrations themselves still run here, and on the empty databases of store/test_postgres.py's
     shared daemons and of check-config's test.
     """
     url = postgres.new_database()

@@ -14,7 +14,7 @@ import pytest
 
 from forged.config import Config
 from forged.errors import ForgedError
-from tests import modulemap
+from tests.support import modulemap
 
 MODULES = sorted(
     p for p in (modulemap.REPO / "forged").rglob("*.py") if "__pycache__" not in p.parts
@@ -22,7 +22,7 @@ MODULES = sorted(
 
 
 def test_the_module_map_is_the_codes() -> None:
-    """A module added, moved or described anew changes the page: `python -m tests.modulemap`."""
+    """A module added, moved or described anew changes the page: `python -m tests.support.modulemap`."""
     assert modulemap.current(modulemap.PAGE.read_text()) == modulemap.render()
 
 
@@ -176,3 +176,27 @@ def test_every_logger_is_named_for_its_module() -> None:
     names = {str(p.relative_to(modulemap.REPO)): _logger_names(p) for p in MODULES}
     assert sum(len(n) for n in names.values()) > 5  # the scan found the loggers
     assert {p: n for p, n in names.items() if set(n) - {"__name__"}} == {}
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module a source file imports, by its dotted name."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_only_the_tests_and_bench_import_the_test_support() -> None:
+    """forged imports nothing of the tests; bench/ and tests/support/ only tests/support/."""
+    support = re.compile(r"^tests\.support(\.|$)")
+    wrong = {
+        str(p.relative_to(modulemap.REPO)): sorted(bad)
+        for p in SOURCES
+        if p.parts[len(modulemap.REPO.parts)] != "tests" or "support" in p.parts
+        if (bad := {m for m in _imported(p) if m.split(".")[0] == "tests" and not support.match(m)})
+    }
+    assert wrong == {}
+    assert any("tests.support" in m for p in SOURCES if "bench" in p.parts for m in _imported(p))

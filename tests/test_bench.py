@@ -16,7 +16,7 @@ from bench.quality import DISTILLERS
 from bench.report import AT_LEAST_BARE, Goal, Row, furthest, goals
 from bench.sizes import SIZES
 from bench.stalls import LINES as LONG_LINES
-from tests.postgres import binaries
+from tests.support.postgres import binaries
 
 pytestmark = pytest.mark.integration  # the benchmark runs daemons as child processes
 REPO = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from forged.config import Config, cache_directory, load_config, parse_config, re
 from forged.errors import ConfigError
 from forged.scrub import scan as scrub
 from forged.store.postgres_schema import MIGRATIONS as PG_MIGRATIONS
-from tests.postgres import Server
+from tests.support.postgres import Server
 
 ROOT = Path(__file__).resolve().parent.parent
 

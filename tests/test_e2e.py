@@ -3,7 +3,7 @@
 These tests run on SQLite alone. What they add is the model's path (the bundled server started
 and waited for, real prompts, a small model's answers parsed, checked and committed), which is
 the same whichever store commits the result; every store operation they reach is proven on both
-stores with the fake LLM (test_flow, test_distill, test_consolidate, test_pgstore...), and a
+stores with the fake LLM (test_flow, distill/, consolidate/, store/test_postgres...), and a
 minute of model work per store would only repeat it.
 """
 
@@ -21,14 +21,14 @@ import trio
 from bench.currentstate import SCOPE
 from bench.currentstate import interactions as state_changes
 from forged.models import FACT_KINDS
-from tests.daemons import (
+from tests.support.daemons import (
     MODEL_THREADS,
     DaemonProcess,
     socket_client,
     wait_for_watermark,
     write_config,
 )
-from tests.data import rows
+from tests.support.data import rows
 
 pytestmark = [pytest.mark.model, pytest.mark.integration]
 

@@ -15,10 +15,12 @@ import pytest
 import trio
 
 from forged.llm.prompt import EXTRACTIVE_PROMPT
-from tests.fakellm import FakeLLM, answer_for
+from tests.support.fakellm import FakeLLM, answer_for
 
 TIMEOUT = 10  # seconds any single test may take
-ROOT = Path(__file__).resolve().parent.parent  # repository root, for `python -m tests.fakellm`
+ROOT = (
+    Path(__file__).resolve().parent.parent
+)  # repository root, for `python -m tests.support.fakellm`
 PROMPT = (
     "Distill these interactions.\n"
     '<interaction seq="3" session="s1">\n'
@@ -407,8 +409,8 @@ async def test_unknown_behaviour_fails_the_server_loudly() -> None:
 
 @pytest.mark.integration
 async def test_standalone_mode_prints_a_serving_base_url() -> None:
-    """python -m tests.fakellm prints its base URL once listening, and serves it."""
-    command = [sys.executable, "-m", "tests.fakellm", "--port", "0"]
+    """python -m tests.support.fakellm prints its base URL once listening, and serves it."""
+    command = [sys.executable, "-m", "tests.support.fakellm", "--port", "0"]
     with trio.fail_after(TIMEOUT):
         process = await trio.lowlevel.open_process(command, cwd=ROOT, stdout=subprocess.PIPE)
         assert process.stdout is not None  # always, with stdout=PIPE

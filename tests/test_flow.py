@@ -10,16 +10,16 @@ import trio
 
 from forged.config import load_config
 from forged.scrub.scan import scrub
-from tests.daemons import (
+from tests.support.daemons import (
     DaemonProcess,
     running_daemon,
     socket_client,
     wait_for_watermark,
     write_config,
 )
-from tests.data import rows
-from tests.fakellm import FakeLLM
-from tests.secret_corpus import SECRETS
+from tests.support.data import rows
+from tests.support.fakellm import FakeLLM
+from tests.support.secret_corpus import SECRETS
 
 
 def interaction(n: int, scope: str = "user:alice", **extra: Any) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from forged.config import load_config
 from forged.hub import Batcher, Feed, Progress
 from forged.models import ObserverStatus, StoredInteraction
 from forged.store.sqlite import Store
-from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
-from tests.fakellm import FakeLLM
-from tests.observers import Recorder
+from tests.support.daemons import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.support.fakellm import FakeLLM
+from tests.support.observers import Recorder
 
 ONE = {"messages": [{"role": "user", "text": "hello"}]}
 SEQ = re.compile(r'<interaction seq="(\d+)"')  # the interactions of a batch's transcript
@@ -131,7 +131,7 @@ async def test_full_channel_blocks_the_feeder_and_drops_nothing(
             short_tmp,
             fake_llm.base_url,
             distill={"enabled": False, "channel_capacity": 2},
-            observers={"recorder": {"class": "tests.observers:Recorder"}},
+            observers={"recorder": {"class": "tests.support.observers:Recorder"}},
         ),
         {},
     )
@@ -173,7 +173,7 @@ async def test_failed_observer_restarts_from_its_watermark(
             short_tmp,
             fake_llm.base_url,
             distill={"enabled": False},
-            observers={"recorder": {"class": "tests.observers:Recorder"}},
+            observers={"recorder": {"class": "tests.support.observers:Recorder"}},
         ),
         {},
     )

@@ -1,8 +1,8 @@
 """Every algorithm that reads untrusted text does work linear in it (or n log n): a line twice
-as long costs at most about twice the calls, in every hostile shape (tests/hostile_text.py),
+as long costs at most about twice the calls, in every hostile shape (tests/support/hostile_text.py),
 and a line of up to a megabyte is read whole, within a budget of calls per character.
 
-Work is counted in calls, never timed (see tests/hostile_text.py): the counts do not depend on
+Work is counted in calls, never timed (see tests/support/hostile_text.py): the counts do not depend on
 the machine or its load, so these tests cannot flake, and a quadratic loop still shows as a
 four-fold growth."""
 
@@ -27,7 +27,7 @@ from forged.recall.packing import pack
 from forged.recall.query import SearchQuery, dropped_words, searched
 from forged.scrub.scan import scrub
 from forged.text.grounding import Sources, check
-from tests.hostile_text import RUNS, SHAPES, calls, hostile
+from tests.support.hostile_text import RUNS, SHAPES, calls, hostile
 
 DATE = "2023-05-08T13:56:00Z"
 SMALL, LARGE = 4_000, 8_000  # a line and one twice as long: large enough that work dominates

@@ -11,10 +11,10 @@ import pytest
 import trio
 
 from forged.config import load_config
-from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
-from tests.data import rows
-from tests.fakellm import FakeLLM
-from tests.hostile_text import hostile
+from tests.support.daemons import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.support.data import rows
+from tests.support.fakellm import FakeLLM
+from tests.support.hostile_text import hostile
 
 HANG = 120  # seconds after which a test counts as hung (a guard, not a measure of speed)
 LENGTHS = (3_000, 14_000, 200_000)  # characters of the long line

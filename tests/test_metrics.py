@@ -9,9 +9,9 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from forged.config import load_config
-from tests.daemons import running_daemon, socket_client, wait_for_watermark, write_config
-from tests.data import interaction
-from tests.fakellm import FakeLLM
+from tests.support.daemons import running_daemon, socket_client, wait_for_watermark, write_config
+from tests.support.data import interaction
+from tests.support.fakellm import FakeLLM
 
 TIMEOUT = 60.0
 SCOPE = "user:metrics-alice"  # must appear in no metric

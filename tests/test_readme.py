@@ -22,8 +22,8 @@ import trio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from forged.config import DEFAULT_CONFIG_PATH
-from tests.daemons import SYSTEMD_VARIABLES, NotifySocket, socket_client, wait_for_watermark
-from tests.fakellm import FakeLLM
+from tests.support.daemons import SYSTEMD_VARIABLES, NotifySocket, socket_client, wait_for_watermark
+from tests.support.fakellm import FakeLLM
 
 REPO = Path(__file__).resolve().parents[1]
 # The README and the topic pages its detail moved to: one tour runs the blocks of all of them.

@@ -1,0 +1,1 @@
+"""The reliability suite: backpressure, chaos, crashes, a full disk, hostile clients, models and files."""

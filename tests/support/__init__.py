@@ -1,0 +1,1 @@
+"""What the tests share: daemons, a fake LLM, PostgreSQL, data and oracles; only the tests and bench/ import it."""
