@@ -10,7 +10,7 @@ import pytest
 from forged.errors import StoreError
 from forged.store.sqlite import Store
 from forged.store.sqlite_schema import MIGRATIONS, migrate
-from tests.data import connect
+from tests.support.data import connect
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -24,7 +24,7 @@ from forged.store.records import BatchOutcome, ScopeResult
 from forged.vectors.codec import decode, encode, sign_codes
 from forged.vectors.model import DIMENSIONS, MAX_TOKENS, Embedder, EmbedderUnavailable, clean
 from tests.conftest import StoreOpener
-from tests.data import new
+from tests.support.data import new
 
 CONFIG = EmbedConfig(enabled=True, batch=8, query_timeout_ms=60_000)  # tests wait, never race
 ZH = "我妹妹去年搬到了杭州，在一家医院当护士。"  # noqa: RUF001 (Chinese commas): my sister, a nurse in Hangzhou
@@ -88,7 +88,7 @@ def test_a_long_text_is_cut_to_what_one_pass_reads(model: Embedder) -> None:
 def test_hybrid_keeps_a_hit_in_a_script_the_query_does_not_use() -> None:
     """An English question's only true match is Chinese: ranked first by meaning, it is not
     pushed below the turns that merely share a word with the question."""
-    from tests.test_recall import item
+    from tests.recall.test_recall import item
 
     lexical = [item(n, f"sister text {n}") for n in range(1, 11)]
     dense = [item(99, ZH), *lexical[:3]]
