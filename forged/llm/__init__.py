@@ -1,2 +1,2 @@
 """The model boundary: the `Distiller` protocol and its OpenAI-compatible client, the words sent
-(prompt) and the reading of what came back (answer)."""
+(prompt), the reading of what came back (answer) and the one loop that retries it (retry)."""
