@@ -17,7 +17,7 @@ from tests.support.daemons import (
     wait_for_watermark,
     write_config,
 )
-from tests.support.data import rows
+from tests.support.data import rows, store_files
 from tests.support.fakellm import FakeLLM
 from tests.support.secret_corpus import SECRETS
 
@@ -134,9 +134,7 @@ async def test_secrets_never_reach_the_database_or_the_llm(
         async with running_daemon(config), socket_client(config.server.socket) as client:
             assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
             await wait_for_watermark(client, len(pushed))
-            stored = b"".join(
-                p.read_bytes() for p in Path(config.store.path).parent.glob("forged.db*")
-            )
+            stored = b"".join(p.read_bytes() for p in store_files(config.store.path))
     sent = repr(fake_llm.requests)
     parts = [p for _, secret in SECRETS for p in _secret_parts(secret)]
     assert len(parts) >= len(SECRETS)

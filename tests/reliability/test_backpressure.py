@@ -11,7 +11,7 @@ import trio
 
 from forged.config import load_config
 from tests.support.daemons import DaemonProcess, running_daemon, socket_client, write_config
-from tests.support.data import integrity, interaction, rows
+from tests.support.data import integrity, interaction, rows, store_files
 from tests.support.fakellm import FakeLLM
 from tests.support.reliability import memory_kib, record, scaled
 
@@ -127,7 +127,7 @@ async def test_backlog_of_200k_grows_on_disk_not_in_ram(short_tmp: Path, fake_ll
         end = memory_kib(pid)
         await daemon.kill()
     db = Path(daemon.config.store.path)
-    size_mib = sum(p.stat().st_size for p in db.parent.glob("forged.db*")) / 2**20
+    size_mib = sum(p.stat().st_size for p in store_files(db)) / 2**20
     assert status["log"]["count"] == BACKLOG
     assert status["observers"][0]["backlog"] == BACKLOG
     assert integrity(db) == "ok"

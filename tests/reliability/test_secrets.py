@@ -19,7 +19,7 @@ from tests.support.daemons import (
     wait_for_watermark,
     write_config,
 )
-from tests.support.data import interaction, rows, stored_bytes
+from tests.support.data import interaction, rows, store_files, stored_bytes
 from tests.support.fakellm import FakeLLM
 from tests.support.reliability import record
 from tests.support.secret_corpus import NEAR_MISSES, SECRETS, embed
@@ -128,7 +128,7 @@ async def test_metadata_values_are_redacted_by_their_key(
         },
         "client_secret": None,
     }
-    files = b"".join(p.read_bytes() for p in Path(config.store.path).parent.glob("forged.db*"))
+    files = b"".join(p.read_bytes() for p in store_files(config.store.path))
     assert [v for v in (b"correct-horse", b"plainvalue", b"123456") if v in files] == []
 
 

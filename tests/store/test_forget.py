@@ -18,7 +18,7 @@ from forged.daemon.runner import Running
 from forged.recall.fulltext import scope_token
 from tests.support import daemons
 from tests.support.daemons import running_daemon, socket_client, wait_for_watermark, write_config
-from tests.support.data import connect, rows
+from tests.support.data import connect, rows, store_files
 from tests.support.fakellm import FakeLLM
 from tests.support.observers import Recorder
 
@@ -140,9 +140,7 @@ def index_terms(directory: Path, field: str, prefix: str) -> list[tuple[str, int
 def database_bytes(db: str) -> bytes:
     """Every byte of the database, its WAL, its shared-memory index and the turn index's
     directory beside it (every file in it), as they are on disk."""
-    found = sorted(Path(db).parent.glob(Path(db).name + "*"))
-    files = [f for p in found for f in ([p] if p.is_file() else sorted(p.rglob("*")))]
-    return b"".join(f.read_bytes() for f in files if f.is_file())
+    return b"".join(f.read_bytes() for f in store_files(db))
 
 
 @pytest.fixture

@@ -73,11 +73,18 @@ _BTREES = """SELECT c.oid::regclass::text FROM pg_index AS i JOIN pg_class AS c 
     WHERE a.amname = 'btree' AND c.relnamespace = 'public'::regnamespace"""
 
 
+def store_files(db: str | Path) -> list[Path]:
+    """Every file of a SQLite store on disk: the database, its WAL and shared memory, and each
+    file of the turn index's directory beside it (`<db>.index`)."""
+    found = sorted(Path(db).parent.glob(Path(db).name + "*"))
+    return [f for p in found for f in ([p] if p.is_file() else sorted(p.rglob("*"))) if f.is_file()]
+
+
 def stored_bytes(db: str | Path) -> bytes:
     """All that the database holds: the file with its WAL, or on PostgreSQL every row as text
     (bytea columns decoded, so a secret in a message is found as it was written)."""
     if not daemons.STORE_URL:
-        return b"".join(p.read_bytes() for p in Path(db).parent.glob(Path(db).name + "*"))
+        return b"".join(p.read_bytes() for p in store_files(db))
     tables = rows(
         db,
         "SELECT table_name FROM information_schema.tables"
