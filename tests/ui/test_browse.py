@@ -149,10 +149,16 @@ def _filter(driver: Any) -> dict[str, Any]:
     seen["wrong_span"] = _toast(driver)
     _click(driver, "#filter-clear")
     seen["cleared_days"] = _days(driver, 2)
-    seen["cleared_fields"] = [
-        driver.execute_script("return document.querySelector(arguments[0]).value", field)
-        for field in CONTROLS[2:5]
-    ]
+
+    def fields(d: Any) -> list[str]:
+        return [
+            d.execute_script("return document.querySelector(arguments[0]).value", field)
+            for field in CONTROLS[2:5]
+        ]
+
+    # a date field may still be taking the last keystroke typed into it when clear is clicked
+    _waiter(driver).until(lambda d: fields(d) == ["", "", ""])
+    seen["cleared_fields"] = fields(driver)
     return seen
 
 
