@@ -128,6 +128,19 @@ def test_doubling_a_line_at_most_about_doubles_the_work(name: str, shape: str, s
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("shape", "seed"), CASES)
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_a_megabyte_line_of_every_shape_stays_within_its_budget(
+    name: str, shape: str, seed: int
+) -> None:
+    """Every algorithm reads a 1 MB line of every hostile shape within its calls per char
+    (a few random lengths alone seldom meet the one shape an algorithm is slow on)."""
+    run, per_char = ALGORITHMS[name]
+    line = hostile(shape, MEGABYTE, seed)
+    assert calls(lambda: run(line)) <= per_char * len(line) + 10_000
+
+
+@pytest.mark.slow
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=st.sampled_from(sorted(ALGORITHMS)),

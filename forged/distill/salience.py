@@ -33,7 +33,7 @@ from collections.abc import Set
 from dataclasses import dataclass
 
 from forged.distill.kinds import TIME_WORDS, kind_of
-from forged.text.grounding import claim, stem
+from forged.text.grounding import Claim, claim, stem
 
 __all__ = [
     "CUED_KINDS",
@@ -78,6 +78,7 @@ SOCIAL_WORDS = frozenset(
     ).split()
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_WORDED = re.compile(r"[^\W_]")  # a letter or digit: where a word or number of a claim starts
 _CONTRACTION = re.compile(
     r"(\w)(?:n['\u2019]t|['\u2019](?:s|m|re|ve|ll|d))\b", re.IGNORECASE
 )  # "can't": "ca"
@@ -119,36 +120,54 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(plain) if s.strip()]
 
 
-def _content(sentence: str) -> set[str]:
-    """The sentence's content-word stems, the social words left out."""
-    return {w for w in claim(sentence).words if w not in SOCIAL_WORDS}
+_Statement = tuple[str, Claim]  # a sentence that is no question, and what it claims
 
 
-def _says_something(sentence: str, speakers: set[str]) -> bool:
-    said = claim(sentence)
-    names = said.names - speakers
-    return bool(_content(sentence) or names or said.numbers or said.years)
+def _statements(text: str) -> list[_Statement]:
+    """The text's sentences that are no question, each with its claim: read once, as every
+    cue below asks of the same sentences. One without a letter or digit claims nothing."""
+    return [(s, claim(s)) for s in _sentences(text) if not s.endswith("?") and _WORDED.search(s)]
+
+
+def _content(said: Claim) -> set[str]:
+    """A sentence's content-word stems, the social words left out."""
+    return {w for w in said.words if w not in SOCIAL_WORDS}
+
+
+def _says_something(said: Claim, speakers: set[str]) -> bool:
+    return bool(_content(said) or said.names - speakers or said.numbers or said.years)
+
+
+def _small_talk(statements: list[_Statement], speakers: set[str]) -> bool:
+    return not any(_says_something(said, speakers) for _, said in statements)
+
+
+def _speaker_stems(speakers: Set[str]) -> set[str]:
+    return {stem(w) for s in speakers for w in s.split()}
 
 
 def small_talk(text: str, speakers: frozenset[str] = frozenset()) -> bool:
     """Whether a line is only greetings, thanks, sign-offs, reactions or questions: no sentence
     of it states anything (a shared photo's caption aside)."""
-    line = Line.of("", text)
-    stems = {stem(w) for s in speakers for w in s.split()}
-    return not any(not s.endswith("?") and _says_something(s, stems) for s in _sentences(line.text))
+    return _small_talk(_statements(Line.of("", text).text), _speaker_stems(speakers))
+
+
+def _words(statements: list[_Statement]) -> set[str]:
+    return {w for _, said in statements for w in _content(said)}
 
 
 def words_of(line: Line) -> set[str]:
     """The content words a line states (its questions and small talk left out)."""
-    return {w for s in _sentences(line.text) if not s.endswith("?") for w in _content(s)}
+    return _words(_statements(line.text))
 
 
-def _statement_cues(line: Line, speakers: set[str], cues: Cues) -> None:
+def _statement_cues(
+    line: Line, statements: list[_Statement], speakers: set[str], cues: Cues
+) -> None:
     """Add what the line's statements earn to `cues` (see POINTS)."""
-    for sentence in _sentences(line.text):
-        if sentence.endswith("?") or not _says_something(sentence, speakers):
+    for sentence, said in statements:
+        if not _says_something(said, speakers):
             continue
-        said = claim(sentence)
         cues["time"] += len(TIME_WORDS.findall(sentence))
         cues["name"] += len(said.names - speakers)
         cues["number"] += len(said.numbers | {str(y) for y in said.years})
@@ -174,12 +193,19 @@ def _draws_reaction(lines: list[Line], i: int) -> float:
     )
 
 
+def _read_again(line: Line, statements: list[_Statement]) -> list[_Statement]:
+    """The statements `small_talk` reads of a line's text read as a line once more: the same,
+    unless that unescapes or cuts a caption again."""
+    again = Line.of("", line.text).text
+    return statements if again == line.text else _statements(again)
+
+
 def cues(lines: list[Line], known: Set[str] = frozenset()) -> list[Cues | None]:
     """Each line's cues (POINTS' keys), read in the order said, beside the lines around it and
     the content words the scope already holds (`known`); None for small talk."""
-    names = frozenset(line.speaker for line in lines)
-    speakers = {stem(w) for name in names for w in name.split()}
-    said = [words_of(line) for line in lines]
+    speakers = _speaker_stems({line.speaker for line in lines})
+    read = [_statements(line.text) for line in lines]
+    said = [_words(statements) for statements in read]
     counts = Counter(w for words in said for w in words)
     seen = set(known)
     out: list[Cues | None] = []
@@ -190,10 +216,10 @@ def cues(lines: list[Line], known: Set[str] = frozenset()) -> list[Cues | None]:
         found["novel"] = len(said[i] - seen)
         found["rare"] = sum(counts[w] == 1 for w in said[i])
         seen |= said[i]
-        if small_talk(line.text, names):
+        if _small_talk(_read_again(line, read[i]), speakers):
             out.append(None)
             continue
-        _statement_cues(line, speakers, found)
+        _statement_cues(line, read[i], speakers, found)
         out.append(found)
     return out
 

@@ -451,8 +451,10 @@ class Claim:
 
 def _is_day(tokens: list[str], i: int, n: str) -> bool:
     """Whether the number at i is the day of a date (next to a month name)."""
+    if not (n.isdigit() and 1 <= int(n) <= 31):
+        return False  # most numbers of a long line: no need to read the words around
     near = {t.casefold() for t in tokens[max(i - 2, 0) : i + 3]}
-    return n.isdigit() and 1 <= int(n) <= 31 and bool(near & set(MONTHS))
+    return bool(near & set(MONTHS))
 
 
 def claim(text: str) -> Claim:
