@@ -16,12 +16,27 @@ from forged.store.cjk import CJK_RUN, SQL_FUNCTION
 from forged.store.portable import TEXT_KEY
 from forged.timestamps import now
 
-__all__ = ["BTREE_ROW_BYTES", "MIGRATIONS", "MIGRATION_LOCK", "TEXT_SEARCH", "migrate"]
+__all__ = [
+    "BTREE_ROW_BYTES",
+    "MIGRATIONS",
+    "MIGRATION_LOCK",
+    "SEARCH_FALLBACK_CHARS",
+    "SEARCH_FUNCTION",
+    "SEARCH_SAFE_BYTES",
+    "TEXT_SEARCH",
+    "migrate",
+]
 
 MIGRATION_LOCK = 0x666F7267  # advisory lock: one daemon at a time migrates a shared database
 TEXT_SEARCH = "english"  # stemming and stop words, as FTS5's porter tokenizer does
 _ID = "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"  # never reused: cursors stay valid
 BTREE_ROW_BYTES = 2704  # the largest row a btree index takes (a third of an 8 KiB page)
+SEARCH_FUNCTION = "search_vector"  # SQL function: the tsvector a text is searched by
+# A text of this many bytes never overflows a tsvector (1 MB): its worst, random CJK, takes
+# about 6.3 bytes of tsvector a byte; a longer one is tried, and on overflow searched by its
+# first SEARCH_FALLBACK_CHARS characters (at most about 760 KB of tsvector).
+SEARCH_SAFE_BYTES = 120_000
+SEARCH_FALLBACK_CHARS = 40_000
 
 # A vector leaves with what it embeds: delete, correct and forget reach it.
 _VECTOR_TRIGGER = """CREATE FUNCTION {table}_vector_delete() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -291,6 +306,41 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         {_VECTOR_TRIGGER.format(table="interactions", item="interaction", key="seq")}
         {_VECTOR_TRIGGER.format(table="facts", item="fact", key="id")}
         {_VECTOR_TRIGGER.format(table="summaries", item="summary", key="id")}
+        """,
+    ),
+    (
+        "a text whose words overflow a tsvector is searchable by its start, never refused",
+        f"""
+        -- A tsvector holds at most 1 MB: 60,000 CJK characters (each also paired with the next)
+        -- or 700,000 of distinct words overflow it, and the insert failed, with every request
+        -- committed in its group. Up to {SEARCH_SAFE_BYTES} bytes none can; past them a text
+        -- that overflows is searched by its first {SEARCH_FALLBACK_CHARS} characters.
+        CREATE FUNCTION {SEARCH_FUNCTION}(t text) RETURNS tsvector
+            LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+        BEGIN
+            IF octet_length(t) <= {SEARCH_SAFE_BYTES} THEN
+                RETURN to_tsvector('{TEXT_SEARCH}', {SQL_FUNCTION}(t));
+            END IF;
+            BEGIN
+                RETURN to_tsvector('{TEXT_SEARCH}', {SQL_FUNCTION}(t));
+            EXCEPTION WHEN program_limit_exceeded THEN
+                RETURN to_tsvector('{TEXT_SEARCH}',
+                                   {SQL_FUNCTION}(left(t, {SEARCH_FALLBACK_CHARS})));
+            END;
+        END $$;
+        CREATE OR REPLACE FUNCTION interactions_search() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            NEW.search := {SEARCH_FUNCTION}(turn_lines(NEW.messages));
+            RETURN NEW;
+        END $$;
+        ALTER TABLE summaries DROP COLUMN search;  -- with its index
+        ALTER TABLE summaries ADD COLUMN search tsvector GENERATED ALWAYS AS
+            ({SEARCH_FUNCTION}(text)) STORED;
+        CREATE INDEX summaries_search ON summaries USING gin (search);
+        ALTER TABLE facts DROP COLUMN search;
+        ALTER TABLE facts ADD COLUMN search tsvector GENERATED ALWAYS AS
+            ({SEARCH_FUNCTION}(text)) STORED;
+        CREATE INDEX facts_search ON facts USING gin (search);
         """,
     ),
 )

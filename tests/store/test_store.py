@@ -28,11 +28,12 @@ from forged.models import (
     Usage,
     normalise,
 )
-from forged.store.postgres_schema import BTREE_ROW_BYTES
+from forged.store.postgres_schema import BTREE_ROW_BYTES, SEARCH_FALLBACK_CHARS
 from forged.store.records import BatchOutcome, DeadLetter, DistillRun, ScopeResult
 from forged.store.sqlite import Store
 from forged.store.sqlite_schema import MIGRATIONS
 from tests.conftest import StoreOpener
+from tests.support import daemons
 from tests.support.data import new, rows
 from tests.support.profiles import examples
 
@@ -415,3 +416,25 @@ async def test_the_longest_scope_session_and_id_pass_every_index(open_store: Sto
     forgotten = await store.forget(scope, ["distill"])
     store.close()
     assert forgotten.deleted == Deleted(2, 1, 1)
+
+
+async def test_a_turn_whose_words_overflow_a_tsvector_is_stored_with_its_group(
+    open_store: StoreOpener,
+) -> None:
+    """A turn of 100,000 random CJK characters (its characters and pairs overflow PostgreSQL's
+    1 MB tsvector) is stored with the other request of its commit, a fact of its whole line is
+    committed, and on PostgreSQL the turn is searched by its start."""
+    store = open_store()
+    rng = random.Random(9)
+    line = "".join(chr(rng.randrange(0x4E00, 0xA000)) for _ in range(100_000))
+    assert await store.append([[new(line)], [new("Ana moved to Porto.")]]) == [1, 1]
+    result = ScopeResult("b1", "s", None, "", [Fact("event", line)], 1, 1)
+    async with store.lease("distill", ignore):
+        await store.commit_batch("distill", BatchOutcome([result], [], [], watermark=2))
+    stored = rows(store.path, "SELECT (SELECT count(*) FROM interactions), count(*) FROM facts")
+    if daemons.STORE_URL:
+        matches = "SELECT count(*) FROM interactions WHERE search @@ to_tsquery('english', ?)"
+        start, past = line[:2], line[SEARCH_FALLBACK_CHARS + 10 : SEARCH_FALLBACK_CHARS + 12]
+        assert (rows("", matches, start), rows("", matches, past)) == ([(1,)], [(0,)])
+    store.close()
+    assert stored == [(2, 1)]
