@@ -200,3 +200,34 @@ def test_only_the_tests_and_bench_import_the_test_support() -> None:
     }
     assert wrong == {}
     assert any("tests.support" in m for p in SOURCES if "bench" in p.parts for m in _imported(p))
+
+
+def _imports_across_packages() -> list[tuple[str, str, str]]:
+    """Every name a module imports from another package of forged, as (module, package, name)."""
+    found = []
+    for path in MODULES:
+        parts = path.relative_to(modulemap.REPO).with_suffix("").parts
+        own = parts[1] if len(parts) > 2 else None
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("forged.")):
+                continue
+            package = (node.module or "").split(".")[1]
+            if package != own and (modulemap.REPO / "forged" / package).is_dir():
+                found += [(str(path), package, alias.name) for alias in node.names]
+    return found
+
+
+def test_an_import_across_packages_names_the_packages_surface() -> None:
+    """What one package imports from another is in that package's `__all__`, and every name
+    of a package's `__all__` resolves (lazily, from the module that defines it)."""
+    crossing = _imports_across_packages()
+    assert len(crossing) > 100  # the scan found the imports
+    outside = [
+        (module, f"forged.{package}", name)
+        for module, package, name in crossing
+        if name not in importlib.import_module(f"forged.{package}").__all__
+    ]
+    assert outside == []
+    for package in {package for _, package, _ in crossing}:
+        surface = importlib.import_module(f"forged.{package}")
+        assert [n for n in surface.__all__ if getattr(surface, n, None) is None] == []

@@ -5,4 +5,6 @@ from __future__ import annotations
 
 from forged.cli.commands import main
 
-__all__ = ["main"]
+__all__ = [
+    "main",
+]

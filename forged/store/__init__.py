@@ -1,2 +1,56 @@
 """The store: what any store offers (backend) and its two engines, SQLite and PostgreSQL, with
 their schemas, migrations, portable SQL, retiring of facts and backups; the SQL writers."""
+
+from __future__ import annotations
+
+from forged.surface import lazy_surface
+
+# What other packages import from this one, by the module that defines it, loaded on first
+# use (tests/test_architecture.py holds every import across packages to this surface).
+_SURFACE: dict[str, str | None] = {
+    "BLOCK_BITS": "sqlite_schema",
+    "Backend": "backend",
+    "BatchOutcome": "records",
+    "CJK_RUN": "cjk",
+    "DeadLetter": "records",
+    "DistillRun": "records",
+    "NewInteraction": "records",
+    "Portable": "portable",
+    "ScopeResult": "records",
+    "StoredVector": "records",
+    "TEXT_SEARCH": "postgres_schema",
+    "VectorBatch": "records",
+    "backup_target": "backup",
+    "check_store": "backend",
+    "cjk_grams": "cjk",
+    "consolidation": None,
+    "open_store": "backend",
+    "portable": "portable",
+    "restore_backup": "backup",
+    "take_backup": "backup",
+    "to_psycopg": "portable",
+}
+__all__ = [
+    "BLOCK_BITS",
+    "CJK_RUN",
+    "TEXT_SEARCH",
+    "Backend",
+    "BatchOutcome",
+    "DeadLetter",
+    "DistillRun",
+    "NewInteraction",
+    "Portable",
+    "ScopeResult",
+    "StoredVector",
+    "VectorBatch",
+    "backup_target",
+    "check_store",
+    "cjk_grams",
+    "consolidation",
+    "open_store",
+    "portable",
+    "restore_backup",
+    "take_backup",
+    "to_psycopg",
+]
+__getattr__ = lazy_surface(__name__, _SURFACE)
