@@ -5,6 +5,7 @@ only between the daemon's parts and its store are in forged.store.records."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -61,6 +62,7 @@ __all__ = [
     "Turn",
     "Usage",
     "normalise",
+    "speaker_lines",
 ]
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -84,6 +86,12 @@ class Message(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     def __post_init__(self) -> None:
         if not self.text.strip():
             raise ValueError("`text` must not be empty")
+
+
+def speaker_lines(messages: Iterable[Message]) -> str:
+    """One "speaker: text" line per message, the speaker its name or else its role: a turn's
+    text as the full-text indexes, the turn index and the embeddings read it."""
+    return "\n".join(f"{m.name or m.role}: {m.text}" for m in messages)
 
 
 class Interaction(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):

@@ -18,7 +18,7 @@ import trio
 
 from forged.config import EmbedConfig
 from forged.hub import Batcher, Feed, Progress
-from forged.models import EMBED_OBSERVER, StoredInteraction
+from forged.models import EMBED_OBSERVER, StoredInteraction, speaker_lines
 from forged.store.backend import Backend
 from forged.store.portable import portable
 from forged.store.records import StoredVector, VectorBatch
@@ -39,7 +39,7 @@ log = structlog.get_logger(__name__)
 
 def turn_lines(interaction: StoredInteraction) -> str:
     """A turn as it is embedded: one "speaker: text" line per message, as it is indexed."""
-    return "\n".join(f"{m.name or m.role}: {m.text}" for m in interaction.messages)
+    return speaker_lines(interaction.messages)
 
 
 def _written(conn: Any, progress: dict[str, int], limit: int) -> list[tuple[str, int, str]]:

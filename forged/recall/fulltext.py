@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from forged.models import MemoryItem, MemoryType, Message
+from forged.models import MemoryItem, MemoryType, Message, speaker_lines
 from forged.recall.query import ALIAS, SearchQuery, conditions, fts_query, searched
 from forged.store.sqlite_schema import BLOCK_BITS
 from forged.timestamps import julian_day
@@ -473,9 +473,8 @@ def _names(table: MemoryType) -> dict[str, str]:
 def turn_text(messages: bytes) -> tuple[str, str]:
     """An interaction's speakers and its text, one "speaker: text" line per message."""
     decoded = _MESSAGES.decode(messages)
-    speakers = [m.name or m.role for m in decoded]
-    text = "\n".join(f"{who}: {m.text}" for who, m in zip(speakers, decoded, strict=True))
-    return ", ".join(dict.fromkeys(speakers)), text
+    speakers = dict.fromkeys(m.name or m.role for m in decoded)
+    return ", ".join(speakers), speaker_lines(decoded)
 
 
 def fact_items(sql: Any, ids: Iterable[int]) -> list[MemoryItem]:
