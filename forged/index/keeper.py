@@ -12,6 +12,7 @@ turns, and scores those from the store; further behind, the store's own full-tex
 from __future__ import annotations
 
 import contextlib
+import math
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,7 +23,7 @@ import trio
 
 from forged.backoff import Backoff
 from forged.index.turns import TurnIndex, TurnText
-from forged.models import IndexStatus, StoredInteraction
+from forged.models import IndexStatus, StoredInteraction, speaker_lines
 from forged.store.backend import Backend
 from forged.store.cjk import cjk_grams
 from forged.timestamps import julian_day
@@ -31,6 +32,7 @@ __all__ = ["CHUNK", "MAX_TAIL", "IndexKeeper", "IndexState", "turn_text"]
 
 CHUNK = 2_000  # turns read from the log, indexed and committed at a time
 MAX_TAIL = 1_000  # turns the index may lag by and still be read: recall scores them itself
+SHARED_COUNT_EVERY = 10.0  # seconds between counts of a shared log: erased elsewhere?
 RETRY_INITIAL = 1.0  # seconds before a failed index is opened again, doubling...
 RETRY_MAX = 300.0  # ...up to this
 log = structlog.get_logger(__name__)
@@ -42,7 +44,7 @@ T = TypeVar("T")
 def turn_text(item: StoredInteraction) -> TurnText:
     """What the index holds of a stored turn: the "speaker: text" lines the store indexes, CJK
     runs written as their characters and pairs (forged.store.cjk)."""
-    text = cjk_grams("\n".join(f"{m.name or m.role}: {m.text}" for m in item.messages))
+    text = cjk_grams(speaker_lines(item.messages))
     try:
         at = julian_day(item.timestamp)
     except ValueError:  # forged writes none such; an unreadable time decays to the floor
@@ -100,6 +102,7 @@ class IndexKeeper:
         self._forgotten: list[str] = []
         self._deleted: list[int] = []
         self._rewrite = False  # erased turns' words are still in the index's files
+        self._counted = -math.inf  # when the shared log's rows were last counted
 
     @property
     def watermark(self) -> int:
@@ -236,6 +239,9 @@ class IndexKeeper:
         files too (searches never showed them: every candidate is read from the store)."""
         assert self.index is not None
         if self.store.backend == "postgresql":
+            if trio.current_time() < self._counted + SHARED_COUNT_EVERY:
+                return False  # counting a shared log's rows costs a pass over its index
+            self._counted = trio.current_time()
             await self.store.refresh_totals()  # its count as the shared table has it
         if self.index.watermark < self.store.last_seq:
             return False  # not caught up: the counts do not compare

@@ -15,6 +15,7 @@ import json
 import math
 import sqlite3
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from forged.index.turns import IndexStats, TurnIndex, terms
@@ -158,13 +159,16 @@ class _Scored:
         self.bm25: dict[int, float | None] = {}  # None: filtered out
         self.score: dict[int, float] = {}
 
-    def read(self, seqs: list[int]) -> None:
-        """Score the candidates not scored yet."""
+    def read(self, seqs: list[int], held: Mapping[int, list[str]] | None = None) -> None:
+        """Score the candidates not scored yet (`held`: the terms of some, already read)."""
         unread = [seq for seq in seqs if seq not in self.bm25]
         self.bm25 |= dict.fromkeys(unread)
         self.params["ids"] = self.sql.seqs(unread)
         for seq, at, messages in self.sql.conn.execute(self.statement, self.params):
-            found = Counter(terms(cjk_grams(turn_text(messages)[1])))
+            known = held.get(seq) if held else None
+            found = Counter(
+                known if known is not None else terms(cjk_grams(turn_text(messages)[1]))
+            )
             self.bm25[seq] = value = bm25(found, sum(found.values()), self.weights, self.stats)
             if value > 0:  # a turn of the tail may hold no word asked
                 self.score[seq] = value * recency_decay(at, self.now, self.half_life)
@@ -194,14 +198,16 @@ def ranked(
     sql = _Dialect(conn)
     rows = sql.conn.execute(_TAIL, {"after": index.watermark})
     tail = [(seq, scope, terms(cjk_grams(turn_text(m)[1]))) for seq, scope, m in rows]
-    stats = _with_tail(index.stats(), [held for _, _, held in tail])
-    weights = _weights(index, searched_words(query), stats, [held for _, _, held in tail])
+    held = [terms_of for _, _, terms_of in tail]
+    stats = _with_tail(index.stats(), held)
+    weights = _weights(index, searched_words(query), stats, held)
     if not weights:
         return []
     if sql.sqlite and sum(index.documents(t) for t in weights) < INDEX_MIN_MATCHES:
         return None  # few matches: the store's index ranks them exactly, and sooner
     scored = _Scored(sql, query, weights, stats, half_life, now)
-    scored.read([seq for seq, scope, _ in tail if scope == query.scope])
+    mine = {seq: terms_of for seq, scope, terms_of in tail if scope == query.scope}
+    scored.read(list(mine), mine)  # the tail's terms, read once
     depth = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * query.limit)
     every = index.search(query.scope, weights, depth, None, None)
     scored.read([m.seq for m in every])
