@@ -49,7 +49,7 @@ def turn_text(item: StoredInteraction) -> TurnText:
         at = julian_day(item.timestamp)
     except ValueError:  # forged writes none such; an unreadable time decays to the floor
         at = 0.0
-    return TurnText(item.seq, item.scope, at, text)
+    return TurnText(item.seq, item.scope, at, text, item.session)
 
 
 def _added(index: TurnIndex, rows: Sequence[StoredInteraction]) -> None:

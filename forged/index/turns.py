@@ -20,7 +20,7 @@ import tantivy
 
 __all__ = ["SCHEMA_VERSION", "IndexStats", "Match", "TurnIndex", "TurnText", "terms"]
 
-SCHEMA_VERSION = 1  # raised when the fields or the analyzer change: an older index is rebuilt
+SCHEMA_VERSION = 2  # raised when the fields or the analyzer change: an older index is rebuilt
 MAX_TOKEN_BYTES = 40  # longer "words" (hashes, base64) are not indexed, as in tantivy's default
 WRITER_HEAP = 32_000_000  # bytes the writer buffers before it writes a segment of its own
 WRITER_THREADS = 1  # the daemon's event loop and readers keep the other core
@@ -32,21 +32,23 @@ _TURN = "turn"
 @dataclass(frozen=True, slots=True)
 class TurnText:
     """What the index holds of a stored turn: its seq, its scope, when it happened (a Julian
-    day, as SQLite's julianday()) and its searchable text."""
+    day, as SQLite's julianday()), its searchable text and its session."""
 
     seq: int
     scope: str
     at: float
     text: str
+    session: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Match:
-    """A turn the index found, with its BM25 as tantivy computes it (lengths rounded to a byte:
-    a candidate's order and a bound, not its score)."""
+    """A turn the index found: its BM25 as tantivy computes it (FTS5's but for a turn's length,
+    exact to 40 terms and rounded to a byte past that) and when it happened (a Julian day)."""
 
     seq: int
     bm25: float
+    at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,7 @@ def _schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("kind", tokenizer_name="raw", index_option="basic")
     builder.add_text_field("scope", tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("session", tokenizer_name="raw", index_option="basic")
     builder.add_integer_field("seq", indexed=True, fast=True)
     builder.add_integer_field("terms", fast=True)  # the turn's length, for BM25's average
     builder.add_float_field("at", indexed=True, fast=True)  # when: a search by age bands
@@ -148,6 +151,8 @@ class TurnIndex:
         for turn in turns:
             writer.delete_documents_by_term("seq", turn.seq)
             document = tantivy.Document(kind=_TURN, scope=turn.scope, seq=turn.seq, text=turn.text)
+            if turn.session is not None:
+                document.add_text("session", turn.session)
             document.add_integer("terms", len(terms(turn.text)))
             document.add_float("at", turn.at)
             writer.add_document(document)
@@ -197,10 +202,12 @@ class TurnIndex:
         depth: int,
         since: float | None,
         until: float | None,
+        session: str | None = None,
     ) -> list[Match]:
         """The scope's `depth` best turns for any of the terms, each term weighing `weights[t]`
         in place of tantivy's own IDF (so that the order is BM25's under those weights), among
-        the turns that happened from Julian day `since` (inclusive) to `until` (exclusive)."""
+        the turns that happened from Julian day `since` (inclusive) to `until` (exclusive), of
+        `session` if given."""
         if not weights:
             return []
         schema, searcher = self._schema, self._index.searcher()
@@ -218,14 +225,22 @@ class TurnIndex:
             (tantivy.Occur.Must, tantivy.Query.const_score_query(scope_only, 0.0)),
             (tantivy.Occur.Must, tantivy.Query.boolean_query(text)),
         ]
+        if session is not None:
+            of_session = tantivy.Query.term_query(schema, "session", session)
+            clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(of_session, 0.0)))
         if since is not None or until is not None:
             when = tantivy.Query.range_query(
                 schema, "at", tantivy.FieldType.Float, since, until, include_upper=until is None
             )
             clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(when, 0.0)))
         hits = searcher.search(tantivy.Query.boolean_query(clauses), depth, count=False).hits
-        seqs = searcher.fast_field_values("seq", [address for _, address in hits])
-        return [Match(int(seq or 0), score) for (score, _), seq in zip(hits, seqs, strict=True)]
+        addresses = [address for _, address in hits]
+        seqs = searcher.fast_field_values("seq", addresses)
+        times = searcher.fast_field_values("at", addresses)
+        return [
+            Match(int(seq or 0), score, float(at or 0.0))
+            for (score, _), seq, at in zip(hits, seqs, times, strict=True)
+        ]
 
     def close(self) -> None:
         """Let the writer finish its merges and release the directory's lock."""

@@ -32,6 +32,7 @@ __all__ = [
     "SCORE",
     "SELECTIVE_MIN_ROWS",
     "STREAMED_MIN_ROWS",
+    "day_decay",
     "fact_items",
     "item_rows",
     "items",
@@ -267,9 +268,15 @@ def recency_decay(at: str, now: float, half_life: float) -> float:
     """_DECAY of a timestamp, bit for bit: the same operations on the same doubles. Text that
     is no timestamp (forged writes none) decays to the floor: it cannot pass for recent."""
     try:
-        age = max(0.0, now - julian_day(at))
+        day = julian_day(at)
     except ValueError:
         return RECENCY_FLOOR
+    return day_decay(day, now, half_life)
+
+
+def day_decay(day: float, now: float, half_life: float) -> float:
+    """_DECAY of a moment given as a Julian day."""
+    age = max(0.0, now - day)
     return RECENCY_FLOOR + (1 - RECENCY_FLOOR) * math.pow(0.5, age / half_life)
 
 

@@ -1,11 +1,12 @@
-"""Turns ranked through the index beside the store (`forged.index`): the index names the
-candidates, the store's rows score them by FTS5's own BM25 times recency decay.
+"""Turns ranked through the index beside the store (`forged.index`): tantivy scores the scope's
+matches by BM25 under FTS5's weights, each match's decay comes from its time in the index, and
+only the winners' rows are read from the store.
 
-tantivy's BM25 weighs words by another IDF than FTS5's and rounds each turn's length to a
-byte, so its order alone would differ from the store's for common words. It only picks the
-best few dozen candidates per result; each is scored again from its text by `bm25()` below,
-the formula of FTS5's `bm25()`, over the index's counts. Top-10 overlap with exact FTS5
-ranking is measured by `make bench` (onescope).
+tantivy's BM25 is FTS5's once each term weighs FTS5's IDF (turns.TurnIndex.search), but for a
+turn's length: exact to 40 terms, rounded to a byte past that. Top-10 overlap with FTS5's exact
+ranking is measured by `make bench` (onescope). Recency is no part of tantivy's score: the
+index is asked for the best matches by BM25 in a window of time that narrows to the ages where
+a match it has not given could still enter (`ranked`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import json
 import math
 import sqlite3
 from collections import Counter
-from collections.abc import Mapping
 from typing import Any
 
 from forged.index.turns import IndexStats, TurnIndex, terms
@@ -25,6 +25,7 @@ from forged.recall.fulltext import (
     RECENCY_FLOOR,
     SCORE,
     SELECTIVE_MIN_ROWS,
+    day_decay,
     memory_item,
     recency_decay,
     turn_text,
@@ -32,63 +33,28 @@ from forged.recall.fulltext import (
 from forged.recall.query import SearchQuery, conditions, searched_words
 from forged.store.cjk import cjk_grams
 from forged.store.portable import portable
+from forged.timestamps import julian_day
 
 __all__ = ["BM25_B", "CANDIDATES_PER_RESULT", "MAX_DEPTH", "bm25", "ranked"]
 
 BM25_B = 0.75  # FTS5's bm25() length normalisation
-# Below this many matches of a query's words (counted by the index), FTS5 on SQLite ranks every
-# one, pruned by its bounds (forged.recall.fulltext), faster than the index's candidates are
-# read and scored again (make bench, onescope: one rare or two mid-frequency words).
-INDEX_MIN_MATCHES = 20_000
-CANDIDATES_PER_RESULT = 1  # each age band's best this many per result asked are scored again
-MIN_CANDIDATES = 10  # and at least this many
-MAX_DEPTH = 4096  # past this many candidates of a band FTS5 answers instead (a selective filter)
-DEEPER = 4  # a band is asked again for this many times as many when its rest could still enter
-BAND_AGES = (0.5, 1.0, 2.0, 4.0, 8.0)  # the edges of the age bands, in half-lives
-# How far tantivy's BM25 under FTS5's weights may fall below FTS5's: tantivy rounds a turn's
-# length to one byte (exact to 40 terms, then within an eighth), and counts deleted turns in
-# its statistics until a merge.
-ROUNDING = 0.15
+CANDIDATES_PER_RESULT = 4  # the index is asked for this many best matches per result at first
+MIN_CANDIDATES = 40  # and at least this many
+MAX_DEPTH = 4096  # past this many of a window's matches the store answers (a selective filter)
+DEEPER = 4  # a window that cannot narrow is asked again for this many times as many
+# Days either side of since and until in the index: it compares moments, the store compares
+# timestamps as text, and the rows of the winners decide.
+PERIOD_SLACK = 1.0
 # The turns the index does not hold yet: they count in BM25's statistics, and those of the
 # scope are every one a candidate.
-_TAIL = "SELECT seq, scope, messages FROM interactions WHERE seq > :after"
-# The candidates that pass the query's filters, with what scores them (`+`: SQLite looks each
-# up by its key, not through the scope's index).
-_CANDIDATES = """
-    SELECT i.seq, i.timestamp, i.messages FROM interactions AS i
-    WHERE i.seq {ids} AND {plus}i.scope = :scope {filters}
-"""
-# The winners' rows, as fulltext.memory_item reads them (a place held for the score).
+_TAIL = "SELECT seq, scope, timestamp, messages FROM interactions WHERE seq > :after"
+# The winners' rows that pass the query's filters, as fulltext.memory_item reads them (a place
+# held for the score; `+`: SQLite looks each up by its key, not through the scope's index).
 _ROWS = """
     SELECT i.seq, 'interaction', i.scope, i.session, i.messages, i.received_at, i.received_at,
            i.seq, i.seq, i.timestamp, i.timestamp, NULL, NULL, NULL
-    FROM interactions AS i WHERE i.seq {ids}
+    FROM interactions AS i WHERE i.seq {ids} AND {plus}i.scope = :scope {filters}
 """
-
-
-class _Dialect:
-    """How a statement above names a list of seqs on either store, and runs."""
-
-    def __init__(self, conn: Any) -> None:
-        self.sqlite = isinstance(conn, sqlite3.Connection)
-        self.conn = portable(conn)
-        self.ids = "IN (SELECT value FROM json_each(:ids))" if self.sqlite else "= ANY(:ids)"
-        self.plus = "+" if self.sqlite else ""
-
-    def seqs(self, seqs: list[int]) -> object:
-        return json.dumps(seqs) if self.sqlite else seqs
-
-    def items(self, best: list[tuple[float, int]]) -> list[MemoryItem]:
-        """The winners as items, best first, with the scores that ranked them."""
-        found = self.conn.execute(
-            _ROWS.format(ids=self.ids), {"ids": self.seqs([k for _, k in best])}
-        )
-        rows = {row[0]: row for row in found}
-        return [
-            memory_item("interaction", (*rows[k][:SCORE], score, *rows[k][SCORE + 1 :]))
-            for score, k in best
-            if k in rows
-        ]
 
 
 def bm25(counts: Counter[str], length: int, weights: dict[str, float], stats: IndexStats) -> float:
@@ -126,55 +92,84 @@ def _weights(
     return {t: max(1e-6, math.log((n - d + 0.5) / (d + 0.5))) for t, d in kept.items()}
 
 
-def _bands(now: float, half_life: float) -> list[tuple[float | None, float | None, float]]:
-    """The age bands searched on their own, as (since, until, the largest decay in the band):
-    within a band decay varies by a third at most, so the index's order by BM25 is nearly its
-    order by BM25 times decay, which across a year it is not."""
-    edges = [now - age * half_life for age in BAND_AGES]
-    bands: list[tuple[float | None, float | None, float]] = []
-    for i, since in enumerate([*edges, None]):
-        until = edges[i - 1] if i else None
-        youngest = BAND_AGES[i - 1] if i else 0.0
-        bands.append((since, until, RECENCY_FLOOR + (1 - RECENCY_FLOOR) * 0.5**youngest))
-    return bands
+def _oldest_entering(share: float, now: float, half_life: float) -> float | None:
+    """The oldest moment (a Julian day) whose decay exceeds `share`: a match whose BM25 is the
+    last result's score over `share` enters only if it is younger. None when every moment's
+    decay does (it never falls below RECENCY_FLOOR); infinity when none does."""
+    if share <= RECENCY_FLOOR:
+        return None
+    if share >= 1.0:
+        return math.inf
+    age = half_life * math.log2((1 - RECENCY_FLOOR) / (share - RECENCY_FLOOR))
+    return now - age * (1 + 1e-9) - 1e-9  # a hair older: a tie still enters
 
 
-class _Scored:
-    """The candidates scored so far, from the store's rows: BM25 times decay, by seq."""
+def _period(query: SearchQuery) -> tuple[float | None, float | None]:
+    """The query's since and until as Julian days, widened by PERIOD_SLACK."""
+    since = None if query.since is None else julian_day(query.since) - PERIOD_SLACK
+    until = None if query.until is None else julian_day(query.until) + PERIOD_SLACK
+    return since, until
 
-    def __init__(
-        self,
-        sql: _Dialect,
-        query: SearchQuery,
-        weights: dict[str, float],
-        stats: IndexStats,
-        half_life: float,
-        now: float,
-    ) -> None:
+
+class _Ranking:
+    """The candidates scored so far, and the rows of the winners: read from the store, which
+    applies the query's filters and no longer holds what was erased since the index's last
+    commit. A winner turned down is a candidate no more."""
+
+    def __init__(self, conn: Any, query: SearchQuery) -> None:
+        self.sqlite = isinstance(conn, sqlite3.Connection)
+        self.conn = portable(conn)
         self.params: dict[str, Any] = {"scope": query.scope}
         filters = conditions("interaction", query, self.params)
-        self.statement = _CANDIDATES.format(ids=sql.ids, plus=sql.plus, filters=filters)
-        self.sql, self.weights, self.stats = sql, weights, stats
-        self.half_life, self.now = half_life, now
-        self.bm25: dict[int, float | None] = {}  # None: filtered out
+        ids = "IN (SELECT value FROM json_each(:ids))" if self.sqlite else "= ANY(:ids)"
+        self.statement = _ROWS.format(ids=ids, plus="+" if self.sqlite else "", filters=filters)
         self.score: dict[int, float] = {}
+        self.rows: dict[int, tuple[Any, ...] | None] = {}  # None: filtered out, or gone
 
-    def read(self, seqs: list[int], held: Mapping[int, list[str]] | None = None) -> None:
-        """Score the candidates not scored yet (`held`: the terms of some, already read)."""
-        unread = [seq for seq in seqs if seq not in self.bm25]
-        self.bm25 |= dict.fromkeys(unread)
-        self.params["ids"] = self.sql.seqs(unread)
-        for seq, at, messages in self.sql.conn.execute(self.statement, self.params):
-            known = held.get(seq) if held else None
-            found = Counter(
-                known if known is not None else terms(cjk_grams(turn_text(messages)[1]))
-            )
-            self.bm25[seq] = value = bm25(found, sum(found.values()), self.weights, self.stats)
-            if value > 0:  # a turn of the tail may hold no word asked
-                self.score[seq] = value * recency_decay(at, self.now, self.half_life)
+    def add(self, seq: int, score: float) -> None:
+        if score > 0:  # a turn of the tail may hold no word asked
+            self.score[seq] = score
 
     def best(self, limit: int) -> list[tuple[float, int]]:
-        return heapq.nlargest(limit, ((score, seq) for seq, score in self.score.items()))
+        """The `limit` best candidates not turned down yet, as (score, seq)."""
+        kept = ((s, k) for k, s in self.score.items() if self.rows.get(k, ()) is not None)
+        return heapq.nlargest(limit, kept)
+
+    def passed(self, best: list[tuple[float, int]]) -> bool:
+        """Whether every one of `best` passes the query's filters, its row read."""
+        if unread := [k for _, k in best if k not in self.rows]:
+            self.params["ids"] = json.dumps(unread) if self.sqlite else unread
+            found = {row[0]: tuple(row) for row in self.conn.execute(self.statement, self.params)}
+            self.rows |= {seq: found.get(seq) for seq in unread}
+        return all(self.rows[k] is not None for _, k in best)
+
+    @property
+    def turned_down(self) -> int:
+        return sum(row is None for row in self.rows.values())
+
+    def items(self, best: list[tuple[float, int]]) -> list[MemoryItem]:
+        """The winners as items, best first, with the scores that ranked them."""
+        out = []
+        for score, seq in best:
+            row = self.rows[seq]
+            assert row is not None  # best() keeps only rows that passed
+            out.append(memory_item("interaction", (*row[:SCORE], score, *row[SCORE + 1 :])))
+        return out
+
+
+def _tail(
+    conn: Any, index: TurnIndex, scope: str
+) -> tuple[list[list[str]], list[tuple[int, str, list[str]]]]:
+    """The terms of every turn the index does not hold yet, and the scope's such turns as
+    (seq, timestamp, terms)."""
+    rows = portable(conn).execute(_TAIL, {"after": index.watermark})
+    every, mine = [], []
+    for seq, in_scope, at, messages in rows:
+        held = terms(cjk_grams(turn_text(messages)[1]))
+        every.append(held)
+        if in_scope == scope:
+            mine.append((seq, at, held))
+    return every, mine
 
 
 def ranked(
@@ -184,51 +179,60 @@ def ranked(
     half_life: float,
     now: float,
 ) -> list[MemoryItem] | None:
-    """The scope's best turns for the query, by BM25 times recency decay; None when the
-    store's own index answers better: on SQLite, for a query whose words match few turns,
-    and for one whose filters pass too few of the index's candidates.
+    """The scope's best turns for the query, by BM25 times recency decay; None for a query
+    whose filters turn down too many of the index's matches (the store's index answers).
 
-    The turns the index does not hold yet (keeper.MAX_TAIL at most) are candidates too, and
-    every one is scored. A query with few matches has them all scored. Else each age band
-    gives its best candidates by the index's BM25 (under FTS5's weights); they are scored from
-    their rows. A band is asked again, deeper, while what it has not given could still enter:
-    its last candidate's BM25 (give or take ROUNDING) times the band's largest decay beats the
-    last result.
+    The turns the index does not hold yet (keeper.MAX_TAIL at most) are every one scored. The
+    index gives the best `depth` matches by BM25 in a window of time (at first the query's
+    period) and each is scored with its decay. A match it did not give has a BM25 at most the
+    last one's, so it can enter only if its decay exceeds the last result's score over that
+    BM25: only if it is younger than some age. The window narrows to that age and is asked
+    again; one that cannot narrow is asked deeper. Once a window has given every match it holds,
+    or none it holds can enter, the results are found. Then their rows are read: a row the
+    store turns down (a filter the index does not apply exactly, a turn erased since the
+    index's last commit) takes its turn out of the candidates, and the windows are asked again.
     """
-    sql = _Dialect(conn)
-    rows = sql.conn.execute(_TAIL, {"after": index.watermark})
-    tail = [(seq, scope, terms(cjk_grams(turn_text(m)[1]))) for seq, scope, m in rows]
-    held = [terms_of for _, _, terms_of in tail]
-    stats = _with_tail(index.stats(), held)
-    weights = _weights(index, searched_words(query), stats, held)
+    every, mine = _tail(conn, index, query.scope)
+    stats = _with_tail(index.stats(), every)
+    weights = _weights(index, searched_words(query), stats, every)
     if not weights:
         return []
-    if sql.sqlite and sum(index.documents(t) for t in weights) < INDEX_MIN_MATCHES:
-        return None  # few matches: the store's index ranks them exactly, and sooner
-    scored = _Scored(sql, query, weights, stats, half_life, now)
-    mine = {seq: terms_of for seq, scope, terms_of in tail if scope == query.scope}
-    scored.read(list(mine), mine)  # the tail's terms, read once
+    ranking = _Ranking(conn, query)
+    for seq, at, held in mine:
+        found = Counter(held)
+        ranking.add(seq, bm25(found, len(held), weights, stats) * recency_decay(at, now, half_life))
+    while True:
+        best = _searched(index, ranking, query, weights, half_life, now)
+        if best is None or ranking.passed(best):
+            return None if best is None else ranking.items(best)
+        if ranking.turned_down > MAX_DEPTH:
+            return None  # the filters turn down most of what the index finds
+
+
+def _searched(
+    index: TurnIndex,
+    ranking: _Ranking,
+    query: SearchQuery,
+    weights: dict[str, float],
+    half_life: float,
+    now: float,
+) -> list[tuple[float, int]] | None:
+    """The best results among the index's matches and the candidates before them, each
+    window asked in turn (see `ranked`); None when a window would be asked too deep."""
+    since, until = _period(query)
     depth = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * query.limit)
-    every = index.search(query.scope, weights, depth, None, None)
-    scored.read([m.seq for m in every])
-    if len(every) < depth:  # a rare word: every match is scored
-        return sql.items(scored.best(query.limit))
-    open_bands = [(band, depth) for band in _bands(now, half_life)]
-    while open_bands:
-        asked = [
-            (band, d, index.search(query.scope, weights, d, band[0], band[1]))
-            for band, d in open_bands
-        ]
-        scored.read([m.seq for _, _, matches in asked for m in matches])
-        best = scored.best(query.limit)
-        last = best[-1][0] if len(best) == query.limit else 0.0
-        open_bands = []
-        for band, d, matches in asked:
-            if len(matches) < d:
-                continue  # the band gave every match it has
-            bound = matches[-1].bm25 * (1 + ROUNDING) * band[2]
-            if bound > last:
-                if d * DEEPER > MAX_DEPTH:
-                    return None
-                open_bands.append((band, d * DEEPER))
-    return sql.items(scored.best(query.limit))
+    while True:
+        matches = index.search(query.scope, weights, depth, since, until, query.session)
+        for match in matches:
+            ranking.add(match.seq, match.bm25 * day_decay(match.at, now, half_life))
+        best = ranking.best(query.limit)
+        if len(matches) < depth:
+            return best  # the window gave every match it holds
+        last, ceiling = (best[-1][0] if len(best) == query.limit else 0.0), matches[-1].bm25
+        oldest = _oldest_entering(last / ceiling if ceiling > 0 else math.inf, now, half_life)
+        if oldest == math.inf:
+            return best  # no match the window did not give can enter
+        if oldest is not None and (since is None or oldest > since):
+            since = oldest
+        elif (depth := depth * DEEPER) > MAX_DEPTH:
+            return None

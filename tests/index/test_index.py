@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 import tantivy
 import trio
@@ -125,9 +126,9 @@ def test_an_index_of_another_version_is_started_again(tmp_path: Path) -> None:
     assert TurnIndex(tmp_path / "ix").watermark == 0
 
 
-def _store_of(path: Path, turns: int, seed: int) -> None:
+def _store_of(path: Path, turns: int, seed: int, sessions: int = 0) -> None:
     """`turns` turns of scope u over a year, of words drawn unevenly from a small vocabulary
-    (each word ends in z: both stemmers leave it as it is)."""
+    (each word ends in z: both stemmers leave it as it is), in `sessions` sessions if any."""
     rng = random.Random(seed)
     words = [f"w{i}z" for i in range(300)]
     weights = [1 / (r + 1) for r in range(len(words))]
@@ -140,7 +141,8 @@ def _store_of(path: Path, turns: int, seed: int) -> None:
         text = " ".join(rng.choices(words, weights, k=rng.randint(4, 24)))
         at = (now - timedelta(days=rng.uniform(0, 365))).strftime("%Y-%m-%dT%H:%M:%S.000Z")
         messages = f'[{{"role":"user","name":"ann","text":"{text}"}}]'
-        rows.append((f"c{i}", "u", None, at, at, 10, messages.encode(), b"{}"))
+        session = f"s{i % sessions}" if sessions else None
+        rows.append((f"c{i}", "u", session, at, at, 10, messages.encode(), b"{}"))
     conn.executemany(
         "INSERT INTO interactions (client_id, scope, session, timestamp, received_at, tokens,"
         " messages, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -150,54 +152,113 @@ def _store_of(path: Path, turns: int, seed: int) -> None:
     conn.close()
 
 
-@pytest.fixture
-def every_query_indexed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Turns ranked through the index whatever few turns the words match (on SQLite, the
-    store's index answers such queries: recall.indexed.INDEX_MIN_MATCHES)."""
-    monkeypatch.setattr(recall_indexed, "INDEX_MIN_MATCHES", 0)
-
-
-def test_a_query_of_few_matches_is_left_to_the_store_on_sqlite(tmp_path: Path) -> None:
-    """Below INDEX_MIN_MATCHES matches, FTS5 ranks every one sooner: the index declines."""
-    db = tmp_path / "f.db"
-    _store_of(db, 50, seed=2)
-    index = TurnIndex(tmp_path / "ix")
-    index.add([_turn(1, "w1z w2z")])
-    index.commit(50)
-    query = SearchQuery(q="w1z", scope="u", limit=10, types=("interaction",))
-    assert recall_indexed.ranked(sqlite3.connect(db), index, query, 30.0, 2461000.0) is None
-
-
-@pytest.mark.usefixtures("every_query_indexed")
-def test_ranking_through_the_index_is_the_stores(tmp_path: Path) -> None:
-    """Search through the index gives the same top 10 as FTS5's exact BM25 times decay, for
-    one, two and ten words, common ones included (the index only picks the candidates)."""
-    db = tmp_path / "f.db"
-    _store_of(db, 3000, seed=7)
-    conn = sqlite3.connect(db)
-    index = TurnIndex(tmp_path / "ix")
-    rows = conn.execute("SELECT seq, scope, timestamp, messages FROM interactions").fetchall()
+def _index_of(conn: sqlite3.Connection, directory: Path) -> TurnIndex:
+    """An index of every turn of the store, as the keeper writes it."""
+    index = TurnIndex(directory)
+    rows = conn.execute("SELECT seq, scope, session, timestamp, messages FROM interactions")
     index.add(
-        TurnText(seq, scope, julian_day(at), recall_sqlite.turn_text(m)[1])
-        for seq, scope, at, m in rows
+        TurnText(seq, scope, julian_day(at), recall_sqlite.turn_text(m)[1], session)
+        for seq, scope, session, at, m in rows
     )
-    index.commit(len(rows))
-    rng = random.Random(3)
+    index.commit(conn.execute("SELECT max(seq) FROM interactions").fetchone()[0])
+    return index
+
+
+def _shared(
+    conn: sqlite3.Connection, index: TurnIndex, queries: list[SearchQuery]
+) -> tuple[int, int]:
+    """How many of the store's own top results search through the index shares, of how many."""
     shared = total = 0
-    for size in (1, 2, 10) * 20:
-        words = " ".join(f"w{rng.randrange(300)}z" for _ in range(size))
-        query = SearchQuery(q=words, scope="u", limit=10, types=("interaction",))
-        assert (
-            recall_indexed.ranked(conn, index, query, 30.0, julian_now()) is not None
-        )  # not declined
+    for query in queries:
+        assert recall_indexed.ranked(conn, index, query, 30.0, julian_now()) is not None
         exact = [i.id for i in recall_sqlite.search(conn, query, 30.0)]
         through = [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index)]
         shared += len(set(exact) & set(through))
         total += len(exact)
+    return shared, total
+
+
+def test_ranking_through_the_index_is_the_stores(tmp_path: Path) -> None:
+    """Search through the index gives the same top 10 as FTS5's exact BM25 times decay, for
+    one, two and ten words, common ones included."""
+    db = tmp_path / "f.db"
+    _store_of(db, 3000, seed=7)
+    conn = sqlite3.connect(db)
+    index = _index_of(conn, tmp_path / "ix")
+    rng = random.Random(3)
+    queries = [
+        SearchQuery(
+            q=" ".join(f"w{rng.randrange(300)}z" for _ in range(size)),
+            scope="u",
+            limit=10,
+            types=("interaction",),
+        )
+        for size in (1, 2, 10) * 20
+    ]
+    shared, total = _shared(conn, index, queries)
     assert total > 500 and shared / total >= 0.95
 
 
-@pytest.mark.usefixtures("every_query_indexed")
+def test_sessions_and_periods_are_searched_through_the_index_as_in_the_store(
+    tmp_path: Path,
+) -> None:
+    """A search of one session, or of a period, gives the store's own top 10 through the
+    index, and nothing of another session or outside the period."""
+    db = tmp_path / "f.db"
+    _store_of(db, 3000, seed=5, sessions=7)
+    conn = sqlite3.connect(db)
+    index = _index_of(conn, tmp_path / "ix")
+    first, last = (datetime.now(UTC) - timedelta(days=d) for d in (100, 90))
+    since, until = f"{first:%Y-%m-%d}T00:00:00.000Z", f"{last:%Y-%m-%d}T23:59:59.999Z"
+    rng = random.Random(4)
+    queries = []
+    for size in (1, 2, 10) * 10:
+        words = " ".join(f"w{rng.randrange(300)}z" for _ in range(size))
+        asked = SearchQuery(q=words, scope="u", limit=10, types=("interaction",))
+        queries += [
+            msgspec.structs.replace(asked, session=f"s{rng.randrange(7)}"),
+            msgspec.structs.replace(asked, since=since, until=until),
+        ]
+    shared, total = _shared(conn, index, queries)
+    assert total > 300 and shared / total >= 0.95
+    for query in queries:
+        for item in recall_sqlite.search(conn, query, 30.0, index=index):
+            assert query.session in (None, item.session)
+            assert query.since is None or since <= item.first_at <= until
+
+
+def test_a_turn_the_store_no_longer_holds_is_never_found(tmp_path: Path) -> None:
+    """A turn erased from the store since the index's last commit is not found; the next best
+    take its place."""
+    db = tmp_path / "f.db"
+    _store_of(db, 500, seed=8)
+    conn = sqlite3.connect(db)
+    register_functions(conn)  # the log's triggers call them
+    index = _index_of(conn, tmp_path / "ix")
+    query = SearchQuery(q="w3z w40z", scope="u", limit=10, types=("interaction",))
+    best = [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index)]
+    conn.execute("DELETE FROM interactions WHERE seq IN (?, ?)", best[:2])
+    through = [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index)]
+    assert through == best[2:] + through[8:] and len(through) == 10
+
+
+def test_a_query_whose_matches_the_store_turns_down_is_left_to_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MAX_DEPTH winners turned down by the store's rows, the index declines: the store's
+    own index ranks the query."""
+    monkeypatch.setattr(recall_indexed, "MAX_DEPTH", 5)
+    db = tmp_path / "f.db"
+    _store_of(db, 500, seed=8)
+    conn = sqlite3.connect(db)
+    register_functions(conn)
+    index = _index_of(conn, tmp_path / "ix")
+    conn.execute("DELETE FROM interactions WHERE seq <= 400")
+    query = SearchQuery(q="w1z w2z", scope="u", limit=10, types=("interaction",))
+    assert recall_indexed.ranked(conn, index, query, 30.0, julian_now()) is None
+    assert all(i.id > 400 for i in recall_sqlite.search(conn, query, 30.0, index=index))
+
+
 def test_turns_the_index_does_not_hold_yet_are_searched(tmp_path: Path) -> None:
     """The log's tail past the index's watermark is scored from the store, in its scope."""
     db = tmp_path / "f.db"
@@ -231,7 +292,7 @@ def shared_pg(short_tmp: Path) -> Path:
 
 @pytest.fixture
 async def indexed(
-    short_tmp: Path, fake_llm: FakeLLM, every_query_indexed: None
+    short_tmp: Path, fake_llm: FakeLLM
 ) -> AsyncIterator[tuple[Config, Running, httpx.AsyncClient]]:
     """A daemon with its turn index, and a client of its socket."""
     config = load_config(write_config(short_tmp, fake_llm.base_url), {})
