@@ -2,11 +2,12 @@
 
 Every chat is pushed through the socket, one interaction per exchange (the user's message and
 the assistant's answer), and distilled by the offline distiller. Each question then asks for a
-context block and for search's ten best results. Measured beside two baselines built in the
+context block and for search's ten best results. Measured beside three baselines built in the
 same run: BM25 over whole turns (each exchange as pushed one document, as LoCoMo's baseline
-is over the interactions pushed), over messages (each message one document: a stronger one, a
-user's message often fits the block whole) and over single lines (each line of a message one
-document, with its speaker), packed into the same budget the same way.
+is over the interactions pushed; its block filled as a naive RAG fills one, the turn that does
+not fit cut to the room left: `cut_to_fit`), over messages (each message one document: a
+stronger one, a user's message often fits the block whole) and over single lines (each line
+of a message one document, with its speaker), packed into the same budget as forged packs.
 """
 
 from __future__ import annotations
@@ -35,10 +36,20 @@ from bench.quality import (
 )
 from bench.runner import running, wait_drained
 from forged.models import MemoryItem
-from forged.recall.packing import pack
+from forged.recall.packing import cost, pack
 from forged.recall.query import fts_query, query_phrases
 
-__all__ = ["METHODS", "TOP", "Answered", "Baselines", "Kept", "kept_table", "measure", "table"]
+__all__ = [
+    "METHODS",
+    "TOP",
+    "Answered",
+    "Baselines",
+    "Kept",
+    "cut_to_fit",
+    "kept_table",
+    "measure",
+    "table",
+]
 
 TOP = 10  # search results whose sources count as found: evidence recall@10
 METHODS = ("forged", "turns", "messages", "lines")  # forged; BM25 over exchanges, messages, lines
@@ -97,6 +108,31 @@ class Baselines:
             (fts_query(phrases), SEARCH_DEPTH),
         ).fetchall()
         return [self.items[unit][r] for (r,) in rows]
+
+
+def _cut(item: MemoryItem, taken: list[MemoryItem], budget: int) -> MemoryItem | None:
+    """The item's longest head, in whole words, that fits in the room `taken` leaves in the
+    budget (found by halving); None when not even its first word does."""
+    words = item.text.split(" ")
+    low, high = 0, len(words)  # low words fit; high + 1 do not
+    while low < high:
+        mid = (low + high + 1) // 2
+        head = msgspec.structs.replace(item, text=" ".join(words[:mid]))
+        low, high = (mid, high) if cost([*taken, head]) <= budget else (low, mid - 1)
+    return msgspec.structs.replace(item, text=" ".join(words[:low])) if low else None
+
+
+def cut_to_fit(ranked: list[MemoryItem], budget: int) -> str:
+    """A naive RAG's block: the ranked documents in order, each whole while it fits and the
+    first that does not cut to the room left, as text is cut at a token budget; then full."""
+    taken: list[MemoryItem] = []
+    for item in ranked:
+        if cost([*taken, item]) > budget:
+            head = _cut(item, taken, budget)
+            taken += [head] if head else []
+            break
+        taken.append(item)
+    return pack(taken, budget).text
 
 
 def _ahead(question: AgentQuestion, block: str) -> bool | None:
@@ -160,7 +196,8 @@ async def measure(chats: list[AgentChat], work: Path) -> list[Answered]:
             blocks["forged"], found["forged"] = next(forged)
             for unit in UNITS:
                 ranked = base.ranked(unit, q.text)
-                blocks[unit] = pack(ranked, BUDGET).text
+                cut = unit == "turns"  # a whole turn never fits: cut as a naive RAG cuts
+                blocks[unit] = cut_to_fit(ranked, BUDGET) if cut else pack(ranked, BUDGET).text
                 found[unit] = {i.first_seq for i in ranked[:TOP]}
             out.append(
                 Answered(
@@ -314,10 +351,13 @@ cited turns, and one per planted item.
   results comes from (a result drawn from several exchanges, a summary, counts none).
 - **turn BM25**: BM25 (FTS5, forged's tokenizer, every word of the question) over whole turns,
   each exchange as pushed a document (as LoCoMo's baseline is over the interactions pushed),
-  the best packed greedily as forged packs its block: with its long answer, no exchange fits
-  in the block, so its answer words are nil and the ratio over it is n/a. **message BM25**: the
-  same over the messages, each a document (a user's message often fits whole: the strongest
-  baseline here); **line BM25**: over the messages' single lines, each with its speaker.
+  its block filled as a naive RAG fills one: the turns best first, each whole while it fits,
+  the first that does not cut to the room left (in whole words, by the same token estimate),
+  as text is cut at a token budget. With its long answer no exchange fits whole, so the block
+  is the best turn's head: the user's message and the start of the assistant's answer.
+  **message BM25**: the same over the messages, each a document, packed as forged packs (a
+  user's message often fits whole: the strongest baseline here); **line BM25**: over the
+  messages' single lines, each with its speaker.
 - **kept**: the facts stored, by speaker; of the assistant's, those that are one of its
   headings, code lines, table rows or bullets; summaries copying a user message or a line.
 - **new value ahead**: of the changed values, the share whose block holds the new value before
@@ -326,7 +366,7 @@ cited turns, and one per planted item.
 
 def _goal_lines(answered: list[Answered], k: Kept) -> str:
     """Each goal beside what was measured: against whole turns as the goal says, and against
-    messages, the stronger baseline."""
+    messages too, the stronger baseline."""
     recall = {m: _mean([a.recall[m] for a in answered]) for m in METHODS}
     found = {m: _mean([a.evidence[m] for a in answered]) for m in METHODS}
     measured = {
@@ -349,7 +389,7 @@ def _goal_lines(answered: list[Answered], k: Kept) -> str:
         line = f"- {name}: {shown} (goal {goal:.2f}): {verdict}"
         if name in against:
             met = "met" if against[name] >= goal else "NOT met"
-            line += f"; over message BM25 instead: {against[name]:.2f}, {met}"
+            line += f"; over message BM25: {against[name]:.2f}, {met}"
         lines.append(line)
     verdict = "met" if not k.markup else "NOT met"
     lines.append(f"- headings, code and table rows kept: {k.markup} (goal 0): {verdict}")
