@@ -56,7 +56,7 @@ def test_text_is_cleaned_of_what_the_model_cannot_read() -> None:
     assert clean("x\ud800y") == "x?y"
 
 
-@pytest.mark.parametrize(
+HOSTILE = pytest.mark.parametrize(
     "text",
     [
         "",
@@ -68,9 +68,21 @@ def test_text_is_cleaned_of_what_the_model_cannot_read() -> None:
     ],
     ids=["empty", "space", "nul", "surrogate", "mixed", "megabyte"],
 )
+
+
+@HOSTILE
 def test_any_text_becomes_a_unit_vector(model: Embedder, text: str) -> None:
     """Empty, NUL, lone surrogates, mixed scripts and a megabyte: each one finite unit vector."""
     (vector,) = model.passages([text])
+    assert vector.shape == (DIMENSIONS,)
+    assert np.isfinite(vector).all()
+    assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-3
+
+
+@HOSTILE
+def test_any_query_becomes_a_unit_vector(model: Embedder, text: str) -> None:
+    """A query is cleaned and cut as a stored text is: the same inputs, one unit vector each."""
+    vector = model.query(text)
     assert vector.shape == (DIMENSIONS,)
     assert np.isfinite(vector).all()
     assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-3
@@ -207,4 +219,33 @@ async def test_a_model_that_fails_to_load_turns_vectors_off(open_store: StoreOpe
         )
         assert status.state == "idle" and status.watermark == 0
         nursery.cancel_scope.cancel()
+    store.close()
+
+
+async def test_hostile_turns_get_vectors_and_hostile_queries_answer(
+    open_store: StoreOpener,
+) -> None:
+    """Mixed scripts, a lone surrogate's stand-in, an emoji alone and a megabyte: the observer
+    embeds each turn (the megabyte as its first MAX_TOKENS tokens), and recall with meaning
+    answers a query holding NUL, a lone surrogate, mixed scripts or a megabyte."""
+    store = open_store()
+    hostile = [
+        "a\ufffdb nurse",
+        "English, 中文, 日本語, 한국어, Ελληνικά",
+        "🎉",
+        "nurse " * 170_000,
+    ]
+    await store.append([[new(text) for text in hostile]])
+    hub = Hub(store, [EmbedObserver(store, CONFIG)], 64)
+    meaning = Meaning(CONFIG)
+    await meaning.load()
+    recall = Recall(store, RecallConfig(), meaning=meaning)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(hub.serve)
+        await _until(hub, lambda: _has(store, len(hostile)))
+        for q in ["nurse\x00", "lone \udcff", "看护 nurse", "nurse " * 170_000]:
+            found = await recall.search(SearchQuery(q=q, scope="s", limit=4))
+            assert {i.id for i in found} <= {1, 2, 3, 4}
+        nursery.cancel_scope.cancel()
+    assert await _vectors(store) == [("interaction", n, "s") for n in range(1, 5)]
     store.close()
