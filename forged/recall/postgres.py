@@ -19,6 +19,7 @@ from forged.recall.dense import DenseQuery
 from forged.recall.fulltext import RECENCY_FLOOR, memory_item
 from forged.recall.fusion import fuse, hybrid
 from forged.recall.listing import Page
+from forged.recall.neighbours import with_neighbours
 from forged.recall.periods import periods
 from forged.recall.query import SearchQuery, conditions, julian_now, kind_type, query_phrases
 from forged.recall.sqlite import with_sources
@@ -137,6 +138,10 @@ def searches(
         found = [turns(limit) if t == "interaction" else lists[t] for t in types]
         if meant:  # each type's list by words fused with its list by meaning (fusion.hybrid)
             found = [hybrid(f, meant[t], query.q) for t, f in zip(types, found, strict=True)]
+        found = [  # each best turn followed by its session's next (forged.recall.neighbours)
+            with_neighbours(conn, f, query) if t == "interaction" else f
+            for t, f in zip(types, found, strict=True)
+        ]
         answers.append(fuse([f[:limit] for f in found], limit, periods(query.q)))
     return answers
 

@@ -15,6 +15,7 @@ from forged.recall import indexed
 from forged.recall.dense import DenseQuery
 from forged.recall.fulltext import ranked, turn_text
 from forged.recall.fusion import fused_top, hybrid, plain
+from forged.recall.neighbours import with_neighbours
 from forged.recall.periods import periods
 from forged.recall.query import SearchQuery, julian_now, kind_type
 
@@ -68,6 +69,17 @@ def searches(
             meant[table] = by_meaning(table)
         return hybrid(found, meant[table], query.q)
 
+    expanded: dict[int, list[MemoryItem]] = {}  # the turns' list for each limit, expanded once
+
+    def final(table: MemoryType, limit: int, found: list[MemoryItem]) -> list[MemoryItem]:
+        """A type's list as fusion reads it: by words and meaning, and for turns each of the
+        best few followed by its session's next turn (forged.recall.neighbours)."""
+        if table != "interaction":
+            return with_meaning(table, found)
+        if limit not in expanded:
+            expanded[limit] = with_neighbours(conn, with_meaning(table, found), query)
+        return expanded[limit]
+
     def ranking(table: MemoryType, limit: int) -> list[MemoryItem] | None:
         """A type's best `limit` through the turn index, ranked once per limit: its top is
         exact only in the candidates it reads, and a search asking fewer must see the same
@@ -88,7 +100,7 @@ def searches(
                 if (table, 0) not in full:
                     full[table, 0] = ranked(conn, table, query, half_life_days, now)
                 found = full[table, 0]
-            return with_meaning(table, found or [])[:depth]
+            return final(table, limit, found or [])[:depth]
 
         return rank
 
