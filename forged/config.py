@@ -101,7 +101,7 @@ class StoreConfig(_Section, frozen=True):
     url: str = ""  # postgresql://user@host/db selects PostgreSQL instead of the SQLite file `path`
     password_file: str = ""  # the PostgreSQL password; else libpq's PGPASSWORD or ~/.pgpass
     pool_size: Positive = 4  # PostgreSQL connections per daemon for writes, the log, observers
-    readers: Positive = 4  # recall's connections, both stores; a scope holds one at a time
+    readers: Positive = 4  # recall's connections; a scope holds one, a client all but one
 
     def __post_init__(self) -> None:
         if self.url and not self.url.startswith(("postgresql://", "postgres://")):

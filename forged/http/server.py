@@ -1,5 +1,6 @@
 """HTTP/1.1 on a stream listener: accepts connections up to a cap, refuses peers whose uid is not
-allowed, and serves each connection (forged.http.connection) in its own task."""
+allowed, and serves each connection (forged.http.connection) in its own task, its reads counted
+against the process at the other end (forged.store.readers)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import errno
 import socket
 import struct
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from functools import partial
 
 import structlog
@@ -24,6 +25,7 @@ from forged.http.connection import (
     Response,
     error_response,
 )
+from forged.store.readers import Client, reading_for
 
 __all__ = [
     "ACCEPT_BACKOFF_INITIAL",
@@ -45,12 +47,14 @@ _GONE = (trio.BrokenResourceError, trio.ClosedResourceError)  # the client close
 log = structlog.get_logger(__name__)
 
 
-def _peer_uid(stream: trio.SocketStream) -> int | None:
+def _peer(stream: trio.SocketStream) -> Client | None:
+    """The process at the other end, by the credentials the kernel gives (Unix sockets only)."""
     try:
         raw = stream.socket.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
     except OSError:
         return None
-    return int(_PEERCRED.unpack(raw)[1])
+    pid, uid, _gid = _PEERCRED.unpack(raw)
+    return Client(pid, uid)
 
 
 class HttpServer:
@@ -129,8 +133,8 @@ class HttpServer:
 
     def _admit(self, stream: trio.SocketStream) -> Callable[[trio.SocketStream], Awaitable[None]]:
         """Refuse the connection or take it, decided at once: the cap counts it before it runs."""
-        allowed = self.limits.allowed_uids
-        if allowed and (uid := _peer_uid(stream)) not in allowed:
+        allowed, peer = self.limits.allowed_uids, _peer(stream)
+        if allowed and (uid := None if peer is None else peer.uid) not in allowed:
             log.warning("client_refused", uid=uid, reason="uid not in allowed_uids")
             forbidden = error_response(403, "forbidden", f"uid {uid} may not use this socket")
             return partial(self._refuse, forbidden)
@@ -139,11 +143,15 @@ class HttpServer:
             return partial(self._refuse, error_response(503, "too_many_connections", message))
         connection = Connection(stream, self.limits, self._in_flight, self._budget)
         self._connections[connection] = None
-        return partial(self._serve, connection)
+        # a peer without credentials is a client of its own, never one with no share at all
+        return partial(self._serve, connection, peer or connection)
 
-    async def _serve(self, connection: Connection, _stream: trio.SocketStream) -> None:
+    async def _serve(
+        self, connection: Connection, client: Hashable, _stream: trio.SocketStream
+    ) -> None:
+        """Answer the connection's requests, their reads counted against its client."""
         try:
-            with connection.scope:
+            with connection.scope, reading_for(client):
                 await connection.serve(self.handler)
             if connection.timed_out_receiving:
                 await connection.time_out()

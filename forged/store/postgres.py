@@ -38,7 +38,7 @@ from forged.models import StoredInteraction
 from forged.store.common import READ_LOG, SqlStore, new_rows, row_to_interaction
 from forged.store.portable import TEXT_KEY, to_psycopg
 from forged.store.postgres_schema import migrate
-from forged.store.readers import Readers, ReadWaits
+from forged.store.readers import Readers, ReadWaits, asking
 from forged.store.records import NewInteraction
 
 __all__ = [
@@ -233,12 +233,14 @@ class PostgresStore(SqlStore):
         budget: float | None = None,
     ) -> T:
         """Run `fn(connection, *args)` in a thread, on a pooled connection in autocommit mode:
-        a scope's read (recall's) on a recall connection free for it, stopped by
-        `statement_timeout` after `budget` seconds."""
-        if scope is None:
+        a scope's or a client's read (recall's, the listings') on a recall connection free for
+        both, stopped by `statement_timeout` after `budget` seconds; forged's own reads of no
+        scope on the main pool, where no client's read can hold them up."""
+        client = asking()
+        if scope is None and client is None:
             return await trio.to_thread.run_sync(self._call, fn, args, limiter=self._read_limiter)
         return await self._readers.run(
-            lambda pool: self._recall_call(pool, fn, args, budget), scope
+            lambda pool: self._recall_call(pool, fn, args, budget), scope, client
         )
 
     @staticmethod

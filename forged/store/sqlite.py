@@ -21,7 +21,7 @@ from forged.errors import StorageFull, StoreError
 from forged.models import StoredInteraction
 from forged.store.backup import DatabaseLock
 from forged.store.common import READ_LOG, SqlStore, new_rows, row_to_interaction
-from forged.store.readers import Readers, ReadWaits, within
+from forged.store.readers import Readers, ReadWaits, asking, within
 from forged.store.records import NewInteraction
 from forged.store.sqlite_schema import FILL_BLOCKS, migrate, register_functions
 
@@ -229,9 +229,11 @@ class Store(SqlStore):
         scope: str | None = None,
         budget: float | None = None,
     ) -> T:
-        """Run `fn(reader_connection, *args)` in a thread, on a reader free for `scope`, stopped
-        with QueryTimeout after `budget` seconds."""
-        return await self._readers.run(lambda conn: self._call(fn, conn, args, budget), scope)
+        """Run `fn(reader_connection, *args)` in a thread, on a reader free for `scope` and the
+        client asking, stopped with QueryTimeout after `budget` seconds."""
+        return await self._readers.run(
+            lambda conn: self._call(fn, conn, args, budget), scope, asking()
+        )
 
     @staticmethod
     def _call(

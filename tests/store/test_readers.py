@@ -1,26 +1,32 @@
-"""Shared readers: a scope holds one reader at a time, so scopes that hammer leave one free;
-the log has its own, a read past its budget is stopped, and a query's words past the limit are
-named in the answer."""
+"""Shared readers: a scope holds one reader at a time and a client all but one, so scopes or a
+client that hammer leave one free; the log has its own, a read past its budget is stopped, and a
+query's words past the limit are named in the answer."""
 
 from __future__ import annotations
 
 import sqlite3
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 import trio.testing
 
 from forged.config import load_config
 from forged.errors import QueryTimeout
+from forged.recall.engine import Recall
 from forged.store.readers import Readers, within
 from forged.store.sqlite import Store
 from tests.support.daemons import running_daemon, socket_client, write_config
 from tests.support.data import new
 from tests.support.fakellm import FakeLLM
 
+# The scopes one client floods through the socket: more than the daemon has readers (4).
+FLOODED = ("user:1", "user:2", "user:3", "user:4", "user:5")
+FLOODING_CONNECTIONS = 10  # connections it floods them over, two a scope
 # A statement that runs for minutes: counting to a billion, one row at a time.
 ENDLESS = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1e9) SELECT count(*) FROM n"
 
@@ -33,12 +39,16 @@ class _Held:
         self.inside: list[str] = []
         self._entered = threading.Condition()
 
+    def hold(self, who: str) -> None:
+        """Count `who` in, then block until released (in a worker thread)."""
+        with self._entered:
+            self.inside.append(who)
+            self._entered.notify_all()
+        self.release.wait(30)
+
     def call(self, who: str) -> Any:
         def run(conn: object) -> object:
-            with self._entered:
-                self.inside.append(who)
-                self._entered.notify_all()
-            self.release.wait(30)
+            self.hold(who)
             return conn
 
         return run
@@ -120,6 +130,69 @@ async def test_a_freed_reader_goes_first_to_a_scope_not_yet_reading() -> None:
     assert order == ["b", "c", "a", "a"]
 
 
+async def test_one_client_reading_many_scopes_leaves_a_reader_for_another() -> None:
+    """One client flooding five scopes on four readers holds three of them, whatever the
+    scopes; another client's read runs at once on the last."""
+    readers, held = Readers(["r1", "r2", "r3", "r4"]), _Held()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for scope in ("a", "b", "c", "d", "e") * 2:
+                nursery.start_soon(readers.run, held.call(scope), scope, "agent")
+            await held.until_inside(3)
+            await trio.testing.wait_all_tasks_blocked()
+            try:
+                assert len(set(held.inside)) == len(held.inside) == 3
+                assert readers.busy() == 3
+                assert await readers.run(lambda conn: f"cli on {conn}", "f", "cli") == "cli on r1"
+            finally:
+                held.release.set()
+    assert sorted(held.inside) == sorted("abcde" * 2)
+    assert sorted(readers.connections()) == ["r1", "r2", "r3", "r4"]
+
+
+async def test_a_clients_reads_of_no_scope_leave_a_reader_for_the_observers() -> None:
+    """A client's listings (reads of no scope) hold all readers but one too; forged's own
+    reads (no client) find it."""
+    readers, held = Readers(["r1", "r2", "r3"]), _Held()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for _ in range(5):
+                nursery.start_soon(readers.run, held.call("listing"), None, "browser")
+            await held.until_inside(2)
+            await trio.testing.wait_all_tasks_blocked()
+            try:
+                assert held.inside == ["listing"] * 2
+                assert await readers.run(lambda conn: f"observer on {conn}") == "observer on r1"
+            finally:
+                held.release.set()
+    assert held.inside == ["listing"] * 5
+
+
+async def test_a_clients_turns_go_to_scopes_that_can_read() -> None:
+    """A client's queue in one scope does not spend its share: its read of a second scope
+    runs beside the first scope's while the rest of that scope waits its turn."""
+    readers, held = Readers(["r1", "r2", "r3", "r4"]), _Held()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for _ in range(4):
+                nursery.start_soon(readers.run, held.call("a"), "a", "agent")
+            await held.until_inside(1)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(readers.run, held.call("b"), "b", "agent")
+            await held.until_inside(2)
+            await trio.testing.wait_all_tasks_blocked()
+            assert held.inside == ["a", "b"]
+            held.release.set()
+    assert sorted(held.inside) == ["a"] * 4 + ["b"]
+
+
+async def test_a_client_alone_on_one_reader_still_reads() -> None:
+    """With a single reader a client's share is that reader, not none."""
+    readers = Readers(["r1"])
+    with trio.fail_after(10):
+        assert await readers.run(lambda conn: conn, "a", "agent") == "r1"
+
+
 async def test_reads_of_no_scope_take_any_free_reader() -> None:
     """The observers' reads (no scope) use every reader."""
     readers, held = Readers(["r1", "r2"]), _Held()
@@ -194,3 +267,48 @@ async def test_words_past_the_limit_are_named_in_the_answer(
                 assert answer["dropped_words"] == ["delta", "epsilon"], path
                 plain = (await client.get(path, params={"q": "alpha", "scope": "s"})).json()
                 assert "dropped_words" not in plain, path
+
+
+async def test_one_process_over_many_connections_leaves_a_reader_for_another(
+    short_tmp: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On both stores, through the socket: this process searches five scopes over ten
+    connections, each search held in its reader until released; it holds three of the four
+    readers, and `forged search` in another process finds its one document in a sixth scope."""
+    held, search = _Held(), Recall._found
+
+    def gated(recall: Recall, conn: Any, query: Any, *rest: Any) -> Any:
+        if query.scope in FLOODED:
+            held.hold(query.scope)
+        return search(recall, conn, query, *rest)
+
+    monkeypatch.setattr(Recall, "_found", gated)
+    config = load_config(write_config(short_tmp, fake_llm.base_url, distill={"enabled": False}), {})
+    answers: list[int] = []
+
+    async def flood(scope: str) -> None:
+        async with socket_client(config.server.socket) as client:
+            found = await client.get("/v1/search", params={"q": "pilot", "scope": scope})
+            answers.append(found.status_code)
+
+    command = [sys.executable, "-m", "forged", "search", "pilot", "--scope", "other", "--json"]
+    with trio.fail_after(60):
+        async with running_daemon(config), socket_client(config.server.socket) as client:
+            for scope in (*FLOODED, "other"):
+                turn = {"scope": scope, "messages": [{"role": "user", "text": f"pilot of {scope}"}]}
+                assert (await client.post("/v1/interactions", json=turn)).status_code == 202
+            async with trio.open_nursery() as nursery:
+                for n in range(FLOODING_CONNECTIONS):
+                    nursery.start_soon(flood, FLOODED[n % len(FLOODED)])
+                await held.until_inside(3)
+                await trio.testing.wait_all_tasks_blocked()  # every search has reached a reader
+                try:
+                    assert len(set(held.inside)) == len(held.inside) == 3
+                    other = await trio.run_process(
+                        [*command, "--socket", config.server.socket], capture_stdout=True
+                    )
+                finally:
+                    held.release.set()
+    assert answers == [200] * FLOODING_CONNECTIONS
+    results = msgspec.json.decode(other.stdout)
+    assert [r["text"] for r in results if r["type"] == "interaction"] == ["user: pilot of other"]
