@@ -16,6 +16,7 @@ from bench import (
     agenttraffic,
     currentstate,
     grounding,
+    meaning,
     quality,
     report,
     salience,
@@ -39,6 +40,16 @@ consolidation off; on, before any run (supersession at distillation); after one 
 answers deterministically; the bundled model is the one `make run BUNDLED=1` starts (`--no-bundled` leaves
 it out)."""
 BUNDLED_SECTION = "## The bundled model in `make eval`"  # kept by a run with --no-bundled
+MEANING_SECTION = "## Recall by meaning"  # measured with --meaning (make eval), else kept
+MEANING_NOTES = """\
+`bench.meaning` (`--meaning`; `make eval` passes it): LoCoMo pushed into one daemon, distilled
+offline (the default) and embedded by the embed observer; each question is then asked of that
+daemon with `[embed] enabled = true` and of one without, on the same database: evidence recall
+of search's ten best turns (the share of the turns LoCoMo cites as a question's evidence) and
+the answer words of a 400-token block. The multilingual set (`bench.multilingual_set`): 48
+memories in Chinese, Japanese, Korean, German, French and Spanish among 20 English
+distractors, each asked for in other words in its language and in English; the share found in
+search's five best turns. docs/embed.md says what the figures mean for `[embed] enabled`."""
 BUNDLED_NOTE = """\
 `make eval` (`python -m bench.evaluate`; `--bundled-sessions N` for the first N sessions only,
 `--bundled-only` for this section alone): the bundled model, SmolLM2-135M-Instruct in the
@@ -227,6 +238,30 @@ def with_bundled(out: Path, bundled: str) -> str:
     return old.rstrip("\n") + "\n\n" + bundled if old else bundled
 
 
+def _meaning(work: Path) -> str:
+    """The recall-by-meaning section, measured now: printed, and returned for the report."""
+    started = time.perf_counter()
+    figures = trio.run(meaning.locomo, REPO, None, work / "meaning")
+    languages = trio.run(meaning.multilingual, work / "meaning" / "multilingual")
+    table = meaning.report(figures, languages)
+    minutes = (time.perf_counter() - started) / 60
+    section = (
+        f"{MEANING_SECTION}\n\n{MEANING_NOTES} Measured in {minutes:.1f} minutes.\n\n{table}\n"
+    )
+    print(section)
+    return f"\n{section}"
+
+
+def kept_meaning(out: Path) -> str:
+    """The recall-by-meaning section of the report at `out`, as a run without --meaning keeps it."""
+    old = out.read_text() if out.exists() else ""
+    at = old.find(MEANING_SECTION)
+    if at < 0:
+        return ""
+    end = old.find("\n## ", at + len(MEANING_SECTION))
+    return "\n" + old[at : end if end >= 0 else len(old)].rstrip("\n") + "\n"
+
+
 def _bundled_only(sessions: int | None, out: Path) -> int:
     """`--bundled-only`: measure the bundled model's row and replace its section, nothing else."""
     with tempfile.TemporaryDirectory(prefix="fq") as work:  # short: socket paths fit
@@ -300,6 +335,12 @@ def main(argv: list[str] | None = None) -> int:
         help="leave the bundled model out (its LoCoMo section of --out is kept)",
     )
     parser.add_argument(
+        "--meaning",
+        action="store_true",
+        help="measure recall by meaning too (bench.meaning: LoCoMo embedded, minutes of CPU);"
+        " without it, the report's section of it is kept",
+    )
+    parser.add_argument(
         "--bundled-sessions",
         type=int,
         metavar="N",
@@ -338,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - started
         kept = _salience(Path(work), names, convs, costs)
         agent = "" if args.agent_chats == 0 else _agent(args.agent_chats, Path(work))
+        agent += _meaning(Path(work)) if args.meaning else kept_meaning(args.out)
         bundled = _bundled(args.bundled_sessions, Path(work)) if bundled_too else None
         if bundled:
             print(bundled)

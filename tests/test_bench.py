@@ -131,6 +131,18 @@ def test_eval_keeps_the_hand_measured_sections_and_the_bundled_model(tmp_path: P
     assert evaluate.tail(out, fresh) == f"\n{small}\n{fresh}"
 
 
+def test_eval_without_meaning_keeps_its_section(tmp_path: Path) -> None:
+    """A run without --meaning keeps the recall-by-meaning section as it was, up to the next
+    section; a report without one gives none."""
+    out = tmp_path / "quality.md"
+    assert evaluate.kept_meaning(out) == ""
+    section = f"{evaluate.MEANING_SECTION}\n\nold figures\n"
+    out.write_text(f"# Quality\n\nagent\n\n{section}\n{evaluate.KEPT_SECTION}\n\nby hand\n")
+    assert evaluate.kept_meaning(out) == f"\n{section}"
+    out.write_text(f"# Quality\n\n{section}")
+    assert evaluate.kept_meaning(out) == f"\n{section}"
+
+
 def test_eval_bundled_only_replaces_the_bundled_section_alone(tmp_path: Path) -> None:
     """`--bundled-only` rewrites the bundled model's section and keeps every other one."""
     out = tmp_path / "quality.md"
