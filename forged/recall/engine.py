@@ -23,6 +23,7 @@ from forged.models import (
 from forged.recall import listing, postgres, sqlite
 from forged.recall.corrections import with_corrections
 from forged.recall.dense import DenseQuery
+from forged.recall.distinct import WIDER, one_per_turn
 from forged.recall.fusion import by_coverage
 from forged.recall.listing import Page
 from forged.recall.meaning import Meaning
@@ -77,8 +78,18 @@ class Recall:
         budget = self._budget() if client else None
         index, dense = self._index(), await self._dense(query)
         return await self.store.read(
-            self._found, query, index, dense, scope=query.scope, budget=budget
+            self._distinct, query, index, dense, scope=query.scope, budget=budget
         )
+
+    def _distinct(
+        self, conn: Any, query: SearchQuery, index: TurnIndex | None, dense: DenseQuery | None
+    ) -> list[MemoryItem]:
+        """Search's answer with one place per turn (forged.recall.distinct): read wider when
+        it may hold both facts and turns."""
+        if query.kind is not None or not {"fact", "interaction"} <= set(query.types):
+            return self._found(conn, query, index, dense)
+        wide = msgspec.structs.replace(query, limit=query.limit * WIDER)
+        return one_per_turn(self._found(conn, wide, index, dense), query.limit)
 
     async def _dense(self, query: SearchQuery) -> DenseQuery | None:
         """The search's side by meaning: None without a model or a vector in time."""

@@ -1,0 +1,88 @@
+"""Search's answer, one place per turn: a fact and the turn it was taken from are one memory."""
+
+from __future__ import annotations
+
+from forged.config import RecallConfig
+from forged.models import Fact, MemoryItem
+from forged.recall.distinct import one_per_turn
+from forged.recall.engine import Recall
+from forged.recall.query import SearchQuery
+from forged.store.records import BatchOutcome, ScopeResult
+from tests.conftest import StoreOpener
+from tests.support.data import new
+
+AT = "2023-05-08T13:56:00Z"
+
+
+def _item(type_: str, n: int, first: int, last: int | None = None) -> MemoryItem:
+    return MemoryItem(
+        id=n,
+        type=type_,  # type: ignore[arg-type]
+        kind="interaction" if type_ == "interaction" else "state",
+        scope="s",
+        session=None,
+        text=f"{type_} {n}",
+        score=1.0,
+        created_at=AT,
+        last_seen_at=AT,
+        first_seq=first,
+        last_seq=first if last is None else last,
+        first_at=AT,
+        last_at=AT,
+    )
+
+
+def _names(items: list[MemoryItem]) -> list[str]:
+    return [i.text for i in items]
+
+
+def test_a_fact_below_its_own_turn_gives_its_place_to_the_next() -> None:
+    """The turn ranked first says what its fact says: the fact goes, the next item comes in."""
+    found = [_item("interaction", 1, 1), _item("fact", 7, 1), _item("interaction", 2, 2)]
+    assert _names(one_per_turn(found, 2)) == ["interaction 1", "interaction 2"]
+
+
+def test_a_turn_below_a_fact_taken_from_it_gives_its_place_to_the_next() -> None:
+    """The fact ranked first names its turn: the turn goes."""
+    found = [_item("fact", 7, 1), _item("interaction", 1, 1), _item("fact", 8, 2)]
+    assert _names(one_per_turn(found, 2)) == ["fact 7", "fact 8"]
+
+
+def test_two_facts_of_one_turn_and_a_batchs_fact_all_stay() -> None:
+    """Two sentences of one turn are two memories; a fact drawn from several turns and a
+    summary are nobody's repeat."""
+    found = [
+        _item("interaction", 1, 1),
+        _item("fact", 7, 2),
+        _item("fact", 8, 2),
+        _item("fact", 9, 1, 3),
+        _item("summary", 3, 1, 1),
+    ]
+    assert _names(one_per_turn(found, 10)) == _names(found)
+
+
+async def test_search_fills_its_places_with_distinct_turns(open_store: StoreOpener) -> None:
+    """Three turns about greyhounds, a fact distilled from the first: a search for three
+    results returns three memories of three turns, never the fact with its turn."""
+    store = open_store()
+    said = [
+        "I adopted a greyhound called Biscuit last spring.",
+        "The greyhound rescue asked me to foster another greyhound.",
+        "My greyhound hates the rain.",
+    ]
+    await store.append([[new(text) for text in said]])
+    fact = Fact("state", "The user adopted a greyhound called Biscuit.", sources=[1])
+    await store.commit_batch(
+        "distill", BatchOutcome([ScopeResult("b1", "s", None, "", [fact], 1, 1)], [], [], None)
+    )
+    try:
+        found = await Recall(store, RecallConfig()).search(
+            SearchQuery(q="greyhound Biscuit", scope="s", limit=3)
+        )
+        everything = await Recall(store, RecallConfig()).search(
+            SearchQuery(q="greyhound Biscuit", scope="s", limit=3, types=("fact",))
+        )
+    finally:
+        store.close()
+    assert sorted(i.first_seq for i in found) == [1, 2, 3]
+    assert [i.text for i in everything] == [fact.text]  # facts alone: nothing to leave out
