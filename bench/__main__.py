@@ -82,8 +82,9 @@ NOTES = """\
   rank LIMIT 10` over scope A's texts (in the benchmark's process), of `/v1/search` and of
   `/v1/context` (1,000 tokens) through the socket, so that the machine's load falls on all three
   alike. Then {hammers} clients send, over and over, the costliest query (scope A's 1,500 most
-  frequent words, most frequent first) while one-word searches of scope B are timed; the row
-  says how the hammering clients were answered (503: `query_timeout`). The overlap compares the
+  frequent words, most frequent first) while one-word searches of scope B are timed by another
+  process (the daemon counts a process as one client); the row says how the hammering clients
+  were answered (503: `query_timeout`). The overlap compares the
   turns' top ten with ranking every match of the scope (rare and mid queries, and 3 of the
   common ones). `--only onescope` runs this step alone.
 - **stalls**: one unpunctuated line of {long_lines} characters (words of the Zipf vocabulary)
@@ -91,9 +92,11 @@ NOTES = """\
   the line into its fact; the time until the watermark passes it, beside a line a tenth as long
   (linear work gives a ratio near 10), and the worst of `/v1/status` read back to back
   meanwhile, beside the worst of {idle_polls} reads of the idle daemon. Then {per_scope}
-  clients per scope send the costliest query (the vocabulary's 1,500 most frequent words) to
-  two, then three scopes of {hammered:,} generated turns each, while one-word searches of a
-  fourth scope are timed; beside its p99 with no other client, in the same run.
+  connections per scope, all of the benchmark's process (one client of the daemon), send the
+  costliest query (the vocabulary's 1,500 most frequent words) to two, three, then five scopes
+  of {hammered:,} generated turns each (five: more scopes than readers, so only the rule that a
+  client holds all readers but one leaves one free), while one-word searches of another scope
+  are timed by another process; beside its p99 with no other client, in the same run.
   `--only stalls` runs this step alone.
 - **memory**: VmHWM from `/proc/<pid>/status`. The backlog store is written straight with SQLite
   (forged's schema, one bulk transaction) before the daemon starts, and kept in the cache

@@ -18,6 +18,7 @@ import trio
 
 from bench import zipf
 from bench.corpus import SEED
+from bench.probe import timed_elsewhere
 from bench.recall import BUDGET, LIMIT, NO_LLM, WARM_UP, _read_through, _stats
 from bench.report import Goal, Row
 from bench.runner import Client, running
@@ -224,18 +225,13 @@ async def _hammered(socket: str, worst: str, b_word: str) -> tuple[list[float], 
                 await client.aclose()
 
     b_target = "/v1/search?" + urlencode({"q": b_word, "scope": zipf.SCOPE_B})
-    samples = []
     async with trio.open_nursery() as nursery:
         for _ in range(HAMMERS):
             nursery.start_soon(hammer)
         await all_busy.wait()
-        probe = await Client.connect(socket)  # now: an idle connection would be closed meanwhile
-        for _ in range(B_SAMPLES):
-            started = time.perf_counter()
-            await probe.get(b_target)
-            samples.append(time.perf_counter() - started)
+        # another process: this one's hammering connections are one client of the daemon
+        samples = await timed_elsewhere(socket, b_target, B_SAMPLES)
         nursery.cancel_scope.cancel()
-    await probe.aclose()
     return samples, answered
 
 

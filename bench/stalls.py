@@ -1,6 +1,6 @@
 """What no input may freeze: `/v1/status` while one long line is distilled (offline, and by a
-model that copies the line into its fact), and another scope's search while two and three
-scopes are hammered with the costliest query there is."""
+model that copies the line into its fact), and another client's search of another scope while
+two, three, then five scopes are hammered with the costliest query there is by one process."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import trio
 from bench import zipf
 from bench.corpus import SEED
 from bench.onescope import _b_word
+from bench.probe import timed_elsewhere
 from bench.recall import NO_LLM, _stats
 from bench.report import Row
 from bench.runner import STATUS_POLL, Client, distill_status, fake_llm, running
@@ -25,8 +26,10 @@ from forged.store.sqlite_schema import FILL_BLOCKS
 
 LINES = ((14_000, 1_400), (200_000, 20_000))  # characters of a long line, and of its baseline
 IDLE_POLLS = 200  # status reads timed on the idle daemon: the baseline
-HAMMERED = ("user:h1", "user:h2", "user:h3")  # the scopes clients hammer, two then three
-CLIENTS_PER_SCOPE = 4  # clients hammering each of them
+# The scopes one process hammers: two, three, then all five (more than the daemon has readers).
+HAMMERED = ("user:h1", "user:h2", "user:h3", "user:h4", "user:h5")
+PHASES = (2, 3, len(HAMMERED))  # how many of them each phase hammers
+CLIENTS_PER_SCOPE = 4  # connections hammering each of them
 B_SAMPLES = 200  # one-word searches of scope B timed per phase
 WORST_WORDS = 1_500  # the costliest query: this many of the most frequent words
 
@@ -127,19 +130,14 @@ def _worst() -> str:
 
 
 async def _b_search_times(socket: str, b_word: str) -> list[float]:
-    probe = await Client.connect(socket)
+    """Scope B's one-word search timed by another process: a client other than the hammers."""
     target = "/v1/search?" + urlencode({"q": b_word, "scope": zipf.SCOPE_B})
-    times = []
-    for _ in range(B_SAMPLES):
-        started = time.perf_counter()
-        await probe.get(target)
-        times.append(time.perf_counter() - started)
-    await probe.aclose()
-    return times
+    return await timed_elsewhere(socket, target, B_SAMPLES)
 
 
 async def _hammered_phase(socket: str, scopes: tuple[str, ...], b_word: str) -> list[float]:
-    """Scope B's searches timed while CLIENTS_PER_SCOPE clients per scope send the worst query."""
+    """Scope B's searches timed while CLIENTS_PER_SCOPE connections per scope of this one
+    process (one client of the daemon) send the worst query."""
     answered = 0
     all_busy = trio.Event()
     clients = CLIENTS_PER_SCOPE * len(scopes)
@@ -170,7 +168,7 @@ async def _hammered_phase(socket: str, scopes: tuple[str, ...], b_word: str) -> 
 
 async def _hammering(ctx: Context) -> list[Row]:
     turns = max(1_000, ctx.size.onescope_turns // 10)
-    store = cached(ctx.cache, f"hammered-{turns}", _build_hammered, turns)
+    store = cached(ctx.cache, f"hammered{len(HAMMERED)}-{turns}", _build_hammered, turns)
     b_word = _b_word(Path(store.path))
     rows: list[Row] = []
     async with running(
@@ -178,12 +176,11 @@ async def _hammering(ctx: Context) -> list[Row]:
     ) as daemon:
         idle = _stats(await _b_search_times(daemon.socket, b_word))[1]
         rows.append(Row("stalls: scope B search p99, idle", idle, "ms", "the issue's limit", 50.0))
-        for n in (2, 3):
+        for n in PHASES:
             loaded = _stats(await _hammered_phase(daemon.socket, HAMMERED[:n], b_word))[1]
             at = f"stalls: scope B search p99, {n} scopes of {turns:,} turns hammered"
-            rows.append(
-                Row(f"{at} ({n * CLIENTS_PER_SCOPE} clients)", loaded, "ms", "idle p99", idle)
-            )
+            by = f"by one client ({n * CLIENTS_PER_SCOPE} connections)"
+            rows.append(Row(f"{at} {by}", loaded, "ms", "idle p99", idle))
     return rows
 
 

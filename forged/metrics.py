@@ -45,7 +45,7 @@ class Snapshot:
     last_seq: int = 0
     store_bytes: int = 0
     reads: int = 0  # reads that took a reader connection
-    reads_waited: int = 0  # of them, those that found none free for their scope and waited
+    reads_waited: int = 0  # of them, those that found none free for their scope or client
     read_wait_s: float = 0.0  # the time they waited, in all
     uptime_s: float = 0.0
     observers: list[ObserverGauges] = field(default_factory=list)

@@ -16,6 +16,7 @@ from bench.quality import DISTILLERS
 from bench.report import AT_LEAST_BARE, Goal, Row, furthest, goals
 from bench.sizes import SIZES
 from bench.stalls import LINES as LONG_LINES
+from bench.stalls import PHASES as HAMMER_PHASES
 from tests.support.postgres import binaries
 
 pytestmark = pytest.mark.integration  # the benchmark runs daemons as child processes
@@ -34,8 +35,8 @@ def _expected_rows() -> list[str]:
     # 3 kinds of query x 4, the turn index x 4, scope B on 2 reader counts x 2, 2 overlaps
     rows += ["one scope: "] * 22
     # two distillers x each long line x (its time, /v1/status meanwhile); scope B idle, then
-    # while two and three scopes are hammered
-    rows += ["stalls: "] * (2 * len(LONG_LINES) * 2 + 3)
+    # while one client hammers two, three and five scopes
+    rows += ["stalls: "] * (2 * len(LONG_LINES) * 2 + 1 + len(HAMMER_PHASES))
     rows += ["memory: "] * 2 + ["start: "] * 2 + ["quality: "] * len(DISTILLERS) + ["consolidate: "]
     # the model's throughput, search p50 / p99 / p99 beside words, peak RSS, the index's RSS
     meaning = ["meaning: "] * 6
