@@ -18,8 +18,9 @@ import trio.testing
 from forged.config import load_config
 from forged.errors import QueryTimeout
 from forged.recall.engine import Recall
-from forged.store.readers import Readers, within
+from forged.store.readers import Readers, reading_for, within
 from forged.store.sqlite import Store
+from tests.conftest import StoreOpener
 from tests.support.daemons import running_daemon, socket_client, write_config
 from tests.support.data import new
 from tests.support.fakellm import FakeLLM
@@ -203,6 +204,38 @@ async def test_reads_of_no_scope_take_any_free_reader() -> None:
             await held.until_inside(2)
             assert held.inside == ["observer", "observer"]
             held.release.set()
+
+
+async def test_a_clients_listings_leave_a_reader_for_another_client(
+    open_store: StoreOpener,
+) -> None:
+    """On both stores, one client's reads of no scope (its listings) hold three of the four
+    readers; another client's listing finds the last, and forged's own read (no client) runs."""
+    store, held = open_store(), _Held()
+
+    async def listing(client: str, call: Any) -> Any:
+        with reading_for(client):
+            return await store.read(call)
+
+    def one(conn: Any) -> Any:
+        return conn.execute("SELECT 1").fetchone()
+
+    try:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                for _ in range(6):
+                    nursery.start_soon(listing, "agent", held.call("agent"))
+                await held.until_inside(3)
+                await trio.testing.wait_all_tasks_blocked()
+                try:
+                    assert held.inside == ["agent"] * 3
+                    assert tuple(await listing("cli", one)) == (1,)
+                    assert tuple(await store.read(one)) == (1,)
+                finally:
+                    held.release.set()
+        assert held.inside == ["agent"] * 6
+    finally:
+        store.close()
 
 
 def test_a_read_past_its_budget_is_stopped() -> None:
