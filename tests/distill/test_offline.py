@@ -9,12 +9,15 @@ from typing import Any
 import pytest
 import trio
 
-from forged.config import load_config
+from forged.config import DistillerConfig, load_config
 from forged.distill.kinds import kind_of
-from forged.distill.offline import distil
+from forged.distill.linepicker import LinePicker
+from forged.distill.offline import OfflineDistiller, distil
 from forged.distill.salience import KEEP_AT, Line, cues, scores, small_talk
+from forged.errors import CheckOverrun
 from forged.llm.prompt import render_known, render_transcript
 from forged.models import MemoryItem, Message, StoredInteraction
+from forged.text.offload import WorkerProcess
 from tests.support.daemons import (
     DaemonProcess,
     running_daemon,
@@ -308,3 +311,19 @@ async def test_the_shipped_config_with_offline_distils_with_no_model_server(
     db = daemon.config.store.path
     assert rows(db, "SELECT DISTINCT model, llm_calls FROM distill_runs") == [("offline", 0)]
     assert daemon.events("llm_unavailable") == []
+
+
+@pytest.mark.integration  # it starts a worker process
+@pytest.mark.parametrize("picker", [OfflineDistiller, LinePicker])
+async def test_a_no_model_distillers_picks_run_in_the_worker_under_its_deadline(
+    picker: type[OfflineDistiller | LinePicker],
+) -> None:
+    """The offline distiller's and the line picker's picks run in the worker process, never
+    on the event loop: given a worker whose deadline is already spent, they are stopped."""
+    distiller = picker(DistillerConfig())
+    distiller.worker = WorkerProcess(deadline=0)
+    with (
+        trio.fail_after(TIMEOUT),
+        pytest.raises(CheckOverrun, match=r"^(distil|pick_lines) ran past its deadline of 0 s$"),
+    ):
+        await distiller.distill("[1] user: We moved to Porto in 2024.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -22,7 +23,7 @@ from bench.corpus import locomo_path
 from forged.config import RecallConfig, load_config
 from forged.daemon.runner import Running
 from forged.models import MEMORY_TYPES, Fact, MemoryItem, normalise
-from forged.recall import fulltext
+from forged.recall import engine, fulltext
 from forged.recall.engine import Recall
 from forged.recall.fulltext import RECENCY_FLOOR, SELECTIVE_MIN_ROWS, ranked, recency_decay
 from forged.recall.fusion import COVERAGE_WEIGHT, RRF_K, by_coverage, fuse
@@ -275,6 +276,30 @@ async def test_the_facts_shown_to_a_distiller_are_found_by_function_words_too(
     finally:
         conn.close()
         store.close()
+
+
+async def test_a_context_block_is_weighed_and_packed_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Weighing the candidates against the question and packing them run in the reader's
+    thread: the event loop's thread never packs a block."""
+    store = Store(str(tmp_path / "forged.db"))
+    conn = connect(tmp_path / "forged.db", isolation_level=None)
+    add_fact(conn, "The user lives in Lisbon.")
+    threads: list[threading.Thread] = []
+
+    def spied(*args: Any) -> Any:
+        threads.append(threading.current_thread())
+        return pack(*args)
+
+    monkeypatch.setattr(engine, "pack", spied)
+    try:
+        block = await Recall(store, RecallConfig()).context(SearchQuery("Lisbon", "a", 10), 400)
+    finally:
+        conn.close()
+        store.close()
+    assert "Lisbon" in block.text
+    assert threads and threading.main_thread() not in threads
 
 
 async def test_a_search_for_related_facts_past_its_budget_shows_none(tmp_path: Path) -> None:
