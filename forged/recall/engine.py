@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import msgspec
 import structlog
+import trio
 
 from forged.config import RecallConfig
 from forged.errors import QueryTimeout
@@ -160,16 +163,20 @@ class Recall:
         Every word of the transcript is searched, function words too: a new state often shares
         no other word with the one it replaces ("We moved to Berlin", "They live in Lisbon").
         A search past `search_budget` seconds is stopped and none are shown: the turn is distilled
-        without them rather than late (a scope of 40,000 facts held every other scope up)."""
+        without them rather than late (a scope of 40,000 facts held every other scope up). So is
+        one still waiting for a reader after that long: clients flooding the scope queue ahead
+        of it, and the observer must not wait behind them."""
         query = SearchQuery(
             q=text, scope=scope, limit=self.config.max_limit, types=("fact",), function_words=True
         )
         shown, used = [], 0
-        try:
-            found = await self.store.read(
-                self._found, query, None, None, scope=scope, budget=search_budget
-            )
-        except QueryTimeout:
+        found: list[MemoryItem] | None = None
+        with trio.move_on_after(math.inf if search_budget is None else search_budget):
+            with contextlib.suppress(QueryTimeout):
+                found = await self.store.read(
+                    self._found, query, None, None, scope=scope, budget=search_budget
+                )
+        if found is None:  # stopped, or still waiting for a reader
             log.warning(
                 "related_facts_skipped", scope=scope, timeout_ms=round((search_budget or 0) * 1000)
             )

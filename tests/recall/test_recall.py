@@ -14,6 +14,7 @@ import httpx
 import msgspec
 import pytest
 import trio
+import trio.testing
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
@@ -40,6 +41,7 @@ from forged.recall.packing import (
 from forged.recall.periods import periods
 from forged.recall.query import SearchQuery, fts_query, julian_now, query_phrases
 from forged.recall.sqlite import search
+from forged.store.readers import reading_for
 from forged.store.records import BatchOutcome, ScopeResult
 from forged.store.sqlite import Store
 from forged.store.sqlite_schema import MIGRATIONS, migrate
@@ -329,6 +331,41 @@ async def test_a_search_for_related_facts_past_its_budget_shows_none(tmp_path: P
     assert late == []
     assert [e["event"] for e in logs] == ["related_facts_skipped"]
     assert found and all("north" in f.text for f in found)
+
+
+async def test_a_search_for_related_facts_waits_for_a_reader_no_longer_than_its_budget(
+    tmp_path: Path,
+) -> None:
+    """A client's read holds the scope's turn (a flood of it queues the same way): the
+    distiller's search for related facts gives up once its budget is spent waiting for a
+    reader, and shows none rather than hold the observer up."""
+    store = Store(str(tmp_path / "forged.db"))
+    conn = connect(tmp_path / "forged.db", isolation_level=None)
+    add_fact(conn, "The user lives up north.")
+    release = threading.Event()
+
+    async def clients_read() -> None:
+        with reading_for("agent"):
+            await store.read(lambda _conn: release.wait(30), scope="a")
+
+    recall = Recall(store, RecallConfig())
+    try:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(clients_read)
+                await trio.testing.wait_all_tasks_blocked()  # it holds scope a's turn
+                try:
+                    with capture_logs() as logs:
+                        late = await recall.related("a", "We moved north.", 400, 0.05)
+                finally:
+                    release.set()
+        found = await recall.related("a", "We moved north.", 400, 0.05)
+    finally:
+        conn.close()
+        store.close()
+    assert late == []
+    assert [e["event"] for e in logs] == ["related_facts_skipped"]
+    assert [f.text for f in found] == ["The user lives up north."]
 
 
 def test_words_in_most_rows_of_a_large_table_do_not_match_alone(db: sqlite3.Connection) -> None:
