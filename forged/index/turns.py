@@ -10,6 +10,7 @@ crash loses nothing: the keeper starts again after that seq.
 
 from __future__ import annotations
 
+import bisect
 import math
 import shutil
 from collections.abc import Iterable
@@ -18,13 +19,23 @@ from pathlib import Path
 
 import tantivy
 
-__all__ = ["SCHEMA_VERSION", "IndexStats", "Match", "TurnIndex", "TurnText", "terms"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "IndexStats",
+    "Match",
+    "TurnIndex",
+    "TurnText",
+    "rounded_length",
+    "terms",
+]
 
 SCHEMA_VERSION = 2  # raised when the fields or the analyzer change: an older index is rebuilt
 MAX_TOKEN_BYTES = 40  # longer "words" (hashes, base64) are not indexed, as in tantivy's default
 WRITER_HEAP = 32_000_000  # bytes the writer buffers before it writes a segment of its own
 WRITER_THREADS = 1  # the daemon's event loop and readers keep the other core
 _ANALYZER = "forged"  # the text field's analyzer, registered under this name
+FIELDNORM_EXACT = 40  # tantivy stores a turn's length exactly up to this many terms...
+FIELDNORM_CODES = 256  # ...and in one byte in all: past it, eight lengths per doubling step
 _WATERMARK = "watermark"  # the `kind` of the one document holding the last seq indexed
 _TURN = "turn"
 
@@ -44,11 +55,13 @@ class TurnText:
 @dataclass(frozen=True, slots=True)
 class Match:
     """A turn the index found: its BM25 as tantivy computes it (FTS5's but for a turn's length,
-    exact to 40 terms and rounded to a byte past that) and when it happened (a Julian day)."""
+    exact to 40 terms and rounded down to a byte's worth past that: `rounded_length`), when it
+    happened (a Julian day) and its exact length in terms."""
 
     seq: int
     bm25: float
     at: float
+    terms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +92,27 @@ _TERMS = _analyzer()
 def terms(text: str) -> list[str]:
     """The terms the index holds for `text`, in order, repeats kept (linear in its length)."""
     return _TERMS.analyze(text)
+
+
+def _fieldnorms() -> list[int]:
+    """The lengths tantivy can store (its FIELD_NORMS_TABLE): every one to FIELDNORM_EXACT,
+    then eight per step, the step doubling from 2."""
+    lengths, step = list(range(FIELDNORM_EXACT + 1)), 2
+    while len(lengths) < FIELDNORM_CODES:
+        lengths += [lengths[-1] + step * k for k in range(1, 9)]
+        step *= 2
+    return lengths[:FIELDNORM_CODES]
+
+
+_FIELDNORMS = _fieldnorms()
+
+
+def rounded_length(length: int) -> int:
+    """The length tantivy's BM25 reads for a turn of `length` terms: the largest it can store
+    that is not above it."""
+    if length <= FIELDNORM_EXACT:
+        return length
+    return _FIELDNORMS[bisect.bisect_right(_FIELDNORMS, length) - 1]
 
 
 def _schema() -> tantivy.Schema:
@@ -237,9 +271,10 @@ class TurnIndex:
         addresses = [address for _, address in hits]
         seqs = searcher.fast_field_values("seq", addresses)
         times = searcher.fast_field_values("at", addresses)
+        lengths = searcher.fast_field_values("terms", addresses)
         return [
-            Match(int(seq or 0), score, float(at or 0.0))
-            for (score, _), seq, at in zip(hits, seqs, times, strict=True)
+            Match(int(seq or 0), score, float(at or 0.0), int(length or 0))
+            for (score, _), seq, at, length in zip(hits, seqs, times, lengths, strict=True)
         ]
 
     def close(self) -> None:

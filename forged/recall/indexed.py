@@ -3,7 +3,8 @@ matches by BM25 under FTS5's weights, each match's decay comes from its time in 
 only the winners' rows are read from the store.
 
 tantivy's BM25 is FTS5's once each term weighs FTS5's IDF (turns.TurnIndex.search), but for a
-turn's length: exact to 40 terms, rounded to a byte past that. Top-10 overlap with FTS5's exact
+turn's length: exact to 40 terms, rounded to a byte past that, which `exact_bm25` undoes from
+the exact length the index holds beside it. Top-10 overlap with FTS5's exact
 ranking is measured by `make bench` (onescope). Recency is no part of tantivy's score: the
 index is asked for the best matches by BM25 in a window of time that narrows to the ages where
 a match it has not given could still enter (`ranked`).
@@ -18,7 +19,7 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from forged.index.turns import IndexStats, TurnIndex, terms
+from forged.index.turns import IndexStats, Match, TurnIndex, rounded_length, terms
 from forged.models import MemoryItem
 from forged.recall.fulltext import (
     BM25_K1,
@@ -35,11 +36,11 @@ from forged.store.cjk import cjk_grams
 from forged.store.portable import portable
 from forged.timestamps import julian_day
 
-__all__ = ["BM25_B", "CANDIDATES_PER_RESULT", "MAX_DEPTH", "bm25", "ranked"]
+__all__ = ["BM25_B", "CANDIDATES_PER_RESULT", "MAX_DEPTH", "bm25", "exact_bm25", "ranked"]
 
 BM25_B = 0.75  # FTS5's bm25() length normalisation
-CANDIDATES_PER_RESULT = 4  # the index is asked for this many best matches per result at first
-MIN_CANDIDATES = 40  # and at least this many
+CANDIDATES_PER_RESULT = 10  # the index is asked for this many best matches per result at first
+MIN_CANDIDATES = 100  # and at least this many
 MAX_DEPTH = 4096  # past this many of a window's matches the store answers (a selective filter)
 DEEPER = 4  # a window that cannot narrow is asked again for this many times as many
 # Days either side of since and until in the index: it compares moments, the store compares
@@ -60,10 +61,26 @@ _ROWS = """
 def bm25(counts: Counter[str], length: int, weights: dict[str, float], stats: IndexStats) -> float:
     """FTS5's bm25() of a turn whose terms are `counts` (`length` in all), for terms of IDF
     `weights`: each term's IDF times its saturated, length-normalised frequency."""
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / max(stats.average_terms, 1e-9))
+    norm = _length_norm(length, stats)
     return sum(
         w * counts[t] * (BM25_K1 + 1) / (counts[t] + norm) for t, w in weights.items() if counts[t]
     )
+
+
+def _length_norm(length: float, stats: IndexStats) -> float:
+    """BM25's length normalisation of a turn of `length` terms: k1 (1 - b + b length / avg)."""
+    return BM25_K1 * (1 - BM25_B + BM25_B * length / max(stats.average_terms, 1e-9))
+
+
+def exact_bm25(match: Match, stats: IndexStats) -> float:
+    """A match's BM25 over its exact length where tantivy read a rounded one (past 40 terms):
+    each term's share is saturated over tf + the length's norm, so the score scales by
+    (1 + rounded norm) / (1 + exact norm), exactly for terms found once in the turn (most) and
+    within a hair for the others. Never above tantivy's (a rounded length is never longer)."""
+    rounded = rounded_length(match.terms)
+    if rounded == match.terms:
+        return match.bm25
+    return match.bm25 * (1 + _length_norm(rounded, stats)) / (1 + _length_norm(match.terms, stats))
 
 
 def _with_tail(stats: IndexStats, tail: list[list[str]]) -> IndexStats:
@@ -221,10 +238,11 @@ def _searched(
     window asked in turn (see `ranked`); None when a window would be asked too deep."""
     since, until = _period(query)
     depth = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * query.limit)
+    stats = index.stats()  # what tantivy's own lengths are normalised by
     while True:
         matches = index.search(query.scope, weights, depth, since, until, query.session)
         for match in matches:
-            ranking.add(match.seq, match.bm25 * day_decay(match.at, now, half_life))
+            ranking.add(match.seq, exact_bm25(match, stats) * day_decay(match.at, now, half_life))
         best = ranking.best(query.limit)
         if len(matches) < depth:
             return best  # the window gave every match it holds

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from forged.index.turns import TurnIndex
 from forged.models import MEMORY_TYPES, FactsPage, MemoryItem, MemoryType, SummariesPage
 from forged.recall import indexed, listing
@@ -111,7 +109,7 @@ def searches(
 ) -> list[list[MemoryItem]]:
     """The best items of one scope for each of `limits`, as `recall.sqlite.searches` gives them on
     SQLite: each type ranked once, to `query.limit` (at least the largest); with the turn
-    `index`, turns ranked through it for each limit (forged.recall.indexed)."""
+    `index`, turns ranked through it (forged.recall.indexed)."""
     now = julian_now() if now is None else now
     wanted = query.types if query.kind is None else (kind_type(query.kind),)
     types = [t for t in MEMORY_TYPES if t in wanted]
@@ -121,15 +119,16 @@ def searches(
         if t != "interaction" or index is None
     }
 
+    through_index = indexed.ranked(conn, index, query, half_life_days, now) if index else None
+
     def turns(limit: int) -> list[MemoryItem]:
-        limited = msgspec.structs.replace(query, limit=limit)
-        found = indexed.ranked(conn, index, limited, half_life_days, now) if index else None
-        if found is None:
-            found = lists.get("interaction") or ranked(
-                conn, "interaction", query, half_life_days, now
-            )
-            lists["interaction"] = found
-        return found
+        """The best turns, through the index if it answers: ranked once for the largest limit
+        (its best few are the first of its best many)."""
+        if through_index is not None:
+            return through_index[:limit]
+        if "interaction" not in lists:
+            lists["interaction"] = ranked(conn, "interaction", query, half_life_days, now)
+        return lists["interaction"]
 
     by_meaning = dense.lists(conn, query) if dense is not None else None
     meant = {t: by_meaning(t) for t in types} if by_meaning is not None else {}

@@ -81,15 +81,15 @@ def searches(
         return expanded[limit]
 
     def ranking(table: MemoryType, limit: int) -> list[MemoryItem] | None:
-        """A type's best `limit` through the turn index, ranked once per limit: its top is
-        exact only in the candidates it reads, and a search asking fewer must see the same
-        first results as a block asking more; None where the store's index answers."""
+        """A type's best `limit` through the turn index, ranked once for the largest: the index's
+        best few are the first of its best many, so a search asking fewer sees the same first
+        results as a block asking more; None where the store's index answers."""
         if index is None or table != "interaction":
             return None
-        if (table, limit) not in full:
-            limited = msgspec.structs.replace(query, limit=limit)
-            full[table, limit] = indexed.ranked(conn, index, limited, half_life_days, now)
-        return full[table, limit]
+        if (table, -1) not in full:
+            full[table, -1] = indexed.ranked(conn, index, query, half_life_days, now)
+        found = full[table, -1]
+        return None if found is None else found[:limit]
 
     def ranker(limit: int) -> Callable[[MemoryType, int], list[MemoryItem]]:
         def rank(table: MemoryType, depth: int) -> list[MemoryItem]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -124,6 +125,28 @@ def test_an_index_of_another_version_is_started_again(tmp_path: Path) -> None:
     writer.commit()
     index.close()
     assert TurnIndex(tmp_path / "ix").watermark == 0
+
+
+def test_a_long_turns_bm25_is_over_its_exact_length(tmp_path: Path) -> None:
+    """tantivy reads a turn's length rounded past 40 terms; the score recall ranks by is FTS5's
+    formula over the exact length."""
+    index = TurnIndex(tmp_path / "ix")
+    lengths = range(30, 400)
+    index.add(
+        TurnText(n, "u", 2460000.5, " ".join(["xylo"] + [f"f{i}z" for i in range(n - 1)]))
+        for n in lengths
+    )
+    index.commit(max(lengths))
+    weights, stats = {"xylo": 2.0}, index.stats()
+    matches = index.search("u", weights, len(lengths), None, None)
+    assert sorted(m.terms for m in matches) == list(lengths)
+    rounded = 0  # turns whose score tantivy's rounding alone would put off by 1% or more
+    for match in matches:
+        exact = recall_indexed.bm25(Counter({"xylo": 1}), match.terms, weights, stats)
+        # within what tantivy's average length (its watermark document counted) moves
+        assert recall_indexed.exact_bm25(match, stats) == pytest.approx(exact, rel=3e-3)
+        rounded += match.bm25 != pytest.approx(exact, rel=0.01)
+    assert rounded > 150
 
 
 def _store_of(path: Path, turns: int, seed: int, sessions: int = 0) -> None:
