@@ -61,6 +61,8 @@ NOTES = """\
   SQLite's insert with the interactions' full-text index is most of the work; the daemon adds
   its Python per interaction (one decode of all NDJSON lines, one scrub scan for the whole
   request, one encode of the messages), the HTTP exchange and the thread hops.
+  Two scenarios run again on a daemon with the turn index off (`[index] enabled = false`): the
+  keeper indexes what was accepted meanwhile, beside ingest, never in its way.
 - **batching**: {burst:,} conversation turns from {source}, pushed in one NDJSON request, each
   one interaction; the fake LLM answers every call after {latency:.0f} ms and reports usage; the
   figures are the daemon's own `/v1/status` totals once the watermark reaches the last seq. The
@@ -75,18 +77,24 @@ NOTES = """\
   same words over a plain full-text table of every text in the store (no scope, no recency), in
   the benchmark's process. The overlap is the mean share of each type's top ten (facts,
   summaries, turns) that ranking every match of the scope in full also has.
+  The daemon builds its turn index afresh from the store at start, and is timed once the index
+  holds every turn: the build's time and the index's size are beside a bare FTS5 table of the
+  same turns built in one transaction; the search and context p99 are beside the same queries
+  through a daemon with the turn index off (recall as it was before the index).
 - **onescope**: {onescope:,} turns in one scope (and 1,000 in a second one), their words drawn
   by Zipf's law from 200,000 generated ones, written straight with SQLite after forged's
   migrations and cached. Queries of scope A's own words: one in 3 to 10 turns, two in 0.1% to 1%
-  of them, ten of its 20 most frequent; each asked in turn of a bare FTS5 `MATCH ... ORDER BY
-  rank LIMIT 10` over scope A's texts (in the benchmark's process), of `/v1/search` and of
-  `/v1/context` (1,000 tokens) through the socket, so that the machine's load falls on all three
-  alike. Then {hammers} clients send, over and over, the costliest query (scope A's 1,500 most
-  frequent words, most frequent first) while one-word searches of scope B are timed by another
-  process (the daemon counts a process as one client); the row says how the hammering clients
-  were answered (503: `query_timeout`). The overlap compares the
-  turns' top ten with ranking every match of the scope (rare and mid queries, and 3 of the
-  common ones). `--only onescope` runs this step alone.
+  of them, ten of its 20 most frequent, and natural questions of ten words shaped as an
+  agent's question asked in full (4 of the 20 most frequent words, as its function words, 3 of
+  the next 1,000, 2 mid-frequency ones and a rare one); each asked in turn of a bare FTS5
+  `MATCH ... ORDER BY rank LIMIT 10` over scope A's texts (in the benchmark's process), of
+  `/v1/search` and of `/v1/context` (1,000 tokens) through the socket, so that the machine's
+  load falls on all three alike. Then {hammers} clients send, over and over, the costliest
+  query (scope A's 1,500 most frequent words, most frequent first) while one-word searches of
+  scope B are timed by another process (the daemon counts a process as one client); the row
+  says how the hammering clients were answered (503: `query_timeout`). The overlap compares the turns' top ten with ranking
+  every match of the scope (rare and mid queries, 3 of the common ones and 3 natural
+  questions). `--only onescope` runs this step alone.
 - **stalls**: one unpunctuated line of {long_lines} characters (words of the Zipf vocabulary)
   pushed alone to a daemon distilling offline, then to one whose model (the fake LLM) copies
   the line into its fact; the time until the watermark passes it, beside a line a tenth as long

@@ -30,10 +30,10 @@ import trio
 
 from bench import zipf
 from bench.corpus import Turn
-from bench.onescope import _index_ready, _interleaved, _query_sets
+from bench.onescope import _interleaved, _query_sets
 from bench.recall import LIMIT, NO_LLM, _read_through, _stats
 from bench.report import Goal, Row
-from bench.runner import running
+from bench.runner import index_ready, running
 from bench.sizes import Context
 from bench.stores import cached
 from forged.models import EMBED_OBSERVER
@@ -102,7 +102,7 @@ async def _search(ctx: Context) -> list[Row]:
         sections = {"store": {"path": store.path}, "distill": {"enabled": False}, **embed}
         async with running(ctx.work / f"meaning-{name}", NO_LLM, **sections) as daemon:
             client = await daemon.client()
-            await _index_ready(client)
+            await index_ready(client)
 
             async def ask(q: str) -> object:
                 asked = {"q": q, "scope": zipf.SCOPE_A, "limit": LIMIT}

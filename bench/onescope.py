@@ -10,7 +10,6 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlencode
 
 import msgspec
@@ -21,9 +20,9 @@ from bench.corpus import SEED
 from bench.probe import timed_elsewhere
 from bench.recall import BUDGET, LIMIT, NO_LLM, WARM_UP, _read_through, _stats
 from bench.report import Goal, Row
-from bench.runner import Client, running
+from bench.runner import Client, index_ready, running
 from bench.sizes import Context
-from bench.stores import BARE, BARE_TOKENIZER, cached
+from bench.stores import BARE, bare_turn_index, cached, directory_mb
 from forged.config import RecallConfig
 from forged.index.turns import TurnIndex
 from forged.recall import indexed
@@ -37,6 +36,12 @@ MID_SHARE = (0.001, 0.01)  # a mid-frequency word is in this share of the scope'
 RARE_TURNS = (3, 10)  # a rare word is in this many turns
 COMMON_POOL = 20  # ten common words are drawn from the scope's most frequent words
 COMMON_QUERIES = 10  # a bare top-10 of ten common words takes seconds: fewer of them
+# A natural question asked in full ("when did Caroline go to the support group?"): this many of
+# the scope's most frequent words (its function words), of the next ones, of the mid-frequency
+# ones and of the rare ones, ten words in all.
+QUESTION_SHAPE = (4, 3, 2, 1)
+QUESTION_POOLS = (20, 1_000)  # the function words are of the first 20, the next up to 1,000
+QUESTIONS = 20  # natural questions asked; each costs a bare top-10 half a second
 OVERLAP_COMMON = 3  # ranking every match of ten common words takes seconds too
 HAMMERS = 16  # clients sending the costliest query to scope A at once
 WORST_WORDS = 1_500  # the costliest query: this many of the most frequent words, 10 KB
@@ -46,6 +51,7 @@ GOALS = {  # p99 against the bare FTS5 top-10, by query and endpoint: through th
     ("one rare word", "search"): Goal(3.0, at_least=False),
     ("two mid-frequency words", "search"): Goal(0.5, at_least=False),
     ("ten common words", "search"): Goal(0.05, at_least=False),
+    ("natural questions", "search"): Goal(0.05, at_least=False),
 }
 LAG_PUSHES = 50  # turns pushed one at a time, each timed until the turn index holds it
 OVERLAP_GOAL = Goal(0.85, at_least=True)  # top-10 shared with ranking every match
@@ -61,10 +67,21 @@ def _query_sets(path: Path, turns: int) -> dict[str, list[str]]:
     mid = [w for w, n in counts if low <= n <= high]
     rare = [w for w, n in counts if RARE_TURNS[0] <= n <= RARE_TURNS[1]]
     common = [w for w, _ in counts[:COMMON_POOL]]
+    function, after = (counts[:n] for n in QUESTION_POOLS)
+    pools = ([w for w, _ in function], [w for w, _ in after[len(function) :]], mid, rare)
+
+    def question() -> str:
+        words = [
+            w for pool, n in zip(pools, QUESTION_SHAPE, strict=True) for w in rng.sample(pool, n)
+        ]
+        rng.shuffle(words)
+        return " ".join(words)
+
     return {
         "one rare word": [rng.choice(rare) for _ in range(100)],
         "two mid-frequency words": [" ".join(rng.sample(mid, 2)) for _ in range(100)],
         "ten common words": [" ".join(rng.sample(common, 10)) for _ in range(COMMON_QUERIES)],
+        "natural questions": [question() for _ in range(QUESTIONS)],
     }
 
 
@@ -126,15 +143,6 @@ def overlap(path: Path, queries: list[str], index: TurnIndex | None = None) -> f
     return statistics.fmean(shares)
 
 
-async def _index_ready(client: Client) -> dict[str, Any]:
-    """The daemon's status once its turn index holds the whole log."""
-    while True:
-        status: dict[str, Any] = await client.get("/v1/status")
-        if status["index"]["backlog"] == 0 and status["index"]["state"] == "ready":
-            return status
-        await trio.sleep(0.05)  # another process: see _lag
-
-
 async def _lag(client: Client) -> tuple[list[float], list[float]]:
     """Seconds from a push's 202 until the turn index holds the turn, one push at a time; and
     each push's own round trip."""
@@ -153,26 +161,6 @@ async def _lag(client: Client) -> tuple[list[float], list[float]]:
     return samples, pushes
 
 
-def _bare_index(path: Path, work: Path) -> tuple[float, float]:
-    """Seconds to build a bare FTS5 index of the store's turns (forged's tokenizer) in a file
-    of its own, and that file's size in MB: the turn index's baselines."""
-    out = work / "bare-fts.db"
-    out.unlink(missing_ok=True)
-    conn = sqlite3.connect(out, isolation_level=None)
-    register_functions(conn)
-    conn.execute(f"ATTACH 'file:{path}?mode=ro' AS store")
-    started = time.perf_counter()
-    conn.executescript(f"""
-        BEGIN;
-        CREATE VIRTUAL TABLE bare USING fts5(text, {BARE_TOKENIZER});
-        INSERT INTO bare (rowid, text) SELECT seq, text FROM store.interactions_text;
-        COMMIT;
-    """)
-    seconds = time.perf_counter() - started
-    conn.close()
-    return seconds, out.stat().st_size / 1e6
-
-
 def _index_rows(
     turns: int,
     built_s: float,
@@ -181,7 +169,7 @@ def _index_rows(
     bare: tuple[float, float],
 ) -> list[Row]:
     at = f"one scope: {turns:,} turns,"
-    size = sum(f.stat().st_size for f in directory.rglob("*") if f.is_file()) / 1e6
+    size = directory_mb(directory)
     lag, pushes = lags
     push = _stats(pushes)[0]
     fts = "a bare FTS5 index of the same turns"
@@ -282,18 +270,20 @@ async def measure(ctx: Context) -> list[Row]:
     ) as daemon:
         client = await daemon.client()
         started = time.perf_counter()
-        await _index_ready(client)
+        await index_ready(client)
         built = time.perf_counter() - started
         for kind, queries in sets.items():
             rows += _rows(kind, await _interleaved(queries, _asks(client, bare)), turns)
         lags = await _lag(client)
-        rows += _index_rows(turns, built, directory, lags, _bare_index(path, ctx.work))
+        rows += _index_rows(turns, built, directory, lags, bare_turn_index(path, ctx.work))
         await client.aclose()
     bare.close()
     for readers in READER_COUNTS:
         rows += await _scope_b(ctx, path, readers)
     checked = sets["one rare word"] + sets["two mid-frequency words"]
-    checked += sets["ten common words"][:OVERLAP_COMMON]
+    checked += (
+        sets["ten common words"][:OVERLAP_COMMON] + sets["natural questions"][:OVERLAP_COMMON]
+    )
     share = overlap(path, checked)
     rows.append(
         Row("one scope: turns' top-10 overlap, FTS5", share, "share", "ranking every match", 1.0)

@@ -12,9 +12,9 @@ from urllib.parse import urlencode
 
 from bench.corpus import PLACES, SEED, TOPICS
 from bench.report import Goal, Row
-from bench.runner import Client, running
+from bench.runner import Client, index_ready, running
 from bench.sizes import RECALL_MILLION, Context
-from bench.stores import BARE, SCOPES, build_facts, cached
+from bench.stores import BARE, SCOPES, bare_turn_index, build_facts, cached, directory_mb
 from forged.config import RecallConfig
 from forged.models import MEMORY_TYPES
 from forged.recall.fulltext import ranked
@@ -26,6 +26,7 @@ LIMIT = 10  # results per search
 BUDGET = 1000  # tokens per context block
 NO_LLM = "http://127.0.0.1:9/v1"  # distillation is off: only recall is asked
 ONE_TENTH = Goal(0.1, at_least=False)  # p99 against bare FTS5, at a million of each
+NO_WORSE = Goal(1.0, at_least=False)  # p99 through the turn index against it off, at a million
 
 
 def _queries(n: int) -> list[tuple[str, str]]:
@@ -109,30 +110,84 @@ def _read_through(path: Path) -> None:
             pass
 
 
+async def _with_index(ctx: Context, n: int, path: Path) -> tuple[dict[str, list[float]], float]:
+    """Search and context through a daemon whose turn index is built afresh from the store at
+    start (not cached: its time is a figure), timed once it holds every turn; and that time."""
+    index = {"path": str(ctx.work / f"recall-{n}-index")}
+    async with running(
+        ctx.work / f"recall-{n}", NO_LLM, store={"path": str(path)}, distill={"enabled": False},
+        index=index,
+    ) as daemon:  # fmt: skip
+        client = await daemon.client()
+        started = time.perf_counter()
+        await index_ready(client)
+        built = time.perf_counter() - started
+        timed = await _through_socket(client, _queries(ctx.size.recall_queries))
+        await client.aclose()
+    return timed, built
+
+
+async def _without_index(ctx: Context, n: int, path: Path) -> dict[str, list[float]]:
+    """The same through a daemon with the turn index off: recall as it was before it."""
+    async with running(
+        ctx.work / f"recall-{n}-off", NO_LLM, store={"path": str(path)},
+        distill={"enabled": False}, index={"enabled": False},
+    ) as daemon:  # fmt: skip
+        client = await daemon.client()
+        timed = await _through_socket(client, _queries(ctx.size.recall_queries))
+        await client.aclose()
+    return timed
+
+
+def _index_rows(
+    ctx: Context, n: int, path: Path, built: float, timed: dict[str, dict[str, list[float]]]
+) -> list[Row]:
+    """The turn index at this size: its build and size beside a bare FTS5 index of the same
+    turns, and search and context through it beside the same with it off."""
+    at = f"recall: {n:,} facts + {n:,} turns,"
+    bare_s, bare_mb = bare_turn_index(path, ctx.work)
+    fts = "a bare FTS5 index of the same turns"
+    size = directory_mb(ctx.work / f"recall-{n}-index")
+    rows = [
+        Row(f"{at} turn index built from the store at start", built, "s", fts, bare_s),
+        Row(f"{at} turn index size", size, "MB", fts, bare_mb),
+    ]
+    goal = NO_WORSE if n >= RECALL_MILLION else None
+    for endpoint in ("search", "context"):
+        rows.append(
+            Row(
+                f"{at} {endpoint} p99 through the turn index",
+                _stats(timed["on"][endpoint])[1],
+                "ms",
+                "the same with the turn index off",
+                _stats(timed["off"][endpoint])[1],
+                goal=goal,
+            )
+        )
+    return rows
+
+
 async def _one_size(ctx: Context, n: int) -> list[Row]:
     store = cached(ctx.cache, f"recall-{n}", build_facts, n)
     path = Path(store.path)
     _read_through(path)
     queries = _queries(ctx.size.recall_queries)
-    async with running(
-        ctx.work / f"recall-{n}", NO_LLM, store={"path": store.path}, distill={"enabled": False}
-    ) as daemon:
-        client = await daemon.client()
-        timed = await _through_socket(client, queries)
-        await client.aclose()
+    on, built = await _with_index(ctx, n, path)
+    off = await _without_index(ctx, n, path)
     (bare_median, bare_p99) = _stats(await _bare(path, queries))
     at = f"recall: {n:,} facts + {n:,} turns,"
     baseline = f"bare FTS5 MATCH, ORDER BY rank LIMIT {LIMIT}"
     goal = ONE_TENTH if n >= RECALL_MILLION else None
     rows = []
     for endpoint in ("search", "context"):
-        median, p99 = _stats(timed[endpoint])
+        median, p99 = _stats(on[endpoint])
         rows += [
             Row(f"{at} {endpoint} median", median, "ms", baseline, bare_median),
             Row(f"{at} {endpoint} p99", p99, "ms", baseline, bare_p99, goal=goal),
         ]
     share = overlap(path, queries)
-    return [*rows, Row(f"{at} top-10 overlap", share, "share", "ranking every match", 1.0)]
+    rows.append(Row(f"{at} top-10 overlap", share, "share", "ranking every match", 1.0))
+    return rows + _index_rows(ctx, n, path, built, {"on": on, "off": off})
 
 
 async def measure(ctx: Context) -> list[Row]:

@@ -90,6 +90,15 @@ class Daemon(DaemonProcess):
         return await Client.connect(self.socket)
 
 
+async def index_ready(client: Client) -> dict[str, Any]:
+    """The daemon's status once its turn index holds the whole log."""
+    while True:
+        status: dict[str, Any] = await client.get("/v1/status")
+        if status["index"]["backlog"] == 0 and status["index"]["state"] == "ready":
+            return status
+        await trio.sleep(STATUS_POLL)  # another process: its events cannot reach us
+
+
 def peak_rss_mib(pid: int | str) -> float:
     with open(f"/proc/{pid}/status") as f:
         kib = next(line.split()[1] for line in f if line.startswith("VmHWM:"))

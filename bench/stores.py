@@ -60,6 +60,33 @@ def size_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*")) / 1e6
 
 
+def directory_mb(directory: Path) -> float:
+    """The size of every file under `directory`, in MB."""
+    return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file()) / 1e6
+
+
+def bare_turn_index(path: Path, work: Path) -> tuple[float, float]:
+    """Seconds to build a bare FTS5 index of the store's turns (forged's tokenizer) in a file
+    of its own, and that file's size in MB: the turn index's baselines."""
+    out = work / "bare-fts.db"
+    out.unlink(missing_ok=True)
+    conn = sqlite3.connect(out, isolation_level=None)
+    register_functions(conn)
+    conn.execute(f"ATTACH 'file:{path}?mode=ro' AS store")
+    started = time.perf_counter()
+    conn.executescript(f"""
+        BEGIN;
+        CREATE VIRTUAL TABLE bare USING fts5(text, {BARE_TOKENIZER});
+        INSERT INTO bare (rowid, text) SELECT seq, text FROM store.interactions_text;
+        COMMIT;
+    """)
+    seconds = time.perf_counter() - started
+    conn.close()
+    size = out.stat().st_size / 1e6
+    out.unlink()
+    return seconds, size
+
+
 def build_backlog(path: Path, corpus: list[Turn], n: int, target_bytes: int) -> None:
     """`n` undistilled interactions of about `target_bytes / n` bytes each."""
     conn = _fresh(path)
