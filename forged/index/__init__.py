@@ -10,13 +10,17 @@ from forged.surface import lazy_surface
 _SURFACE: dict[str, str | None] = {
     "IndexKeeper": "keeper",
     "IndexStats": "turns",
+    "Match": "turns",
     "TurnIndex": "turns",
+    "rounded_length": "turns",
     "terms": "turns",
 }
 __all__ = [
     "IndexKeeper",
     "IndexStats",
+    "Match",
     "TurnIndex",
+    "rounded_length",
     "terms",
 ]
 __getattr__ = lazy_surface(__name__, _SURFACE)
