@@ -43,6 +43,7 @@ CANDIDATES_PER_RESULT = 10  # the index is asked for this many best matches per 
 MIN_CANDIDATES = 100  # and at least this many
 MAX_DEPTH = 4096  # past this many of a window's matches the store answers (a selective filter)
 DEEPER = 4  # a window that cannot narrow is asked again for this many times as many
+MAX_WINDOWS = 12  # windows asked at most, narrower or deeper each (two, at 300,000 turns)
 # Days either side of since and until in the index: it compares moments, the store compares
 # timestamps as text, and the rows of the winners decide.
 PERIOD_SLACK = 1.0
@@ -235,11 +236,12 @@ def _searched(
     now: float,
 ) -> list[tuple[float, int]] | None:
     """The best results among the index's matches and the candidates before them, each
-    window asked in turn (see `ranked`); None when a window would be asked too deep."""
+    window asked in turn (see `ranked`); None when a window would be asked too deep, or too
+    many were asked."""
     since, until = _period(query)
     depth = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * query.limit)
     stats = index.stats()  # what tantivy's own lengths are normalised by
-    while True:
+    for _ in range(MAX_WINDOWS):
         matches = index.search(query.scope, weights, depth, since, until, query.session)
         for match in matches:
             ranking.add(match.seq, exact_bm25(match, stats) * day_decay(match.at, now, half_life))
@@ -254,3 +256,4 @@ def _searched(
             since = oldest
         elif (depth := depth * DEEPER) > MAX_DEPTH:
             return None
+    return None  # windows that narrow ever so little: the store's own index ranks the query

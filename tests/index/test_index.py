@@ -282,6 +282,23 @@ def test_a_query_whose_matches_the_store_turns_down_is_left_to_the_store(
     assert all(i.id > 400 for i in recall_sqlite.search(conn, query, 30.0, index=index))
 
 
+def test_a_query_asking_too_many_windows_is_left_to_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MAX_WINDOWS windows of time asked, the index declines and the store's own index
+    ranks the query: what one query costs the index is capped."""
+    db = tmp_path / "f.db"
+    _store_of(db, 3000, seed=9)
+    conn = sqlite3.connect(db)
+    index = _index_of(conn, tmp_path / "ix")
+    query = SearchQuery(q=" ".join(f"w{i}z" for i in range(10)), scope="u", limit=10)
+    assert recall_indexed.ranked(conn, index, query, 30.0, julian_now()) is not None
+    monkeypatch.setattr(recall_indexed, "MAX_WINDOWS", 1)
+    assert recall_indexed.ranked(conn, index, query, 30.0, julian_now()) is None
+    exact = [i.id for i in recall_sqlite.search(conn, query, 30.0)]
+    assert [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index)] == exact
+
+
 def test_turns_the_index_does_not_hold_yet_are_searched(tmp_path: Path) -> None:
     """The log's tail past the index's watermark is scored from the store, in its scope."""
     db = tmp_path / "f.db"
