@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import heapq
-import re
 from collections.abc import Callable
 
 import msgspec
@@ -11,17 +10,16 @@ import msgspec
 from forged.models import MemoryItem, MemoryType
 from forged.recall.packing import content_words
 from forged.recall.periods import Period, within
-from forged.store.cjk import CJK_RUN
 from forged.text.grounding import stem
 
 __all__ = [
     "COVERAGE_WEIGHT",
-    "CROSS_SCRIPT_WEIGHT",
-    "DENSE_WEIGHT",
     "FUSION_TIES",
     "FUSION_WEIGHT",
     "RRF_K",
+    "SHARE_FROM",
     "WHEN_BOOST",
+    "WORDS_LEAST",
     "by_coverage",
     "fuse",
     "fused_top",
@@ -34,9 +32,8 @@ FUSION_WEIGHT: dict[str, float] = {"fact": 1.0, "summary": 0.5, "interaction": 1
 FUSION_TIES = ("interaction", "fact", "summary")  # which goes first on equal fused scores
 WHEN_BOOST = 1.5  # fused score multiplier of an item dated within a time the query names
 COVERAGE_WEIGHT = 1.0  # a block's candidate scores (1 + this x the share of the query it holds)
-DENSE_WEIGHT = 0.5  # a rank in the list by meaning, against one in the list by words
-CROSS_SCRIPT_WEIGHT = 1 + DENSE_WEIGHT  # an item in a script the query does not use (`hybrid`)
-_CJK = re.compile(CJK_RUN)
+WORDS_LEAST = 0.3  # the words' least share of a fused score by words and meaning (`hybrid`)
+SHARE_FROM = 3  # the best items by words whose hold on the query sets the words' share
 
 
 def fuse(
@@ -66,41 +63,40 @@ def fuse(
     return scored[:limit]
 
 
-def _scripts(text: str) -> tuple[bool, bool]:
-    """Whether the text holds CJK, and whether it holds letters of another script."""
-    cjk = bool(_CJK.search(text))
-    return cjk, any(c.isalpha() for c in _CJK.sub("", text[:2000]))
+def _words_share(lexical: list[MemoryItem], query: str) -> float:
+    """How much a fused score owes to the words: WORDS_LEAST when the best few by words hold
+    none of the query's content words, all of it when one holds them all (`hybrid`)."""
+    wanted = _stems(query)
+    held = max((_held(i, wanted) for i in lexical[:SHARE_FROM]), default=0.0) if wanted else 0.0
+    return WORDS_LEAST + (1 - WORDS_LEAST) * held
 
 
-def _other_script(query: tuple[bool, bool], text: str) -> bool:
-    """Whether an item is written in a script the query does not use: words cannot find it
-    ("where does my sister live" cannot match 妹妹住在杭州), only its meaning can."""
-    cjk, other = _scripts(text)
-    return (cjk and not query[0]) or (not cjk and other and not query[1])
+def _scaled(items: list[MemoryItem], least: float) -> dict[int, float]:
+    """Each item's score scaled into [0, 1] over its list: (score - least) / (best - least)."""
+    span = max(i.score for i in items) - least
+    return {i.id: (i.score - least) / span if span > 0 else 1.0 for i in items}
 
 
 def hybrid(lexical: list[MemoryItem], dense: list[MemoryItem], query: str) -> list[MemoryItem]:
-    """One type's list by words and its list by meaning, as one, by reciprocal rank fusion.
+    """One type's list by words and its list by meaning, as one, by a convex combination.
 
-    An item scores 1 / (RRF_K + its rank by words) + DENSE_WEIGHT / (RRF_K + its rank by
-    meaning). An item in a script the query does not use scores CROSS_SCRIPT_WEIGHT for its
-    rank by meaning instead, as if it held that rank in both lists: no word of the query can
-    match it, so its absence from the words' list says nothing against it, and a half weight
-    would push the one true match below every turn that merely shares a word.
+    An item scores share x its score by words over the list's best (BM25 x recency; 0 when
+    not listed) + (1 - share) x its cosine scaled between the list's least and best (0 when
+    not listed). The share is what the words earned (`_words_share`): when the best turns by
+    words hold most of the question's words, words decide and meaning breaks their ties; when
+    they hold few (a question in other words, or in another language: "where does my sister
+    work?" shares no word with 我妹妹在杭州当护士), meaning decides. Ranks would not tell
+    these apart: fused by reciprocal rank, the one true match found only by meaning fell below
+    every turn that merely shared a word with the question.
     Without a list by meaning (no vectors yet, no model) the list by words is the answer.
     """
     if not dense:
         return lexical
-    wanted = _scripts(query)
-    score: dict[int, float] = {}
-    items: dict[int, MemoryItem] = {}
-    for rank, item in enumerate(lexical, start=1):
-        score[item.id] = 1 / (RRF_K + rank)
-        items[item.id] = item
-    for rank, item in enumerate(dense, start=1):
-        weight = CROSS_SCRIPT_WEIGHT if _other_script(wanted, item.text) else DENSE_WEIGHT
-        score[item.id] = score.get(item.id, 0.0) + weight / (RRF_K + rank)
-        items.setdefault(item.id, item)
+    share = _words_share(lexical, query)
+    words = _scaled(lexical, 0.0) if lexical else {}
+    meant = _scaled(dense, min(i.score for i in dense))
+    items = {i.id: i for i in dense} | {i.id: i for i in lexical}
+    score = {key: share * words.get(key, 0.0) + (1 - share) * meant.get(key, 0.0) for key in items}
     best = sorted(score, key=lambda key: -score[key])[: max(len(lexical), len(dense))]
     return [msgspec.structs.replace(items[key], score=score[key]) for key in best]
 
@@ -208,20 +204,22 @@ def by_coverage(items: list[MemoryItem], query: str) -> list[MemoryItem]:
     wanted = _stems(query)
     if not wanted:
         return items
-    # A stem of two letters or more begins as its word does: only the words that begin as a
-    # wanted stem are stemmed (a hundred candidates hold thousands of words).
-    starts = {s[:2] for s in wanted} if min(map(len, wanted)) >= 2 else None
-
-    def held(item: MemoryItem) -> float:
-        words = content_words(item.text)
-        if starts is not None:
-            words = {w for w in words if w[:2] in starts}
-        return len({stem(w) for w in words} & wanted) / len(wanted)
-
     scored = [
-        msgspec.structs.replace(i, score=i.score * (1 + COVERAGE_WEIGHT * held(i))) for i in items
+        msgspec.structs.replace(i, score=i.score * (1 + COVERAGE_WEIGHT * _held(i, wanted)))
+        for i in items
     ]
     return sorted(scored, key=lambda i: -i.score)  # stable: ties keep the fused order
+
+
+def _held(item: MemoryItem, wanted: set[str]) -> float:
+    """The share of the query's content stems (`wanted`) the item's text holds. A stem of two
+    letters or more begins as its word does: only the words that begin as a wanted stem are
+    stemmed (a hundred candidates hold thousands of words)."""
+    words = content_words(item.text)
+    if min(map(len, wanted)) >= 2:
+        starts = {s[:2] for s in wanted}
+        words = {w for w in words if w[:2] in starts}
+    return len({stem(w) for w in words} & wanted) / len(wanted)
 
 
 def _stems(text: str) -> set[str]:

@@ -1,10 +1,11 @@
-"""Neighbour expansion: the turn after a turn found, in the same session, put right after it.
+"""Neighbour expansion: the turn after a turn found that asks a question, in the same
+session, put right after it.
 
 A turn found by a question is often itself a question, and what was asked for is its answer,
 the next turn ("What's the toughest part?" → "Paying extra attention to detail."): the answer
-shares no word with the question asked of memory, and nothing ranks it but its neighbour. On
-LoCoMo the next turn of each of the best two turns lifts evidence recall of the ten best turns
-from 0.615 to 0.655 (docs/embed.md, measured).
+shares no word with the question asked of memory, and nothing ranks it but its neighbour. A
+turn that asks nothing is seldom answered by the next one: only a turn holding a question mark
+brings its neighbour (docs/recall.md has the figures).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from forged.recall.fulltext import item_rows, memory_item
 from forged.recall.query import SearchQuery, conditions
 from forged.store.portable import portable
 
-__all__ = ["NEIGHBOUR_HITS", "NEIGHBOUR_SCAN", "with_neighbours"]
+__all__ = ["NEIGHBOUR_HITS", "NEIGHBOUR_SCAN", "QUESTION_MARKS", "with_neighbours"]
 
-NEIGHBOUR_HITS = 2  # the best turns of a list whose next turn is put after them
+NEIGHBOUR_HITS = 4  # the best turns of a list whose next turn is put after them, if they ask
+QUESTION_MARKS = ("?", "\uff1f")  # a turn holding one asks a question (and CJK full width)
 NEIGHBOUR_SCAN = 8  # turns of the scope after a hit looked through for its session's next one
 _AFTER = """
     SELECT seq, session FROM interactions WHERE scope = :scope AND seq > :seq
@@ -47,10 +49,13 @@ def _next_turn(sql: Any, query: SearchQuery, turn: MemoryItem) -> MemoryItem | N
 def with_neighbours(
     conn: Any, turns: list[MemoryItem], query: SearchQuery, hits: int = NEIGHBOUR_HITS
 ) -> list[MemoryItem]:
-    """The turns, best first, with the next turn of each of the first `hits` put right after it
-    and scored as it (moved up when listed lower; left where it is when listed higher)."""
+    """The turns, best first, with the next turn of each of the first `hits` that asks a question
+    put right after it and scored as it (moved up when listed lower; left where it is when
+    listed higher)."""
     sql, out = portable(conn), list(turns)
     for hit in turns[:hits]:
+        if not any(mark in hit.text for mark in QUESTION_MARKS):
+            continue
         at = next(n for n, t in enumerate(out) if t.id == hit.id)
         listed = {t.id: n for n, t in enumerate(out)}
         following = _next_turn(sql, query, hit)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 import trio
@@ -14,6 +15,7 @@ from forged.config import EmbedConfig, RecallConfig
 from forged.embed.observer import EmbedObserver
 from forged.hub import Hub
 from forged.models import EMBED_OBSERVER, Fact
+from forged.recall import fusion
 from forged.recall.engine import Recall
 from forged.recall.fusion import hybrid
 from forged.recall.meaning import Meaning
@@ -97,16 +99,34 @@ def test_a_long_text_is_cut_to_what_one_pass_reads(model: Embedder) -> None:
     np.testing.assert_allclose(model.passages([text]), model.passages([cut]), atol=1e-6)
 
 
-def test_hybrid_keeps_a_hit_in_a_script_the_query_does_not_use() -> None:
-    """An English question's only true match is Chinese: ranked first by meaning, it is not
-    pushed below the turns that merely share a word with the question."""
+def _scored(n: int, text: str, score: float) -> Any:
     from tests.recall.test_recall import item
 
-    lexical = [item(n, f"sister text {n}") for n in range(1, 11)]
-    dense = [item(99, ZH), *lexical[:3]]
-    fused = hybrid(lexical, dense, "where does my sister live")
+    return msgspec.structs.replace(item(n, text), score=score)
+
+
+def test_hybrid_lets_meaning_decide_when_words_hold_little_of_the_query() -> None:
+    """An English question's only true match is Chinese: the best turns by words hold one of
+    its four words, so meaning weighs more, and the match ranked first by meaning comes first
+    though no word found it."""
+    lexical = [_scored(n, f"my sister sent text {n}", 10.0 - n) for n in range(1, 11)]
+    dense = [_scored(99, ZH, 0.9), *(_scored(n, f"t {n}", 0.5 - n / 100) for n in (11, 12, 13))]
+    fused = hybrid(lexical, dense, "where does my sister work as a nurse these days")
     assert [i.id for i in fused][:3] == [99, 1, 2]
+    assert len(fused) == len(lexical)
     assert hybrid(lexical, [], "q") == lexical
+
+
+def test_hybrid_lets_words_decide_when_the_best_hold_the_whole_query() -> None:
+    """When the best turn by words holds every word of the question, the words' order stands;
+    an item found by meaning alone comes after them."""
+    lexical = [_scored(n, f"apple trees planted {n}", 10.0 - n) for n in range(1, 4)]
+    dense = [_scored(99, "orchard", 0.95), _scored(3, "", 0.9), _scored(1, "", 0.5)]
+    fused = hybrid(lexical, dense, "apple trees planted")
+    assert [i.id for i in fused] == [1, 2, 3]
+    assert fusion.WORDS_LEAST < 1  # with fewer of its words held, meaning weighs in
+    fused = hybrid(lexical, dense, "apple trees planted orchard cherries blossom")
+    assert fused[0].id == 3
 
 
 async def _vectors(store: Backend) -> list[tuple[Any, ...]]:

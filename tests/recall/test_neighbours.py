@@ -1,5 +1,6 @@
-"""Neighbour expansion: the next turn of a session after each of the best turns found, on both
-stores; another session's turn, a filtered-out turn and a turn already ranked above are not."""
+"""Neighbour expansion: the next turn of a session after each of the best turns found that asks
+a question, on both stores; another session's turn, a filtered-out turn, the turn after one
+that asks nothing and one past the best few are not."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def turn(text: str, session: str | None, at: str = "2026-11-29T17:00:00.000Z") -
 async def _turns(open_store: StoreOpener, q: str, **filters: str) -> list[str]:
     store = open_store()
     try:
-        query = SearchQuery(q=q, scope="s", limit=5, types=("interaction",), **filters)
+        query = SearchQuery(q=q, scope="s", limit=10, types=("interaction",), **filters)
         return [i.text for i in await Recall(store, RecallConfig()).search(query)]
     finally:
         store.close()
@@ -57,7 +58,7 @@ async def test_a_neighbour_outside_the_filters_is_left_out(open_store: StoreOpen
 async def test_only_the_best_turns_bring_their_neighbours(open_store: StoreOpener) -> None:
     """Past the first NEIGHBOUR_HITS, a hit's next turn is not added; without a session, none."""
     store = open_store()
-    hits = [f"violin lesson number {n} violin violin" for n in range(NEIGHBOUR_HITS + 1)]
+    hits = [f"violin lesson number {n}, violin violin?" for n in range(NEIGHBOUR_HITS + 1)]
     pairs = [[turn(h, f"s{n}"), turn(f"Answer {n}.", f"s{n}")] for n, h in enumerate(hits)]
     await store.append([*pairs, [turn("A violin.", None), turn("No session.", None)]])
     store.close()
@@ -65,3 +66,15 @@ async def test_only_the_best_turns_bring_their_neighbours(open_store: StoreOpene
     answers = [t for t in found if t.startswith("ann: Answer")]
     assert len(answers) == NEIGHBOUR_HITS
     assert "ann: No session." not in found
+
+
+async def test_a_turn_that_asks_nothing_brings_no_neighbour(open_store: StoreOpener) -> None:
+    """The turn after a statement is seldom its answer: it is not added; after a question in
+    full-width CJK punctuation it is."""
+    store = open_store()
+    said = [turn("I restored the old violin.", "one"), turn(ANSWER, "one")]
+    asked = [turn("小提琴修好了吗？", "two"), turn("还没有。", "two")]  # noqa: RUF001 (full width)
+    await store.append([said, asked])
+    store.close()
+    assert await _turns(open_store, "violin") == ["ann: I restored the old violin."]
+    assert await _turns(open_store, "小提琴") == ["ann: 小提琴修好了吗？", "ann: 还没有。"]  # noqa: RUF001
