@@ -44,9 +44,10 @@ MIN_CANDIDATES = 100  # and at least this many
 MAX_DEPTH = 4096  # past this many of a window's matches the store answers (a selective filter)
 DEEPER = 4  # a window that cannot narrow is asked again for this many times as many
 MAX_WINDOWS = 12  # windows asked at most, narrower or deeper each (two, at 300,000 turns)
-# Days either side of since and until in the index: it compares moments, the store compares
-# timestamps as text, and the rows of the winners decide.
-PERIOD_SLACK = 1.0
+# Days either side of since and until in the index, a minute: it compares moments as floats,
+# the store compares timestamps as text (both UTC to the millisecond), and the rows of the
+# winners decide.
+PERIOD_SLACK = 1 / 1440
 # The turns the index does not hold yet: they count in BM25's statistics, and those of the
 # scope are every one a candidate.
 _TAIL = "SELECT seq, scope, timestamp, messages FROM interactions WHERE seq > :after"
@@ -198,7 +199,8 @@ def ranked(
     now: float,
 ) -> list[MemoryItem] | None:
     """The scope's best turns for the query, by BM25 times recency decay; None for a query
-    whose filters turn down too many of the index's matches (the store's index answers).
+    whose winners the store turns down again and again, or that asks too many windows (the
+    store's own index answers).
 
     The turns the index does not hold yet (keeper.MAX_TAIL at most) are every one scored. The
     index gives the best `depth` matches by BM25 in a window of time (at first the query's
@@ -219,12 +221,13 @@ def ranked(
     for seq, at, held in mine:
         found = Counter(held)
         ranking.add(seq, bm25(found, len(held), weights, stats) * recency_decay(at, now, half_life))
-    while True:
+    for _ in range(MAX_WINDOWS):
         best = _searched(index, ranking, query, weights, half_life, now)
         if best is None or ranking.passed(best):
             return None if best is None else ranking.items(best)
         if ranking.turned_down > MAX_DEPTH:
-            return None  # the filters turn down most of what the index finds
+            break
+    return None  # the store turns down much of what the index finds
 
 
 def _searched(
