@@ -144,7 +144,7 @@ NOTES = """\
   asked through the socket of a daemon without vectors, then of one with `[embed] enabled =
   true` on the same file, the query's vector computed by the model every time. Memory: a fresh
   process reads {index_vectors:,} such vectors into recall's index in the chunks a catch-up
-  reads; the row is its resident memory after less before.
+  reads; the row is its resident memory after less before (taken once one chunk was read).
 """
 
 
