@@ -31,6 +31,14 @@ from forged.timestamps import julian_day
 __all__ = ["CHUNK", "MAX_TAIL", "IndexKeeper", "IndexState", "turn_text"]
 
 CHUNK = 2_000  # turns read from the log, indexed and committed at a time
+# Once caught up, the keeper lets turns pile up while they keep coming (each commit writes a
+# segment and syncs it: one per push would take the cores and the disk from ingest), until
+# none came for QUIET seconds, BATCH_TURNS wait or BATCH_WAIT passed; recall scores those from
+# the store meanwhile.
+QUIET = 0.02
+BATCH_TURNS = 500
+BATCH_WAIT = 0.5
+SETTLE_AFTER = 10 * CHUNK  # turns indexed in a row after which the keeper waits for merges
 MAX_TAIL = 1_000  # turns the index may lag by and still be read: recall scores them itself
 SHARED_COUNT_EVERY = 10.0  # seconds between counts of a shared log: erased elsewhere?
 RETRY_INITIAL = 1.0  # seconds before a failed index is opened again, doubling...
@@ -103,6 +111,7 @@ class IndexKeeper:
         self._deleted: list[int] = []
         self._rewrite = False  # erased turns' words are still in the index's files
         self._counted = -math.inf  # when the shared log's rows were last counted
+        self._unsettled = 0  # turns indexed since the index's merges were last waited for
 
     @property
     def watermark(self) -> int:
@@ -201,7 +210,7 @@ class IndexKeeper:
                 await self._erase()
             if self._rewrite:
                 await self._rewritten()
-            elif not await self._caught_up() or await self._erased_elsewhere():
+            elif not await self._caught_up(appended) or await self._erased_elsewhere():
                 continue
             self.error = None
             backoff.reset()
@@ -221,17 +230,35 @@ class IndexKeeper:
         self.state = state
         self._moved_on()
 
-    async def _caught_up(self) -> bool:
-        """Index the next chunk of the log; whether there was none."""
+    async def _caught_up(self, appended: Callable[[], trio.Event]) -> bool:
+        """Index the next chunk of the log; whether there was none (then, after a long catch-up,
+        the index's merges are waited for)."""
         assert self.index is not None
+        if self.state == "ready":
+            await self._piled_up(appended)
         rows = await self.store.read_log(self.index.watermark, CHUNK)
         if not rows:
+            if self._unsettled >= SETTLE_AFTER:
+                await self._in_thread(self.index.settle)
+            self._unsettled = 0
             return True
         if self.state != "ready":
             self._set("catching_up")
         await self._in_thread(_added, self.index, rows)
+        self._unsettled += len(rows)
         self._moved_on()
         return False
+
+    async def _piled_up(self, appended: Callable[[], trio.Event]) -> None:
+        """Return once no turn came for QUIET seconds, BATCH_TURNS wait to be indexed, or
+        BATCH_WAIT passed."""
+        assert self.index is not None
+        with trio.move_on_after(BATCH_WAIT):
+            while self.store.last_seq - self.index.watermark < BATCH_TURNS:
+                with trio.move_on_after(QUIET) as quiet:
+                    await appended().wait()
+                if quiet.cancelled_caught:
+                    return
 
     async def _erased_elsewhere(self) -> bool:
         """Whether the index holds turns the log no longer has: another daemon on the shared

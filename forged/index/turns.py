@@ -277,6 +277,12 @@ class TurnIndex:
             for (score, _), seq, at, length in zip(hits, seqs, times, lengths, strict=True)
         ]
 
+    def settle(self) -> None:
+        """Let the writer finish its merges and search what they merged: a catch-up of many
+        commits leaves a segment each, and every search pays for each segment until merged."""
+        self.close()
+        self._index.reload()
+
     def close(self) -> None:
         """Let the writer finish its merges and release the directory's lock."""
         if self._writer is not None:
