@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from forged.distill.salience import Line, small_talk, words_of
 from forged.text.grounding import claim
+from forged.text.sentences import sentences
 
 __all__ = [
     "ASSISTANT_SPEAKERS",
@@ -43,7 +44,6 @@ ASSISTANT_SPEAKERS = frozenset({"assistant", "system", "tool"})  # roles rendere
 MIN_ACCEPTED_WORDS = 2  # content words an accepted line shares with the user's acceptance
 MIN_STATED_WORDS = 2  # content words and numbers a user's statement needs
 MIN_FACT_WORDS = 5  # a shorter sentence is kept with the next one, context for it
-_SENTENCE_END = re.compile(r"[.!?][\"'\u201d)]*(?=\s+[\"'\u201c(]*[A-Z0-9])")  # what ends one
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
 _STRUCTURE = re.compile(  # a heading, a table row, a list item, a quote, a rule
     r"^\s*(?:#{1,6}\s|\||[-*+]\s|\d+[.)]\s|>|(?:-{3,}|\*{3,}|_{3,})\s*$)"
@@ -82,16 +82,6 @@ def is_chat(speakers: Sequence[str], part: bool) -> bool:
     """Whether a transcript is a chat with an assistant: one of its speakers is one, or it is
     one part of a long interaction (only an agent's traffic is that long)."""
     return part or any(s in ASSISTANT_SPEAKERS for s in speakers)
-
-
-def sentences(text: str) -> list[str]:
-    """The text's sentences, each as written (a closing quote with its sentence)."""
-    out, start = [], 0
-    for m in _SENTENCE_END.finditer(text):
-        out.append(text[start : m.end()].strip())
-        start = m.end()
-    out.append(text[start:].strip())
-    return [s for s in out if s]
 
 
 def _weight(sentence: str, speakers: frozenset[str]) -> int:

@@ -31,6 +31,7 @@ from forged.recall.fusion import by_coverage
 from forged.recall.listing import Page
 from forged.recall.meaning import Meaning
 from forged.recall.packing import FIRST_KEPT, kept_first, pack
+from forged.recall.passages import passage
 from forged.recall.query import SearchQuery
 from forged.recall.relative_times import with_times_resolved
 from forged.recall.updates import newest_first
@@ -145,11 +146,13 @@ class Recall:
             conn, query, self.config.half_life_days, limits, index=index, dense=dense
         )
         sql = portable(conn)
+        found, shown = ([passage(i, query.q) for i in items] for items in (found, shown))
         found = with_corrections(sql, query.scope, by_coverage(found, query.q))
         shown = with_corrections(sql, query.scope, shown)
         found = [with_times_resolved(i) for i in found]
         first = [with_times_resolved(i) for i in shown[:FIRST_KEPT]]
-        return pack(newest_first(kept_first(first, found, budget_tokens)), budget_tokens)
+        ordered = newest_first(kept_first(first, found, budget_tokens), query.q)
+        return pack(ordered, budget_tokens)
 
     def _budget(self) -> float:
         return self.config.query_timeout_ms / 1000

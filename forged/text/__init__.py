@@ -22,6 +22,7 @@ _SURFACE: dict[str, str | None] = {
     "check": "grounding",
     "claim": "grounding",
     "estimate_tokens": "tokens",
+    "sentences": "sentences",
     "stem": "grounding",
     "subject_share": "grounding",
 }
@@ -40,6 +41,7 @@ __all__ = [
     "check",
     "claim",
     "estimate_tokens",
+    "sentences",
     "stem",
     "subject_share",
 ]
