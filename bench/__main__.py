@@ -92,9 +92,9 @@ NOTES = """\
   load falls on all three alike. Then {hammers} clients send, over and over, the costliest
   query (scope A's 1,500 most frequent words, most frequent first) while one-word searches of
   scope B are timed by another process (the daemon counts a process as one client); the row
-  says how the hammering clients were answered (503: `query_timeout`). The overlap compares the turns' top ten with ranking
-  every match of the scope (rare and mid queries, 3 of the common ones and 3 natural
-  questions). `--only onescope` runs this step alone.
+  says how the hammering clients were answered (503: `query_timeout`). The overlap compares
+  the turns' top ten with ranking every match of the scope (rare and mid queries, 3 of the
+  common ones and 3 natural questions). `--only onescope` runs this step alone.
 - **stalls**: one unpunctuated line of {long_lines} characters (words of the Zipf vocabulary)
   pushed alone to a daemon distilling offline, then to one whose model (the fake LLM) copies
   the line into its fact; the time until the watermark passes it, beside a line a tenth as long
