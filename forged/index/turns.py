@@ -122,7 +122,7 @@ def _schema() -> tantivy.Schema:
     builder.add_text_field("session", tokenizer_name="raw", index_option="basic")
     builder.add_integer_field("seq", indexed=True, fast=True)
     builder.add_integer_field("terms", fast=True)  # the turn's length, for BM25's average
-    builder.add_float_field("at", indexed=True, fast=True)  # when: a search by age bands
+    builder.add_float_field("at", indexed=True, fast=True)  # when: searched by windows of time
     builder.add_integer_field("version", stored=True)
     # term frequencies, no positions: recall searches words, never phrases (a third smaller)
     builder.add_text_field("text", tokenizer_name=_ANALYZER, index_option="freq")
