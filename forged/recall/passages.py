@@ -4,12 +4,13 @@ An agent's turn (a user's paragraph and an assistant's answer of many lines of m
 fits a block whole, so packing skipped every one and a block held facts alone: a sentence
 each, without the sentence beside it that often holds the answer ("I visited a veteran's
 hospital and met some amazing people. It made me appreciate what we have."). A turn whose
-line would cost more than PASSAGE_TOKENS is offered as its passage instead: the sentence that
-holds most of the question's words (stemmed, function words left out), with those after it
-while they fit (an answer comes after what it answers), then those before, marked where cut. The sentences are read from what people said (the
-user's and other named speakers' messages) before an assistant's, system's or tool's: what the
-user says is the memory. A turn that fits stays whole, and a block taking a passage may drop
-the facts it repeats, as for a whole turn (forged.recall.packing).
+line would cost more than LONG_TURN_TOKENS (a chat's short turn stays whole) is offered as a
+passage of about PASSAGE_TOKENS instead: the sentence that holds most of the question's words
+(stemmed, function words left out), with those after it while they fit (an answer comes after
+what it answers), then those before, marked where cut. The sentences are read from what people
+said (the user's and other named speakers' messages) before an assistant's, system's or
+tool's: what the user says is the memory. A block taking a passage may drop the facts it
+repeats, as for a whole turn (forged.recall.packing).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from forged.text.grounding import stem
 from forged.text.sentences import sentences
 from forged.text.tokens import CHARS_PER_TOKEN, estimate_tokens
 
-__all__ = ["CUT", "PASSAGE_TOKENS", "focus", "passage"]
+__all__ = ["CUT", "LONG_TURN_TOKENS", "PASSAGE_TOKENS", "focus", "passage"]
 
-PASSAGE_TOKENS = 100  # a turn costing more is offered as a passage of at most about this many
+LONG_TURN_TOKENS = 200  # a turn costing more (half a usual block) is offered as a passage
+PASSAGE_TOKENS = 100  # what a passage costs at most, about: a few sentences
 CUT = "\u2026"  # HORIZONTAL ELLIPSIS: where a passage leaves out the turn's other words
 _ROLES = frozenset({"assistant", "system", "tool"})  # speakers who are no person: read last
 
@@ -83,7 +85,7 @@ def focus(item: MemoryItem, question: str) -> str:
 def passage(item: MemoryItem, question: str) -> MemoryItem:
     """The turn as its passage for the question when it is too long for a block (see the
     module docstring); any other item as it is."""
-    if item.type != "interaction" or estimate_tokens(item.text) <= PASSAGE_TOKENS:
+    if item.type != "interaction" or estimate_tokens(item.text) <= LONG_TURN_TOKENS:
         return item
     focused = _focused(item, question)
     if focused is None:

@@ -60,7 +60,7 @@ def test_a_long_turn_is_offered_as_the_sentences_around_the_one_asked_about() ->
 
 def test_a_turn_that_fits_and_a_fact_stay_whole() -> None:
     """Only a turn longer than a passage is cut; a short turn and a fact are left as they are."""
-    short = _turn("I visited a veteran's hospital.", assistant="")
+    short = _turn("I visited a veteran's hospital. " * 20, assistant="")  # under half a block
     assert passage(short, "hospital") == short
     fact = msgspec.structs.replace(_turn(USER), type="fact", kind="state", text=USER * 3)
     assert passage(fact, "hospital") == fact
