@@ -15,6 +15,7 @@ __all__ = [
     "DISTILL_OBSERVER",
     "FACT_KINDS",
     "MEMORY_TYPES",
+    "NUL",
     "RECALL_KINDS",
     "SUPERSEDING_KINDS",
     "Accepted",
@@ -73,6 +74,7 @@ DEFAULT_SCOPE = "default"  # the scope of an interaction that names none, and of
 DISTILL_OBSERVER = "distill"  # the built-in observer: its watermark, status and dead letters
 EMBED_OBSERVER = "embed"  # the built-in observer that stores vectors for recall by meaning
 Key = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]  # ids, scopes and sessions
+NUL = "\x00"  # the one character PostgreSQL's text cannot hold: refused in a key
 _NOT_WORD = re.compile(r"[^\w]+")
 
 
@@ -103,6 +105,17 @@ class Interaction(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     session: Key | None = None
     timestamp: str | None = None
     metadata: dict[str, Any] = {}
+
+    def __post_init__(self) -> None:
+        _refuse_nul(self, "id", "scope", "session")
+
+
+def _refuse_nul(body: Any, *keys: str) -> None:
+    """Refuse an id, scope or session holding NUL: no store keeps it as given (PostgreSQL
+    refuses it, and one written otherwise could become another scope's name)."""
+    for key in keys:
+        if NUL in (getattr(body, key) or ""):
+            raise ValueError(f"`{key}` must not hold a NUL character (\\u0000)")
 
 
 class StoredInteraction(msgspec.Struct, frozen=True):
@@ -414,6 +427,9 @@ class NewFact(msgspec.Struct, forbid_unknown_fields=True):
     scope: Key = DEFAULT_SCOPE
     session: Key | None = None
     at: str | None = None  # when it became true (ISO 8601); the time of the request if none
+
+    def __post_init__(self) -> None:
+        _refuse_nul(self, "scope", "session")
 
 
 class Correction(msgspec.Struct, forbid_unknown_fields=True):

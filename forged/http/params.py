@@ -6,10 +6,10 @@ import re
 from collections.abc import Iterable, Mapping
 
 from forged.http.connection import HttpError
-from forged.models import DEFAULT_SCOPE
+from forged.models import DEFAULT_SCOPE, NUL
 from forged.timestamps import utc_timestamp
 
-__all__ = ["MAX_KEY_CHARS", "MAX_SEQ", "Params"]
+__all__ = ["MAX_KEY_CHARS", "MAX_SEQ", "Params", "checked_key"]
 
 MAX_KEY_CHARS = 512  # longest scope or session, as for pushed interactions
 DAY_START, DAY_END = "T00:00:00.000Z", "T23:59:59.999Z"  # a bare date spans its whole UTC day
@@ -21,6 +21,15 @@ SCOPED = ("scope", ALL_SCOPES)  # the parameters of the scope rule every listing
 
 def _invalid(message: str) -> HttpError:
     return HttpError(400, "invalid_parameter", message)
+
+
+def checked_key(name: str, value: str) -> str:
+    """A scope or session a request names: 1 to 512 characters, without NUL (see models.Key)."""
+    if not value or len(value) > MAX_KEY_CHARS:
+        raise _invalid(f"`{name}` must be 1 to {MAX_KEY_CHARS} characters, got {len(value)}")
+    if NUL in value:
+        raise _invalid(f"`{name}` must not hold a NUL character (\\u0000)")
+    return value
 
 
 def _natural(raw: str) -> int | None:
@@ -50,13 +59,9 @@ class Params:
         return value
 
     def key(self, name: str, default: str | None = None) -> str | None:
-        """A scope or session: 1 to 512 characters when given."""
+        """A scope or session, checked when given."""
         value = self.query.get(name)
-        if value is None:
-            return default
-        if not value or len(value) > MAX_KEY_CHARS:
-            raise _invalid(f"`{name}` must be 1 to {MAX_KEY_CHARS} characters, got {len(value)}")
-        return value
+        return default if value is None else checked_key(name, value)
 
     def choice(self, name: str, choices: Iterable[str]) -> str | None:
         value = self.query.get(name)

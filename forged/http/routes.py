@@ -16,7 +16,7 @@ from forged.distill.deadletters import Redistiller
 from forged.errors import InvalidRequest, StorageFull, StoreError
 from forged.http import edits, scrape, work
 from forged.http.connection import HttpError, Request, Response, error_response, refusal_response
-from forged.http.params import MAX_KEY_CHARS, SCOPED, Params
+from forged.http.params import SCOPED, Params, checked_key
 from forged.http.table import Bound, Handler, Route, RouteTable
 from forged.hub import Hub
 from forged.ingest.pipeline import Ingest, read_body
@@ -262,13 +262,7 @@ class Api:
         return json_response(audit)
 
     async def forget(self, request: Request, _params: Params) -> Response:
-        scope = request.path.removeprefix(SCOPES_PREFIX)
-        if len(scope) > MAX_KEY_CHARS:
-            raise HttpError(
-                400,
-                "invalid_parameter",
-                f"the scope must be 1 to {MAX_KEY_CHARS} characters, got {len(scope)}",
-            )
+        scope = checked_key("scope", request.path.removeprefix(SCOPES_PREFIX))
         deleted = await self.hub.forget(scope)
         if self.meaning is not None:  # its vectors left with it; their codes leave the index
             self.meaning.index.forget(scope)

@@ -75,11 +75,20 @@ def decoded(data: str | bytes, shape: type[T], what: str, raw: str | None = None
     """The one place a model's JSON becomes a value: `data` as `shape`, or InvalidAnswer saying
     it is not `what`, whatever the decoder raised (so retries, splits and dead letters follow)."""
     try:
-        return msgspec.json.decode(data, type=shape)
+        return msgspec.json.decode(_without_nul(data), type=shape)
     except _DECODE_FAILURES as exc:
         problem = str(exc) if not isinstance(exc, RecursionError) else "nested too deeply"
         text = raw if raw is not None else _text(data)
         raise InvalidAnswer(f"the answer is not {what}: {problem}", raw=text) from None
+
+
+def _without_nul(data: str | bytes) -> str | bytes:
+    """JSON spells NUL in a string only as \\u0000, and no store keeps NUL in a text
+    (PostgreSQL refuses it): it is read as U+FFFD. (A backslash written before "u0000" in a
+    string is read so too: harmless.)"""
+    if isinstance(data, bytes):
+        return data.replace(rb"\u0000", rb"\ufffd")
+    return data.replace("\\u0000", "\\ufffd")
 
 
 def _text(data: str | bytes) -> str:

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from forged.models import NUL
 from forged.scrub import prefilter
 from forged.scrub.patterns import ENDINGS_ALTERNATION, MARKER, name_kind
 from forged.scrub.rules import CONTEXTS, FORMATS, KINDS, Rule
@@ -151,13 +152,15 @@ def prepare(cache: Path | None = None) -> Scrubber:
 
 
 def scrub_all(texts: Sequence[str]) -> list[str]:
-    """Scrub many strings (an interaction's) with one prefilter scan over them all."""
-    return prepare().scrub_all(texts)
+    """Scrub many strings (an interaction's) with one prefilter scan over them all; a NUL,
+    which no store keeps in a text (PostgreSQL refuses it), becomes U+FFFD."""
+    return [text.replace(NUL, "\ufffd") for text in prepare().scrub_all(texts)]
 
 
 def scrub(text: str) -> str:
-    """Return text with every secret it recognises replaced by ``[REDACTED:<kind>]``."""
-    return prepare().scrub_all([text])[0]
+    """Return text with every secret it recognises replaced by ``[REDACTED:<kind>]`` (and NUL
+    by U+FFFD)."""
+    return scrub_all([text])[0]
 
 
 def redacted(kind: str) -> str:
