@@ -90,7 +90,7 @@ class Recall:
     ) -> list[MemoryItem]:
         """Search's answer with one place per turn (forged.recall.distinct): read wider when
         it may hold both facts and turns."""
-        if query.kind is not None or not {"fact", "interaction"} <= set(query.types):
+        if not _one_place_per_turn(query):
             return self._found(conn, query, index, dense)
         wide = msgspec.structs.replace(query, limit=query.limit * WIDER)
         return one_per_turn(self._found(conn, wide, index, dense), query.limit)
@@ -149,6 +149,8 @@ class Recall:
         found, shown = ([passage(i, query.q) for i in items] for items in (found, shown))
         found = with_corrections(sql, query.scope, by_coverage(found, query.q))
         shown = with_corrections(sql, query.scope, shown)
+        if _one_place_per_turn(query):  # the first few as search shows them
+            shown = one_per_turn(shown, len(shown))
         found = [with_times_resolved(i) for i in found]
         first = [with_times_resolved(i) for i in shown[:FIRST_KEPT]]
         ordered = newest_first(kept_first(first, found, budget_tokens), query.q)
@@ -199,3 +201,8 @@ class Recall:
 
     async def fact(self, fact_id: int) -> FactAudit | None:
         return await self.store.read(listing.fact_audit, fact_id)
+
+
+def _one_place_per_turn(query: SearchQuery) -> bool:
+    """Whether the answer may hold a fact and its turn, of which search shows one."""
+    return query.kind is None and {"fact", "interaction"} <= set(query.types)
