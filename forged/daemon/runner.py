@@ -188,12 +188,13 @@ def _observers(
 
 
 async def _start_index(
-    config: Config, store: Backend, hub: Hub, nursery: trio.Nursery
+    config: Config, store: Backend, hub: Hub, ingest: Ingest, nursery: trio.Nursery
 ) -> IndexKeeper | None:
-    """The turn index's keeper, told by the hub what is erased (unless turned off)."""
+    """The turn index's keeper, told by the hub what is erased and by ingest when a burst
+    eases (unless turned off)."""
     if not config.index.enabled:
         return None
-    keeper = IndexKeeper(store, config.index.directory(config.store))
+    keeper = IndexKeeper(store, config.index.directory(config.store), ingest.idle_for)
     await nursery.start(keeper.serve, hub.appended)
     hub.derived.append(keeper)
     return keeper
@@ -360,7 +361,7 @@ async def _start(
     lifecycle = Lifecycle()
     await nursery.start(ingest.serve)
     await nursery.start(hub.serve)
-    keeper = await _start_index(config, store, hub, nursery)
+    keeper = await _start_index(config, store, hub, ingest, nursery)
     redistiller = (
         None
         if work is None

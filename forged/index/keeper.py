@@ -5,8 +5,10 @@ store when it is missing, stale or holds the words of erased turns.
 The keeper observes the log like the hub's observers, a chunk at a time and batched by what has
 piled up, but its progress lives only in the index: a derived index never holds back ingest
 (no `backlog_full` on its account), and every daemon on a shared PostgreSQL keeps one of its
-own, fed from the shared log. Recall reads the index once it lags the log by at most MAX_TAIL
-turns, and scores those from the store; further behind, the store's own full-text search answers.
+own, fed from the shared log; during an ingest burst it holds back (bounded), taking no CPU
+from ingest, and catches up after. Recall reads the index once it lags the log by at most
+MAX_TAIL turns, and scores those from the store; further behind, the store's own full-text
+search answers.
 """
 
 from __future__ import annotations
@@ -34,10 +36,13 @@ CHUNK = 2_000  # turns read from the log, indexed and committed at a time
 # Once caught up, the keeper lets turns pile up while they keep coming (each commit writes a
 # segment and syncs it: one per push would take the cores and the disk from ingest), until
 # none came for QUIET seconds, BATCH_TURNS wait or BATCH_WAIT passed; recall scores those from
-# the store meanwhile.
+# the store meanwhile. During a burst (ingest had a push in flight within QUIET seconds) it
+# holds back instead, HOLD seconds at most: indexing costs CPU that ingest then lacks, and past
+# MAX_TAIL turns behind, the store's own index answers searches until the keeper catches up.
 QUIET = 0.02
 BATCH_TURNS = 500
 BATCH_WAIT = 0.5
+HOLD = 5.0
 SETTLE_AFTER = 10 * CHUNK  # turns indexed in a row after which the keeper waits for merges
 MAX_TAIL = 1_000  # turns the index may lag by and still be read: recall scores them itself
 SHARED_COUNT_EVERY = 10.0  # seconds between counts of a shared log: erased elsewhere?
@@ -98,9 +103,12 @@ def _swap(new: Path, path: Path) -> None:
 class IndexKeeper:
     """The index of one daemon and the task that keeps it."""
 
-    def __init__(self, store: Backend, path: Path) -> None:
+    def __init__(
+        self, store: Backend, path: Path, idle_for: Callable[[], float] = lambda: math.inf
+    ) -> None:
         self.store = store
         self.path = path
+        self._idle_for = idle_for  # seconds since ingest last had a push in flight
         self.index: TurnIndex | None = None
         self.state: IndexState = "opening"
         self.error: str | None = None
@@ -251,14 +259,18 @@ class IndexKeeper:
 
     async def _piled_up(self, appended: Callable[[], trio.Event]) -> None:
         """Return once no turn came for QUIET seconds, BATCH_TURNS wait to be indexed, or
-        BATCH_WAIT passed."""
+        BATCH_WAIT passed, and no burst is on; HOLD seconds at most."""
         assert self.index is not None
-        with trio.move_on_after(BATCH_WAIT):
-            while self.store.last_seq - self.index.watermark < BATCH_TURNS:
-                with trio.move_on_after(QUIET) as quiet:
-                    await appended().wait()
-                if quiet.cancelled_caught:
-                    return
+        with trio.move_on_after(HOLD):
+            with trio.move_on_after(BATCH_WAIT):
+                while self.store.last_seq - self.index.watermark < BATCH_TURNS:
+                    with trio.move_on_after(QUIET) as quiet:
+                        await appended().wait()
+                    if quiet.cancelled_caught:
+                        break
+            # A deadline, not an event: the burst has eased once QUIET passed with no push.
+            while (idle := self._idle_for()) < QUIET:  # noqa: ASYNC110
+                await trio.sleep(QUIET - idle)
 
     async def _erased_elsewhere(self) -> bool:
         """Whether the index holds turns the log no longer has: another daemon on the shared

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -346,6 +347,12 @@ class Ingest:
         self._send, self._receive = trio.open_memory_channel[_Pending](QUEUE_CAPACITY)
         self.queued = 0  # interactions of requests admitted and not yet answered
         self.commits = 0  # group commits so far, failed ones included
+        self._answered_at = -math.inf  # when a push was last answered
+
+    def idle_for(self) -> float:
+        """Seconds since ingest last had a push in flight (none while one is): derived work
+        (the turn index) waits for a burst to ease by it."""
+        return 0.0 if self.queued else trio.current_time() - self._answered_at
 
     def _admit(self, count: int) -> None:
         """Refuse a request whose interactions would take the backlog past `max_backlog`."""
@@ -384,6 +391,7 @@ class Ingest:
             await pending.done.wait()
         finally:
             self.queued -= len(items)
+            self._answered_at = trio.current_time()
         if pending.error is not None:
             raise pending.error
         return Accepted(pending.accepted, len(rows) - pending.accepted, pending.last_seq)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +26,7 @@ from forged.ingest.pipeline import (
 )
 from forged.models import Accepted, Interaction, Message
 from forged.store.sqlite import Store
+from tests.support.data import write_locked
 
 TEXT = "We keep PostgreSQL for billing because JSONB matters. " * 100  # about 5 kB
 HANG = 10.0  # real seconds with every task blocked before a frozen test clock moves on by itself
@@ -124,18 +123,6 @@ async def ingest(tmp_path: Path) -> AsyncIterator[Ingest]:
     store.close()
 
 
-@contextmanager
-def _write_locked(path: str) -> Iterator[None]:
-    """Another connection holds SQLite's write lock: a commit started meanwhile waits for it."""
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    finally:
-        other.execute("ROLLBACK")
-        other.close()
-
-
 async def _push(ingest: Ingest, ids: list[str], done: trio.Event | None = None) -> Accepted:
     items = [Interaction(messages=[Message(role="user", text=f"turn {i}")], id=i) for i in ids]
     answer = await ingest.push(items)
@@ -154,7 +141,7 @@ async def _behind_a_held_commit(
         answers[k] = await _push(ingest, ids)
 
     async with trio.open_nursery() as pushes:
-        with _write_locked(ingest.store.path):
+        with write_locked(ingest.store.path):
             pushes.start_soon(push, 0, first)
             await wait_all_tasks_blocked()  # the committer took it and waits for the lock
             for k, ids in enumerate(then, start=1):

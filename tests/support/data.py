@@ -1,9 +1,11 @@
-"""Test data: interactions to push, and read-only looks into a daemon's database file."""
+"""Test data: interactions to push, read-only looks into a daemon's database file, and its
+write lock held from outside."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -174,3 +176,15 @@ async def write_rows(db: str, write: Callable[[sqlite3.Connection], T]) -> T:
             conn.close()
 
     return await trio.to_thread.run_sync(run)
+
+
+@contextmanager
+def write_locked(path: str) -> Iterator[None]:
+    """Another connection holds SQLite's write lock: a commit started meanwhile waits for it."""
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
