@@ -1,4 +1,4 @@
-"""Updates: in a block, a newer fact or turn that restates an older one's subject goes before it.
+"""Updates: in a block, a newer fact or long turn that restates an older one's subject goes before it.
 
 "I moved my morning run to 7:15 am" and, said a month before, "I usually do my morning run at
 6:30 am" share most of their words; full-text search may rank the older first (it is shorter,
@@ -8,9 +8,10 @@ novelty rule, else it follows, as history. Two facts restate one subject when th
 SUBJECT_MIN_OVERLAP of the shorter one's content words (numbers apart), each holds a word or
 number the other does not, and the newer says something changed ("now", "moved", "switched",
 "raised"…) or both hold numbers and they differ. Newer is by the time each is about, then by
-what was said last. Facts and turns are moved, among at most the candidates a block reads
-(`max_limit`), each compared by its first MAX_CHARS characters; a turn by its sentence that the
-question is about (a turn says many things, one value among them).
+what was said last. Facts and turns cut to their passage are moved, among at most the
+candidates a block reads (`max_limit`), each compared by its first MAX_CHARS characters; such a
+turn by its sentence that the question is about (it says many things, one value among them).
+A short line of chat stays where it was ranked: on LoCoMo, moving those cost answer words.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import re
 
 from forged.models import MemoryItem
-from forged.recall.passages import focus
+from forged.recall.passages import CUT, focus
 from forged.text.grounding import GENERIC, SUBJECT_MIN_OVERLAP, claim
 
 __all__ = ["MAX_CHARS", "newest_first", "restates"]
@@ -63,12 +64,18 @@ def _when(item: MemoryItem) -> tuple[str, int]:
     return item.last_at, item.last_seq
 
 
+def _compared(item: MemoryItem) -> bool:
+    """A fact, or a turn cut to its passage: a long turn says a value once among much else; a
+    short line of chat that shares words with another is talk, seldom an update."""
+    return item.type == "fact" or (item.type == "interaction" and CUT in item.text)
+
+
 def newest_first(items: list[MemoryItem], question: str = "") -> list[MemoryItem]:
     """The items in the same order but for facts and turns: each newer restatement of one's
     subject (see the module docstring) moved to just before it, the newest first. A turn is
     compared by its sentence holding most of the `question`'s words (forged.recall.passages)."""
     order = list(items)
-    terms = {id(i): _terms(focus(i, question)) for i in order if i.type != "summary"}
+    terms = {id(i): _terms(focus(i, question)) for i in order if _compared(i)}
     at = 0
     while at < len(order):
         item = order[at]

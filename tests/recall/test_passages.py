@@ -75,17 +75,17 @@ def test_one_long_sentence_is_cut_at_a_word() -> None:
 
 
 def test_a_newer_turn_restating_a_value_goes_before_the_older() -> None:
-    """Two turns about the morning run, compared by the sentence the question is about: the
-    newer, ranked second, goes first."""
-    old = _turn("We had rain all week. I usually do my morning run at 6:30 am.", n=1)
-    new_ = _turn(
-        "The garden is coming along. I moved my morning run to 7:15 am.",
-        n=2,
-        at="2023-06-08T13:56:00Z",
-    )
+    """Two long turns about the morning run, compared by the passage the question is about:
+    the newer, ranked second, goes first. As short lines of chat they keep search's order."""
+    filler = "We talked about the weather and the garden for a while. " * 40
+    old = _turn(filler + "I usually do my morning run at 6:30 am.", n=1)
+    new_ = _turn(filler + "I moved my morning run to 7:15 am.", n=2, at="2023-06-08T13:56:00Z")
     question = "What time is the morning run?"
     assert focus(new_, question) == "I moved my morning run to 7:15 am."
-    assert [i.id for i in newest_first([old, new_], question)] == [2, 1]
+    passages = [passage(i, question) for i in (old, new_)]
+    assert [i.id for i in newest_first(passages, question)] == [2, 1]
+    short = [msgspec.structs.replace(i, text=focus(i, question)) for i in (old, new_)]
+    assert [i.id for i in newest_first(short, question)] == [1, 2]
 
 
 async def test_a_block_holds_the_passage_of_a_turn_too_long_for_it(
