@@ -36,12 +36,14 @@ CHUNK = 2_000  # turns read from the log, indexed and committed at a time
 # Once caught up, the keeper lets turns pile up while they keep coming (each commit writes a
 # segment and syncs it: one per push would take the cores and the disk from ingest), until
 # none came for QUIET seconds, BATCH_TURNS wait or BATCH_WAIT passed; recall scores those from
-# the store meanwhile. During a burst (ingest had a push in flight within QUIET seconds) it
+# the store meanwhile. During a burst (ingest had a push in flight within EASED seconds) it
 # holds back instead, HOLD seconds at most: indexing costs CPU that ingest then lacks, and past
 # MAX_TAIL turns behind, the store's own index answers searches until the keeper catches up.
+# EASED is longer than QUIET: on busy cores a client's next request may lag an answer more.
 QUIET = 0.02
 BATCH_TURNS = 500
 BATCH_WAIT = 0.5
+EASED = 0.1
 HOLD = 5.0
 SETTLE_AFTER = 10 * CHUNK  # turns indexed in a row after which the keeper waits for merges
 MAX_TAIL = 1_000  # turns the index may lag by and still be read: recall scores them itself
@@ -239,11 +241,14 @@ class IndexKeeper:
         self._moved_on()
 
     async def _caught_up(self, appended: Callable[[], trio.Event]) -> bool:
-        """Index the next chunk of the log; whether there was none (then, after a long catch-up,
-        the index's merges are waited for)."""
+        """Index the next chunk of the log, once a batch piled up and no burst is on (HOLD
+        seconds at most, caught up or not); whether there was none (then, after a long
+        catch-up, the index's merges are waited for)."""
         assert self.index is not None
-        if self.state == "ready":
-            await self._piled_up(appended)
+        with trio.move_on_after(HOLD):
+            if self.state == "ready":
+                await self._piled_up(appended)
+            await self._burst_eased()
         rows = await self.store.read_log(self.index.watermark, CHUNK)
         if not rows:
             if self._unsettled >= SETTLE_AFTER:
@@ -259,18 +264,20 @@ class IndexKeeper:
 
     async def _piled_up(self, appended: Callable[[], trio.Event]) -> None:
         """Return once no turn came for QUIET seconds, BATCH_TURNS wait to be indexed, or
-        BATCH_WAIT passed, and no burst is on; HOLD seconds at most."""
+        BATCH_WAIT passed."""
         assert self.index is not None
-        with trio.move_on_after(HOLD):
-            with trio.move_on_after(BATCH_WAIT):
-                while self.store.last_seq - self.index.watermark < BATCH_TURNS:
-                    with trio.move_on_after(QUIET) as quiet:
-                        await appended().wait()
-                    if quiet.cancelled_caught:
-                        break
-            # A deadline, not an event: the burst has eased once QUIET passed with no push.
-            while (idle := self._idle_for()) < QUIET:  # noqa: ASYNC110
-                await trio.sleep(QUIET - idle)
+        with trio.move_on_after(BATCH_WAIT):
+            while self.store.last_seq - self.index.watermark < BATCH_TURNS:
+                with trio.move_on_after(QUIET) as quiet:
+                    await appended().wait()
+                if quiet.cancelled_caught:
+                    return
+
+    async def _burst_eased(self) -> None:
+        """Return once ingest has had no push in flight for EASED seconds."""
+        # A deadline, not an event: ingest tells no one when it has been idle that long.
+        while (idle := self._idle_for()) < EASED:  # noqa: ASYNC110
+            await trio.sleep(EASED - idle)
 
     async def _erased_elsewhere(self) -> bool:
         """Whether the index holds turns the log no longer has: another daemon on the shared
