@@ -8,7 +8,7 @@ chunks) by these rules:
 - the user's lines are read sentence by sentence; each sentence that states something (not a
   question, not small talk, not a request to the assistant such as "Can you…" or "Please
   write…") is kept on its own, with the kind forged.distill.kinds gives it, a short one with
-  the sentences after it (`statements`);
+  the sentences after it, a quotation whole with the sentence naming its speaker (`statements`);
 - of the assistant's lines, only those that record a decision or a result ("**Result:** the
   import took 12 minutes", "Decision: …", "We migrated … in 3 hours") and the one line the user
   then accepts ("Sounds good, let's go with Backblaze" keeps the assistant's line that shares
@@ -97,10 +97,14 @@ def _weight(sentence: str, speakers: frozenset[str]) -> int:
 def statements(text: str, speakers: frozenset[str]) -> list[str]:
     """A user's line as statements: its sentences, each short one ("Yeah, it's tough.") joined
     with those after it until they hold MIN_FACT_WORDS content words and numbers; questions,
-    requests and small talk left out. One kept with fewer than MIN_STATED_WORDS says nothing."""
+    requests and small talk left out. One kept with fewer than MIN_STATED_WORDS says nothing.
+    A quotation stays whole with the sentence that opens it (`Gina said: "I opened a store.
+    It sells …"`): its later sentences are the quoted speaker's, never the user's own; those of
+    a quotation whose opening was left out are left out too."""
     out: list[str] = []
     run: list[str] = []
     held = 0
+    inside = False  # within a quotation
 
     def close() -> None:
         nonlocal held
@@ -110,16 +114,32 @@ def statements(text: str, speakers: frozenset[str]) -> list[str]:
         held = 0
 
     for sentence in sentences(text):
+        quoted, inside = inside, _quoting(sentence, inside)
         weight = _weight(sentence, speakers)
-        if weight <= 0:  # says nothing: a boundary
+        if quoted:  # the quoted speaker's: with its opening, or not at all
+            if run:
+                run.append(sentence)
+                held += max(weight, 0)
+        elif weight <= 0:  # says nothing: a boundary
             close()
             continue
-        run.append(sentence)
-        held += weight
-        if held >= MIN_FACT_WORDS:
+        else:
+            run.append(sentence)
+            held += weight
+        if held >= MIN_FACT_WORDS and not inside:
             close()
     close()
     return out
+
+
+def _quoting(sentence: str, inside: bool) -> bool:
+    """Whether a quotation is open after `sentence`, given whether one was before it."""
+    for char in sentence:
+        if char == '"':
+            inside = not inside
+        elif char in "\u201c\u201d":  # curly quotes say which way they go
+            inside = char == "\u201c"
+    return inside
 
 
 def _records(text: str) -> bool:

@@ -140,3 +140,20 @@ def test_a_restated_value_replaces_the_known_fact_it_changes() -> None:
     transcript = render_known([run, dog]) + render_transcript(_chat((said, "Noted.")))
     (fact,) = distil(transcript, limit=64).facts
     assert (fact.kind, fact.text, fact.replaces) == ("state", f"Ana: {said}", [7])
+
+
+def test_a_quotation_stays_whole_with_its_speaker() -> None:
+    """The later sentences of reported speech are the quoted speaker's: kept with the sentence
+    naming them, never alone as the user's own; those of a quotation whose opening was left
+    out (a question) are left out too."""
+    said = (
+        'I met Gina at the fair. Gina said: "I opened my own clothing store last month. '
+        'Plus, I can add dance-inspired items to my store! It is going well." '
+        'Then Jon said: "Did you like it? I sold my old car for 3,000 dollars last week." '
+        "I bought a new bike for the summer."
+    )
+    assert statements(said, frozenset({"Ana"})) == [
+        'I met Gina at the fair. Gina said: "I opened my own clothing store last month. Plus,'
+        ' I can add dance-inspired items to my store! It is going well."',
+        "I bought a new bike for the summer.",
+    ]
