@@ -9,27 +9,14 @@ from forged.recall.engine import Recall
 from forged.recall.query import SearchQuery
 from forged.store.records import BatchOutcome, ScopeResult
 from tests.conftest import StoreOpener
-from tests.support.data import new
+from tests.support.data import new, recalled
 
 AT = "2023-05-08T13:56:00Z"
 
 
 def _item(type_: str, n: int, first: int, last: int | None = None) -> MemoryItem:
-    return MemoryItem(
-        id=n,
-        type=type_,  # type: ignore[arg-type]
-        kind="interaction" if type_ == "interaction" else "state",
-        scope="s",
-        session=None,
-        text=f"{type_} {n}",
-        score=1.0,
-        created_at=AT,
-        last_seen_at=AT,
-        first_seq=first,
-        last_seq=first if last is None else last,
-        first_at=AT,
-        last_at=AT,
-    )
+    end = first if last is None else last
+    return recalled(n, f"{type_} {n}", AT, type=type_, first=first, last_seq=end)
 
 
 def _names(items: list[MemoryItem]) -> list[str]:

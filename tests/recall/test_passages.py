@@ -12,7 +12,7 @@ from forged.recall.query import SearchQuery
 from forged.recall.updates import newest_first
 from forged.text.tokens import estimate_tokens
 from tests.conftest import StoreOpener
-from tests.support.data import new
+from tests.support.data import new, recalled
 
 AT = "2023-05-08T13:56:00Z"
 ADVICE = "\n".join(["## Step one", "- Plan the visit and the budget for the hospital."] * 40)
@@ -28,22 +28,8 @@ USER = (
 def _turn(user: str, assistant: str = ADVICE, n: int = 1, at: str = AT) -> MemoryItem:
     said = [Message(role="user", name="John", text=user)]
     said += [Message(role="assistant", text=assistant)] if assistant else []
-    return MemoryItem(
-        id=n,
-        type="interaction",
-        kind="interaction",
-        scope="s",
-        session=None,
-        text=speaker_lines(said),
-        score=1.0,
-        created_at=at,
-        last_seen_at=at,
-        first_seq=n,
-        last_seq=n,
-        first_at=at,
-        last_at=at,
-        speaker="John, assistant" if assistant else "John",
-    )
+    speaker = "John, assistant" if assistant else "John"
+    return recalled(n, speaker_lines(said), at, type="interaction", speaker=speaker)
 
 
 def test_a_long_turn_is_offered_as_the_sentences_around_the_one_asked_about() -> None:

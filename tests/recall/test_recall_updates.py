@@ -5,25 +5,11 @@ from __future__ import annotations
 from forged.models import MemoryItem
 from forged.recall.packing import pack
 from forged.recall.updates import newest_first
+from tests.support.data import recalled
 
 
 def _fact(n: int, text: str, day: str, kind: str = "profile") -> MemoryItem:
-    at = f"2023-{day}T10:00:00Z"
-    return MemoryItem(
-        id=n,
-        type="fact",
-        kind=kind,
-        scope="user:ana",
-        session=None,
-        text=text,
-        score=1.0,
-        created_at=at,
-        last_seen_at=at,
-        first_seq=n,
-        last_seq=n,
-        first_at=at,
-        last_at=at,
-    )
+    return recalled(n, text, f"2023-{day}T10:00:00Z", kind=kind, scope="user:ana")
 
 
 OLD = _fact(1, "Ana: I usually do my morning run at 6:30 am.", "05-01")

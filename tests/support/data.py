@@ -1,4 +1,4 @@
-"""Test data: interactions to push, read-only looks into a daemon's database file, and its
+"""Test data: interactions to push, recalled items, read-only looks into a daemon's database file, and its
 write lock held from outside."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import msgspec
 import psycopg
 import trio
 
-from forged.models import Message
+from forged.models import MemoryItem, Message
 from forged.store.records import NewInteraction
 from forged.store.sqlite import atomic
 from forged.store.sqlite_schema import register_functions
@@ -36,6 +36,29 @@ def interaction(
         ],
         **extra,
     }
+
+
+def recalled(
+    n: int, text: str, at: str, *, type: str = "fact", first: int | None = None, **fields: Any
+) -> MemoryItem:
+    """A recalled item of seq `first` (else `n`) dated `at`; `fields` set any other."""
+    seq = n if first is None else first
+    item = MemoryItem(
+        id=n,
+        type=type,  # type: ignore[arg-type]
+        kind="interaction" if type == "interaction" else "state",
+        scope="s",
+        session=None,
+        text=text,
+        score=1.0,
+        created_at=at,
+        last_seen_at=at,
+        first_seq=seq,
+        last_seq=seq,
+        first_at=at,
+        last_at=at,
+    )
+    return msgspec.structs.replace(item, **fields)
 
 
 def connect(database: str | Path, **options: Any) -> sqlite3.Connection:
