@@ -22,11 +22,21 @@ from forged.distill.linepicker import pick_lines
 from forged.distill.offline import distil
 from forged.distill.salience import Line, scores
 from forged.llm.prompt import render_chunks, render_transcript
-from forged.models import DistilledMemory, Fact, MemoryItem, Message, StoredInteraction
+from forged.models import (
+    DistilledMemory,
+    Fact,
+    MemoryItem,
+    Message,
+    StoredInteraction,
+    speaker_lines,
+)
 from forged.recall.packing import pack
+from forged.recall.passages import passage
 from forged.recall.query import SearchQuery, dropped_words, searched
+from forged.recall.updates import newest_first
 from forged.scrub.scan import scrub
 from forged.text.grounding import Sources, check
+from tests.support.data import recalled
 from tests.support.hostile_text import RUNS, SHAPES, calls, hostile
 
 DATE = "2023-05-08T13:56:00Z"
@@ -82,6 +92,13 @@ def _packing(line: str) -> None:
     pack([item, item], len(line))
 
 
+def _passages(line: str) -> None:
+    """A long turn's passage for a question, and two such turns ordered newest first."""
+    text = speaker_lines([Message("user", line, "John"), Message("assistant", line)])
+    turn = recalled(1, text, DATE, type="interaction", speaker="John, assistant")
+    newest_first([passage(turn, line[:200]), turn], line[:200])
+
+
 def _query(line: str) -> None:
     query = SearchQuery(line, "s", 10, max_words=len(line))
     searched(query)
@@ -113,6 +130,7 @@ ALGORITHMS: dict[str, tuple[Callable[[str], object], int]] = {  # each with its 
     "scrubbing": (scrub, 5),
     "packing": (_packing, 5),
     "query parsing": (_query, 5),
+    "passages": (_passages, 20),
     "import": (_importing, 5),
 }
 

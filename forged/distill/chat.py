@@ -64,6 +64,7 @@ _ACCEPTS = re.compile(  # a user's message that accepts what the assistant propo
     r"looks good|let's go with|let's do|go with|i'll go with|we'll go with|do it)\b",
     re.IGNORECASE,
 )
+_OPENS = " \t\n:([\u2014"  # what a straight quote that opens a quotation follows
 _MARKS = re.compile(r"[*_`]+")  # emphasis and inline code marks, not part of what is said
 
 
@@ -99,12 +100,13 @@ def statements(text: str, speakers: frozenset[str]) -> list[str]:
     with those after it until they hold MIN_FACT_WORDS content words and numbers; questions,
     requests and small talk left out. One kept with fewer than MIN_STATED_WORDS says nothing.
     A quotation stays whole with the sentence that opens it (`Gina said: "I opened a store.
-    It sells …"`): its later sentences are the quoted speaker's, never the user's own; those of
-    a quotation whose opening was left out are left out too."""
+    It sells …"`), kept or left out as one: its later sentences are the quoted speaker's, never
+    the user's own."""
     out: list[str] = []
     run: list[str] = []
     held = 0
-    inside = False  # within a quotation
+    depth = 0  # quotations open
+    quotes = _quotations_close(text)  # one left open (an inch mark, a typo) is no quotation
 
     def close() -> None:
         nonlocal held
@@ -114,32 +116,41 @@ def statements(text: str, speakers: frozenset[str]) -> list[str]:
         held = 0
 
     for sentence in sentences(text):
-        quoted, inside = inside, _quoting(sentence, inside)
+        quoted = depth > 0
+        depth = _quoting(sentence, depth) if quotes else 0
         weight = _weight(sentence, speakers)
-        if quoted:  # the quoted speaker's: with its opening, or not at all
-            if run:
-                run.append(sentence)
-                held += max(weight, 0)
+        if quoted or depth:  # opens or goes on with a quotation: the quoted speaker's, whole
+            run.append(sentence)
+            held += max(weight, 0)
         elif weight <= 0:  # says nothing: a boundary
             close()
             continue
         else:
             run.append(sentence)
             held += weight
-        if held >= MIN_FACT_WORDS and not inside:
+        if (held >= MIN_FACT_WORDS or quoted) and not depth:  # a quotation ends a statement
             close()
     close()
     return out
 
 
-def _quoting(sentence: str, inside: bool) -> bool:
-    """Whether a quotation is open after `sentence`, given whether one was before it."""
-    for char in sentence:
+def _quoting(text: str, depth: int) -> int:
+    """How many quotations are open after `text`, given how many were before it. A straight
+    quote opens one at the start or after a space, a colon or a bracket, before a word; else it
+    closes the last one open, if any (in `a 27" monitor` it is an inch mark). Curly quotes say
+    which way they go."""
+    for at, char in enumerate(text):
         if char == '"':
-            inside = not inside
-        elif char in "\u201c\u201d":  # curly quotes say which way they go
-            inside = char == "\u201c"
-    return inside
+            opens = (at == 0 or text[at - 1] in _OPENS) and text[at + 1 : at + 2].strip() != ""
+            depth = depth + 1 if opens else max(depth - 1, 0)
+        elif char in "\u201c\u201d":
+            depth = depth + 1 if char == "\u201c" else max(depth - 1, 0)
+    return depth
+
+
+def _quotations_close(text: str) -> bool:
+    """Whether every quotation the text opens is closed again."""
+    return _quoting(text, 0) == 0
 
 
 def _records(text: str) -> bool:

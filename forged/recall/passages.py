@@ -33,17 +33,19 @@ _ROLES = frozenset({"assistant", "system", "tool"})  # speakers who are no perso
 
 def _messages(item: MemoryItem) -> list[tuple[str, str]]:
     """The turn's messages as (speaker, text), from its "speaker: text" lines: a line that
-    starts with one of its speakers starts a message, any other continues the last."""
-    speakers = [s for s in (item.speaker or "").split(", ") if s]
-    out: list[tuple[str, str]] = []
+    starts with one of its speakers starts a message, any other continues the last. One pass:
+    each line is looked at once, each message joined once."""
+    speakers = frozenset(s for s in (item.speaker or "").split(", ") if s)
+    out: list[tuple[str, list[str]]] = []
     for line in item.text.split("\n"):
-        who = next((s for s in speakers if line.startswith(f"{s}: ")), None)
-        if who is not None or not out:
-            said = line[len(who) + 2 :] if who is not None else line
-            out.append((who or "", said))
+        who, colon, said = line.partition(": ")
+        if colon and who in speakers:
+            out.append((who, [said]))
+        elif out:
+            out[-1][1].append(line)
         else:
-            out[-1] = (out[-1][0], f"{out[-1][1]}\n{line}")
-    return out
+            out.append(("", [line]))
+    return [(who, "\n".join(lines)) for who, lines in out]
 
 
 def _held(sentence: str, wanted: set[str]) -> int:

@@ -12,8 +12,9 @@ for, that is what keeps one scope from slowing every other.
 
 A client (the process at the other end of the socket, known by its credentials however many
 connections it opens) holds at most all connections but one, whatever scopes it reads: an
-agent runtime serving many users' scopes from its threads cannot starve the CLI, the MCP
-server or another runtime. Reads for no client (the observers' bookkeeping) are not counted
+agent runtime serving many users' scopes from its threads leaves one for the CLI, the MCP
+server or another runtime (though a read of a scope it has queued reads waits behind them,
+and processes that work together count as several clients). Reads for no client (the observers' bookkeeping) are not counted
 against any, and take any free connection when they name no scope either.
 """
 

@@ -144,8 +144,7 @@ def test_a_restated_value_replaces_the_known_fact_it_changes() -> None:
 
 def test_a_quotation_stays_whole_with_its_speaker() -> None:
     """The later sentences of reported speech are the quoted speaker's: kept with the sentence
-    naming them, never alone as the user's own; those of a quotation whose opening was left
-    out (a question) are left out too."""
+    naming them (a question among them), never alone as the user's own."""
     said = (
         'I met Gina at the fair. Gina said: "I opened my own clothing store last month. '
         'Plus, I can add dance-inspired items to my store! It is going well." '
@@ -155,5 +154,32 @@ def test_a_quotation_stays_whole_with_its_speaker() -> None:
     assert statements(said, frozenset({"Ana"})) == [
         'I met Gina at the fair. Gina said: "I opened my own clothing store last month. Plus,'
         ' I can add dance-inspired items to my store! It is going well."',
+        'Then Jon said: "Did you like it? I sold my old car for 3,000 dollars last week."',
         "I bought a new bike for the summer.",
+    ]
+
+
+def test_a_quote_that_opens_no_quotation_loses_nothing() -> None:
+    """An inch mark, or a quotation never closed, is no quotation: the sentences after it are
+    the user's own, each kept."""
+    moved = "I moved to Berlin last year for a new job."
+    sister = "My sister Anna lives in Lisbon and works as a nurse."
+    for said in (
+        f'Did you see the 12" pizza at the corner? {moved} {sister}',
+        f'He said "I am so tired of the rain here? {moved} {sister}',
+    ):
+        assert statements(said, frozenset({"Ana"})) == [moved, sister]
+
+
+def test_a_quotation_within_a_quotation_keeps_it_open() -> None:
+    """A title quoted inside reported speech closes only itself: what follows in the speech is
+    still the quoted speaker's."""
+    said = (
+        'Caroline said: "Yeah totally! "Brave" by Sara Bareilles is the song I play before '
+        'every race. I ran 3 marathons this year." I moved to Berlin last year for a new job.'
+    )
+    assert statements(said, frozenset({"Ana"})) == [
+        'Caroline said: "Yeah totally! "Brave" by Sara Bareilles is the song I play before'
+        ' every race. I ran 3 marathons this year."',
+        "I moved to Berlin last year for a new job.",
     ]
