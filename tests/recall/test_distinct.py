@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from forged.config import RecallConfig
 from forged.models import Fact, MemoryItem
 from forged.recall.distinct import one_per_turn
@@ -15,8 +17,10 @@ AT = "2023-05-08T13:56:00Z"
 
 
 def _item(type_: str, n: int, first: int, last: int | None = None) -> MemoryItem:
+    """A turn's text holds the words "said <seq>"; a fact's is them, or another's."""
     end = first if last is None else last
-    return recalled(n, f"{type_} {n}", AT, type=type_, first=first, last_seq=end)
+    text = f"turn {n}: said {first}" if type_ == "interaction" else f"said {first}"
+    return recalled(n, text, AT, type=type_, first=first, last_seq=end)
 
 
 def _names(items: list[MemoryItem]) -> list[str]:
@@ -26,13 +30,20 @@ def _names(items: list[MemoryItem]) -> list[str]:
 def test_a_fact_below_its_own_turn_gives_its_place_to_the_next() -> None:
     """The turn ranked first says what its fact says: the fact goes, the next item comes in."""
     found = [_item("interaction", 1, 1), _item("fact", 7, 1), _item("interaction", 2, 2)]
-    assert _names(one_per_turn(found, 2)) == ["interaction 1", "interaction 2"]
+    assert _names(one_per_turn(found, 2)) == ["turn 1: said 1", "turn 2: said 2"]
 
 
 def test_a_turn_below_a_fact_taken_from_it_gives_its_place_to_the_next() -> None:
     """The fact ranked first names its turn: the turn goes."""
     found = [_item("fact", 7, 1), _item("interaction", 1, 1), _item("fact", 8, 2)]
-    assert _names(one_per_turn(found, 2)) == ["fact 7", "fact 8"]
+    assert [i.id for i in one_per_turn(found, 2)] == [7, 8]
+
+
+def test_a_fact_in_other_words_keeps_its_place_beside_its_turn() -> None:
+    """A model's fact says its turn again in other words: it is what was kept, and stays."""
+    found = [_item("interaction", 1, 1), _item("fact", 7, 1), _item("interaction", 2, 2)]
+    found[1] = msgspec.structs.replace(found[1], text="The user said one thing.")
+    assert [i.id for i in one_per_turn(found, 2)] == [1, 7]
 
 
 def test_two_facts_of_one_turn_and_a_batchs_fact_all_stay() -> None:
@@ -49,7 +60,7 @@ def test_two_facts_of_one_turn_and_a_batchs_fact_all_stay() -> None:
 
 
 async def test_search_fills_its_places_with_distinct_turns(open_store: StoreOpener) -> None:
-    """Three turns about greyhounds, a fact distilled from the first: a search for three
+    """Three turns about greyhounds, a fact of the first's own words: a search for three
     results returns three memories of three turns, never the fact with its turn."""
     store = open_store()
     said = [
@@ -58,7 +69,7 @@ async def test_search_fills_its_places_with_distinct_turns(open_store: StoreOpen
         "My greyhound hates the rain.",
     ]
     await store.append([[new(text) for text in said]])
-    fact = Fact("state", "The user adopted a greyhound called Biscuit.", sources=[1])
+    fact = Fact("state", "I adopted a greyhound called Biscuit last spring.", sources=[1])
     await store.commit_batch(
         "distill", BatchOutcome([ScopeResult("b1", "s", None, "", [fact], 1, 1)], [], [], None)
     )
