@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 SHAPES = ("unpunctuated", "one word", "names and numbers", "mixed scripts", "runs")
 # What "runs" repeats, by seed: each makes some pattern retry at every place of a long run
-# (spaces, stops, speaker labels, photo captions, cue words, clause breaks, short lines).
-RUNS = (" ", ". ", "a: ", "[shares ", "please ", " but ", "\t-", "((", "_", "x\n")
+# (spaces, stops, speaker labels, photo captions, cue words, clause breaks).
+RUNS = (" ", ". ", "a: ", "[shares ", "please ", " but ", "\t-", "((", "_")
 _WORDS = [
     "garden",
     "silver",
