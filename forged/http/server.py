@@ -4,6 +4,7 @@ against the process at the other end (forged.store.readers)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import socket
 import struct
@@ -128,7 +129,7 @@ class HttpServer:
         connection = Connection(stream, self.limits, self._in_flight, self._budget)
         with connection.scope:
             await connection.respond(refusal, close=True)
-        with trio.move_on_after(REFUSAL_LINGER):
+        with trio.move_on_after(REFUSAL_LINGER), contextlib.suppress(*_GONE):  # it may hang up
             await stream.receive_some(RECEIVE_SIZE)
 
     def _admit(self, stream: trio.SocketStream) -> Callable[[trio.SocketStream], Awaitable[None]]:
