@@ -29,7 +29,7 @@ from forged.llm.retry import UNWATCHED, RetryPolicy
 from forged.models import DistilledMemory, Fact, MemoryItem, Message, StoredInteraction
 from forged.text.tokens import estimate_tokens
 from tests.support.daemons import running_daemon, socket_client, wait_for_watermark, write_config
-from tests.support.data import rows
+from tests.support.data import recalled, rows
 from tests.support.fakellm import SEQ_TAG, FakeLLM
 from tests.support.offloads import STALL, OnTheLoop, StallingGround
 
@@ -420,21 +420,7 @@ def _running(pid: int) -> bool:
 
 
 KNOWN = [  # the scope's current facts a new one may say it replaces
-    MemoryItem(
-        id=1,
-        type="fact",
-        kind="state",
-        scope="s",
-        session=None,
-        text="The user lives in Lisbon.",
-        score=1.0,
-        created_at="",
-        last_seen_at="",
-        first_seq=1,
-        last_seq=1,
-        first_at="",
-        last_at="",
-    ),
+    recalled(1, "The user lives in Lisbon.", ""),
 ]
 
 

@@ -16,7 +16,7 @@ from forged.distill.offline import OfflineDistiller, distil
 from forged.distill.salience import KEEP_AT, Line, cues, scores, small_talk
 from forged.errors import CheckOverrun
 from forged.llm.prompt import render_known, render_transcript
-from forged.models import MemoryItem, Message, StoredInteraction
+from forged.models import Message, StoredInteraction
 from forged.text.offload import WorkerProcess
 from tests.support.daemons import (
     DaemonProcess,
@@ -25,7 +25,7 @@ from tests.support.daemons import (
     wait_for_watermark,
     write_config,
 )
-from tests.support.data import rows
+from tests.support.data import recalled, rows
 from tests.support.fakellm import FakeLLM
 
 TIMEOUT = 30  # seconds any daemon test may take
@@ -171,20 +171,9 @@ def test_the_limit_keeps_the_best_lines() -> None:
 
 def test_known_facts_before_the_transcript_are_read_not_kept() -> None:
     """A known fact's line is not a transcript line: it is never picked."""
-    fact = MemoryItem(
-        id=7,
-        type="fact",
-        kind="event",
-        scope="user:ana",
-        session=None,
-        text="Ana ran a half marathon in Lyon.",
-        score=0.0,
-        created_at="2026-05-01T00:00:00Z",
-        last_seen_at="2026-05-01T00:00:00Z",
-        first_seq=1,
-        last_seq=1,
-        first_at="2026-05-01T00:00:00Z",
-        last_at="2026-05-01T00:00:00Z",
+    at = "2026-05-01T00:00:00Z"
+    fact = recalled(
+        7, "Ana ran a half marathon in Lyon.", at, kind="event", scope="user:ana", score=0.0
     )
     memory = distil(render_known([fact]) + transcript(), limit=64)
     assert all(p.seq in range(1, len(CHAT) + 1) for p in memory.picks)

@@ -29,8 +29,9 @@ from forged.llm.prompt import (
     render_transcript,
     with_replaces,
 )
-from forged.models import Fact, MemoryItem, Message, StoredInteraction
+from forged.models import Fact, Message, StoredInteraction
 from forged.store.sqlite import Store
+from tests.support.data import recalled
 from tests.support.fakellm import FakeLLM
 
 TIMEOUT = 10  # seconds any single test may take
@@ -340,20 +341,14 @@ def test_the_bundled_server_needs_no_probe() -> None:
 
 
 KNOWN = [  # a fact the scope already holds, shown beside the transcript
-    MemoryItem(
-        id=12,
-        type="fact",
-        kind="state",
+    recalled(
+        12,
+        "Recorded: alice: Let's use MySQL.",
+        "2026-11-20T10:00:00Z",
+        first=3,
         scope="user:alice",
-        session=None,
-        text="Recorded: alice: Let's use MySQL.",
-        score=1.0,
         created_at="c",
         last_seen_at="c",
-        first_seq=3,
-        last_seq=3,
-        first_at="2026-11-20T10:00:00Z",
-        last_at="2026-11-20T10:00:00Z",
     ),
 ]
 
