@@ -10,17 +10,17 @@ from forged.surface import lazy_surface
 _SURFACE: dict[str, str | None] = {
     "IndexKeeper": "keeper",
     "IndexStats": "turns",
-    "Match": "turns",
+    "Matches": "turns",
     "TurnIndex": "turns",
-    "rounded_length": "turns",
+    "rounded_lengths": "turns",
     "terms": "turns",
 }
 __all__ = [
     "IndexKeeper",
     "IndexStats",
-    "Match",
+    "Matches",
     "TurnIndex",
-    "rounded_length",
+    "rounded_lengths",
     "terms",
 ]
 __getattr__ = lazy_surface(__name__, _SURFACE)

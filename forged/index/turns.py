@@ -10,22 +10,23 @@ crash loses nothing: the keeper starts again after that seq.
 
 from __future__ import annotations
 
-import bisect
 import math
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import tantivy
 
 __all__ = [
     "SCHEMA_VERSION",
     "IndexStats",
-    "Match",
+    "Matches",
     "TurnIndex",
     "TurnText",
-    "rounded_length",
+    "rounded_lengths",
     "terms",
 ]
 
@@ -53,15 +54,19 @@ class TurnText:
 
 
 @dataclass(frozen=True, slots=True)
-class Match:
-    """A turn the index found: its BM25 as tantivy computes it (FTS5's but for a turn's length,
-    exact to 40 terms and rounded down to a byte's worth past that: `rounded_length`), when it
+class Matches:
+    """The turns the index found, best first, as columns (recall scores them all at once, in
+    numpy): each one's seq, its BM25 as tantivy computes it (FTS5's but for a turn's length,
+    exact to 40 terms and rounded down to a byte's worth past that: `rounded_lengths`), when it
     happened (a Julian day) and its exact length in terms."""
 
-    seq: int
-    bm25: float
-    at: float
-    terms: int
+    seq: npt.NDArray[np.int64]
+    bm25: npt.NDArray[np.float64]
+    at: npt.NDArray[np.float64]
+    terms: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return len(self.seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,15 +109,13 @@ def _fieldnorms() -> list[int]:
     return lengths[:FIELDNORM_CODES]
 
 
-_FIELDNORMS = _fieldnorms()
+_FIELDNORMS = np.array(_fieldnorms(), dtype=np.int64)
 
 
-def rounded_length(length: int) -> int:
-    """The length tantivy's BM25 reads for a turn of `length` terms: the largest it can store
-    that is not above it."""
-    if length <= FIELDNORM_EXACT:
-        return length
-    return _FIELDNORMS[bisect.bisect_right(_FIELDNORMS, length) - 1]
+def rounded_lengths(lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The lengths tantivy's BM25 reads for turns of `lengths` terms: for each, the largest it
+    can store that is not above it."""
+    return _FIELDNORMS[np.searchsorted(_FIELDNORMS, lengths, side="right") - 1]
 
 
 def _schema() -> tantivy.Schema:
@@ -157,6 +160,10 @@ def _recorded(index: tantivy.Index) -> tuple[int, int | None]:
     address = hits[0][1]
     (seq,) = searcher.fast_field_values("seq", [address])
     return int(seq or 0), searcher.doc(address).get_first("version")
+
+
+_NOTHING, _NEVER = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+_NONE = Matches(_NOTHING, _NEVER, _NEVER, _NOTHING)
 
 
 class TurnIndex:
@@ -237,13 +244,13 @@ class TurnIndex:
         since: float | None,
         until: float | None,
         session: str | None = None,
-    ) -> list[Match]:
+    ) -> Matches:
         """The scope's `depth` best turns for any of the terms, each term weighing `weights[t]`
         in place of tantivy's own IDF (so that the order is BM25's under those weights), among
         the turns that happened from Julian day `since` (inclusive) to `until` (exclusive), of
         `session` if given."""
         if not weights:
-            return []
+            return _NONE
         schema, searcher = self._schema, self._index.searcher()
         turns = searcher.num_docs
         text = []
@@ -269,13 +276,12 @@ class TurnIndex:
             clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(when, 0.0)))
         hits = searcher.search(tantivy.Query.boolean_query(clauses), depth, count=False).hits
         addresses = [address for _, address in hits]
-        seqs = searcher.fast_field_values("seq", addresses)
-        times = searcher.fast_field_values("at", addresses)
-        lengths = searcher.fast_field_values("terms", addresses)
-        return [
-            Match(int(seq or 0), score, float(at or 0.0), int(length or 0))
-            for (score, _), seq, at, length in zip(hits, seqs, times, lengths, strict=True)
-        ]
+        return Matches(
+            np.array(searcher.fast_field_values("seq", addresses), dtype=np.int64),
+            np.array([score for score, _ in hits], dtype=np.float64),
+            np.array(searcher.fast_field_values("at", addresses), dtype=np.float64),
+            np.array(searcher.fast_field_values("terms", addresses), dtype=np.int64),
+        )
 
     def settle(self) -> None:
         """Let the writer finish its merges and search what they merged: a catch-up of many

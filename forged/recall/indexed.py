@@ -19,14 +19,16 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from forged.index.turns import IndexStats, Match, TurnIndex, rounded_length, terms
+import numpy as np
+import numpy.typing as npt
+
+from forged.index.turns import IndexStats, Matches, TurnIndex, rounded_lengths, terms
 from forged.models import MemoryItem
 from forged.recall.fulltext import (
     BM25_K1,
     RECENCY_FLOOR,
     SCORE,
     SELECTIVE_MIN_ROWS,
-    day_decay,
     memory_item,
     recency_decay,
     turn_text,
@@ -63,26 +65,34 @@ _ROWS = """
 def bm25(counts: Counter[str], length: int, weights: dict[str, float], stats: IndexStats) -> float:
     """FTS5's bm25() of a turn whose terms are `counts` (`length` in all), for terms of IDF
     `weights`: each term's IDF times its saturated, length-normalised frequency."""
-    norm = _length_norm(length, stats)
+    norm: float = _length_norm(length, stats)
     return sum(
         w * counts[t] * (BM25_K1 + 1) / (counts[t] + norm) for t, w in weights.items() if counts[t]
     )
 
 
-def _length_norm(length: float, stats: IndexStats) -> float:
-    """BM25's length normalisation of a turn of `length` terms: k1 (1 - b + b length / avg)."""
+def _length_norm(length: float | npt.NDArray[np.int64], stats: IndexStats) -> Any:
+    """BM25's length normalisation of turns of `length` terms (a number or an array):
+    k1 (1 - b + b length / avg)."""
     return BM25_K1 * (1 - BM25_B + BM25_B * length / max(stats.average_terms, 1e-9))
 
 
-def exact_bm25(match: Match, stats: IndexStats) -> float:
-    """A match's BM25 over its exact length where tantivy read a rounded one (past 40 terms):
-    each term's share is saturated over tf + the length's norm, so the score scales by
+def exact_bm25(matches: Matches, stats: IndexStats) -> npt.NDArray[np.float64]:
+    """The matches' BM25 over their exact lengths where tantivy read rounded ones (past 40
+    terms): each term's share is saturated over tf + the length's norm, so a score scales by
     (1 + rounded norm) / (1 + exact norm), exactly for terms found once in the turn (most) and
     within a hair for the others. Never above tantivy's (a rounded length is never longer)."""
-    rounded = rounded_length(match.terms)
-    if rounded == match.terms:
-        return match.bm25
-    return match.bm25 * (1 + _length_norm(rounded, stats)) / (1 + _length_norm(match.terms, stats))
+    rounded = _length_norm(rounded_lengths(matches.terms), stats)
+    exact: npt.NDArray[np.float64] = (
+        matches.bm25 * (1 + rounded) / (1 + _length_norm(matches.terms, stats))
+    )
+    return exact
+
+
+def _decays(days: npt.NDArray[np.float64], now: float, half_life: float) -> Any:
+    """fulltext.day_decay of each moment given as a Julian day."""
+    ages = np.maximum(0.0, now - days)
+    return RECENCY_FLOOR + (1 - RECENCY_FLOOR) * np.power(0.5, ages / half_life)
 
 
 def _with_tail(stats: IndexStats, tail: list[list[str]]) -> IndexStats:
@@ -148,6 +158,16 @@ class _Ranking:
     def add(self, seq: int, score: float) -> None:
         if score > 0:  # a turn of the tail may hold no word asked
             self.score[seq] = score
+
+    def add_best(self, seqs: npt.NDArray[np.int64], scores: Any, limit: int) -> None:
+        """Of a window's matches, those that may be among the `limit` best: every match above
+        one of them is either turned down or among them, so a window's first `limit` + the
+        turned down are enough."""
+        keep = limit + self.turned_down
+        if len(scores) > keep:
+            top = np.argpartition(scores, -keep)[-keep:]
+            seqs, scores = seqs[top], scores[top]
+        self.score.update(zip(seqs.tolist(), scores.tolist(), strict=True))
 
     def best(self, limit: int) -> list[tuple[float, int]]:
         """The `limit` best candidates not turned down yet, as (score, seq)."""
@@ -246,12 +266,13 @@ def _searched(
     stats = index.stats()  # what tantivy's own lengths are normalised by
     for _ in range(MAX_WINDOWS):
         matches = index.search(query.scope, weights, depth, since, until, query.session)
-        for match in matches:
-            ranking.add(match.seq, exact_bm25(match, stats) * day_decay(match.at, now, half_life))
+        scores = exact_bm25(matches, stats) * _decays(matches.at, now, half_life)
+        ranking.add_best(matches.seq, scores, query.limit)
         best = ranking.best(query.limit)
         if len(matches) < depth:
             return best  # the window gave every match it holds
-        last, ceiling = (best[-1][0] if len(best) == query.limit else 0.0), matches[-1].bm25
+        last = best[-1][0] if len(best) == query.limit else 0.0
+        ceiling = float(matches.bm25[-1])
         oldest = _oldest_entering(last / ceiling if ceiling > 0 else math.inf, now, half_life)
         if oldest == math.inf:
             return best  # no match the window did not give can enter

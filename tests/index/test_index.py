@@ -35,7 +35,7 @@ def _turn(seq: int, text: str, scope: str = "u", at: float = 2460000.5) -> TurnT
 
 def _seqs(index: TurnIndex, words: list[str], scope: str = "u") -> list[int]:
     wanted = dict.fromkeys((t for w in words for t in terms(w)), 1.0)
-    return sorted(m.seq for m in index.search(scope, wanted, 100, None, None))
+    return sorted(index.search(scope, wanted, 100, None, None).seq.tolist())
 
 
 def _terms(directory: Path, field: str, prefix: str) -> list[tuple[str, int]]:
@@ -139,13 +139,14 @@ def test_a_long_turns_bm25_is_over_its_exact_length(tmp_path: Path) -> None:
     index.commit(max(lengths))
     weights, stats = {"xylo": 2.0}, index.stats()
     matches = index.search("u", weights, len(lengths), None, None)
-    assert sorted(m.terms for m in matches) == list(lengths)
+    assert sorted(matches.terms.tolist()) == list(lengths)
     rounded = 0  # turns whose score tantivy's rounding alone would put off by 1% or more
-    for match in matches:
-        exact = recall_indexed.bm25(Counter({"xylo": 1}), match.terms, weights, stats)
+    scores = recall_indexed.exact_bm25(matches, stats)
+    for length, tantivys, score in zip(matches.terms.tolist(), matches.bm25, scores, strict=True):
+        exact = recall_indexed.bm25(Counter({"xylo": 1}), length, weights, stats)
         # within what tantivy's average length (its watermark document counted) moves
-        assert recall_indexed.exact_bm25(match, stats) == pytest.approx(exact, rel=3e-3)
-        rounded += match.bm25 != pytest.approx(exact, rel=0.01)
+        assert score == pytest.approx(exact, rel=3e-3)
+        rounded += tantivys != pytest.approx(exact, rel=0.01)
     assert rounded > 150
 
 
