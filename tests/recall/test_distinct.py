@@ -6,7 +6,7 @@ import msgspec
 
 from forged.config import RecallConfig
 from forged.models import Fact, MemoryItem
-from forged.recall.distinct import one_per_turn
+from forged.recall.distinct import one_per_turn, said_in
 from forged.recall.engine import Recall
 from forged.recall.query import SearchQuery
 from forged.store.records import BatchOutcome, ScopeResult
@@ -44,6 +44,26 @@ def test_a_fact_in_other_words_keeps_its_place_beside_its_turn() -> None:
     found = [_item("interaction", 1, 1), _item("fact", 7, 1), _item("interaction", 2, 2)]
     found[1] = msgspec.structs.replace(found[1], text="The user said one thing.")
     assert [i.id for i in one_per_turn(found, 2)] == [1, 7]
+
+
+def test_a_kept_sentence_from_the_middle_of_its_turn_gives_its_place() -> None:
+    """The offline distiller keeps "speaker: sentence" from anywhere in a message: the turn
+    ranked first holds it, so the fact goes however far into the message it was said."""
+    turn = recalled(1, "Sam: Hi there!  I had gastritis\nlast week.\nassistant: Sorry.", AT)
+    turn = msgspec.structs.replace(turn, type="interaction")
+    fact = recalled(7, "Sam: I had gastritis last week.", AT, first=1)
+    found = [turn, fact, _item("interaction", 2, 2)]
+    assert [i.id for i in one_per_turn(found, 2)] == [1, 2]
+
+
+def test_a_sentence_is_its_turns_own_words_only_as_its_own_speakers() -> None:
+    """A line kept as another speaker's, or a speaker's words the turn does not hold, is not
+    the turn's own: it keeps its place."""
+    turn = "Sam: I had gastritis last week.\nassistant: Rest and drink water."
+    assert said_in("Sam: I had gastritis last week.", turn)
+    assert said_in("assistant: Rest and drink water.", turn)
+    assert not said_in("Evan: I had gastritis last week.", turn)
+    assert not said_in("Sam: I had the flu last week.", turn)
 
 
 def test_two_facts_of_one_turn_and_a_batchs_fact_all_stay() -> None:
