@@ -65,6 +65,11 @@ _ACCEPTS = re.compile(  # a user's message that accepts what the assistant propo
     re.IGNORECASE,
 )
 _OPENS = " \t\n:([\u2014"  # what a straight quote that opens a quotation follows
+_ATTRIBUTION = re.compile(  # words before a quotation that only say who speaks ("Then Gina said:")
+    r"^\W*(?:[\w'-]+\W+){0,3}?(?:said|says|asked|asks|replied|replies|wrote|writes|added|"
+    r"answered|told me|tells me)\W*$",
+    re.IGNORECASE,
+)
 _MARKS = re.compile(r"[*_`]+")  # emphasis and inline code marks, not part of what is said
 
 
@@ -101,7 +106,8 @@ def statements(text: str, speakers: frozenset[str]) -> list[str]:
     requests and small talk left out. One kept with fewer than MIN_STATED_WORDS says nothing.
     A quotation stays whole with the sentence that opens it (`Gina said: "I opened a store.
     It sells …"`), kept or left out as one: its later sentences are the quoted speaker's, never
-    the user's own."""
+    the user's own; weighed by what is quoted, so quoted small talk is not kept for its
+    "Gina said"."""
     out: list[str] = []
     run: list[str] = []
     held = 0
@@ -118,7 +124,7 @@ def statements(text: str, speakers: frozenset[str]) -> list[str]:
     for sentence in sentences(text):
         quoted = depth > 0
         depth = _quoting(sentence, depth) if quotes else 0
-        weight = _weight(sentence, speakers)
+        weight = _weight(_quoted(sentence) if quotes and not quoted else sentence, speakers)
         if quoted or depth:  # opens or goes on with a quotation: the quoted speaker's, whole
             run.append(sentence)
             held += max(weight, 0)
@@ -146,6 +152,26 @@ def _quoting(text: str, depth: int) -> int:
         elif char in "\u201c\u201d":
             depth = depth + 1 if char == "\u201c" else max(depth - 1, 0)
     return depth
+
+
+def _opening(text: str) -> int | None:
+    """Where the first quotation of `text` opens (as `_quoting` reads quotes), if one does."""
+    for at, char in enumerate(text):
+        if char == "\u201c" or (
+            char == '"'
+            and (at == 0 or text[at - 1] in _OPENS)
+            and text[at + 1 : at + 2].strip() != ""
+        ):
+            return at
+    return None
+
+
+def _quoted(sentence: str) -> str:
+    """A sentence as what it states: of one that opens a quotation with words that only say who
+    speaks, what is quoted (`Gina said: "See you soon!"` states no more than "See you soon!",
+    small talk); any other sentence whole."""
+    at = _opening(sentence)
+    return sentence if at is None or not _ATTRIBUTION.match(sentence[:at]) else sentence[at + 1 :]
 
 
 def _quotations_close(text: str) -> bool:

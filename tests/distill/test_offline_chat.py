@@ -159,6 +159,19 @@ def test_a_quotation_stays_whole_with_its_speaker() -> None:
     ]
 
 
+def test_quoted_small_talk_is_not_kept_for_naming_its_speaker() -> None:
+    """`Gina said: "See you then. Bye!"` states nothing: the words saying who speaks earn no
+    weight, what is quoted is weighed, and quoted news is kept as before."""
+    said = (
+        'Gina said: "That\'s the spirit! Bye!" Then Jon said: "Hey Ana! How are you?" '
+        'Gina told me: "I opened my own clothing store last month." I bought a new bike.'
+    )
+    assert statements(said, frozenset({"Ana"})) == [
+        'Gina told me: "I opened my own clothing store last month."',
+        "I bought a new bike.",
+    ]
+
+
 def test_a_quote_that_opens_no_quotation_loses_nothing() -> None:
     """An inch mark, or a quotation never closed, is no quotation: the sentences after it are
     the user's own, each kept."""
