@@ -89,7 +89,12 @@ NOTES = """\
   the next 1,000, 2 mid-frequency ones and a rare one); each asked in turn of a bare FTS5
   `MATCH ... ORDER BY rank LIMIT 10` over scope A's texts (in the benchmark's process), of
   `/v1/search` and of `/v1/context` (1,000 tokens) through the socket, so that the machine's
-  load falls on all three alike. Then {hammers} clients send, over and over, the costliest
+  load falls on all three alike. Once the daemon has stopped, each is asked again of forged's
+  recall in the benchmark's process (a store and a `Recall` on the index the daemon built),
+  beside the bare top-10 again: what the index and recall cost without the fixed cost of a
+  request (HTTP, the hand-off to a reader thread and back: about 1 ms on this machine, with
+  the index or without). The speed goals are on these rows, engines compared in one process;
+  the socket's rows are shown beside them. Then {hammers} clients send, over and over, the costliest
   query (scope A's 1,500 most frequent words, most frequent first) while one-word searches of
   scope B are timed by another process (the daemon counts a process as one client); the row
   says how the hammering clients were answered (503: `query_timeout`). The overlap compares
