@@ -275,6 +275,8 @@ class TurnIndex:
             )
             clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(when, 0.0)))
         hits = searcher.search(tantivy.Query.boolean_query(clauses), depth, count=False).hits
+        if not hits:
+            return _NONE
         addresses = [address for _, address in hits]
         return Matches(
             np.array(searcher.fast_field_values("seq", addresses), dtype=np.int64),
