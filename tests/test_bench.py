@@ -34,8 +34,9 @@ def _expected_rows() -> list[str]:
     for n in quick.recall_facts:
         # search and context x 2, overlap, the turn index's build, size and p99s beside it off
         rows += [f"recall: {n:,} facts + {n:,} turns, "] * 9
-    # 4 kinds of query x 4, the turn index x 4, scope B on 2 reader counts x 2, 2 overlaps
-    rows += ["one scope: "] * 26
+    # 4 kinds of query x 4 through the socket, the turn index x 4, 4 kinds x 2 in the process,
+    # scope B on 2 reader counts x 2, 2 overlaps
+    rows += ["one scope: "] * 34
     # two distillers x each long line x (its time, /v1/status meanwhile); scope B idle, then
     # while one client hammers two, three and five scopes
     rows += ["stalls: "] * (2 * len(LONG_LINES) * 2 + 1 + len(HAMMER_PHASES))
@@ -83,7 +84,7 @@ async def test_quick_bench_reports_every_figure_with_baseline_and_ratio(tmp_path
         assert GOAL.match(goal), measure
     with_goal = [r[0] for r in rows if r[5]]
     one_scope = [r[0] for r in rows if r[0].startswith("one scope: ") and r[5]]
-    assert len(one_scope) == 6  # search p99 of four kinds of query, scope B, overlap
+    assert len(one_scope) == 6  # search p99 in the process of four kinds of query, scope B, overlap
     # scrub, 16 clients, one request, ingest beside it without the turn index, the one-scope
     # recall, the importer's peak RSS, search with vectors at p99 and the index's memory
     ingest = [rows[3][0], rows[5][0], rows[6][0], rows[7][0]]
