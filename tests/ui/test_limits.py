@@ -17,6 +17,7 @@ from forged.ui.limits import BUSY, MAX_CONNECTIONS
 from forged.ui.server import UiServer
 
 HARD_TIMEOUT = 30.0  # seconds any socket of these tests waits before the test fails
+LEAVING = 4  # threads that may be leaving at once, their slot already given back
 HALF_SENT = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n"  # a request whose head never ends
 
 
@@ -133,4 +134,6 @@ def test_the_browser_process_holds_a_thread_only_per_capped_connection(tmp_path:
         if child.stdout is not None:
             child.stdout.close()
     assert last == BUSY
-    assert threads <= MAX_CONNECTIONS + 1
+    # the cap's threads and the main one; and any whose connection ended meanwhile (a request
+    # timed out on a loaded machine): such a thread gives back its slot before it exits
+    assert threads <= MAX_CONNECTIONS + 1 + LEAVING
