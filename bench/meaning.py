@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import statistics
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -39,14 +41,27 @@ EMBED = {"enabled": True, "threads": 2, "batch": 32, "query_timeout_ms": 30_000}
 POLL = 0.5  # seconds between two looks at the embed observer's progress
 
 
-async def _embedded(client: Client, last_seq: int) -> None:
-    """Wait until the embed observer has every turn, and every fact and summary written."""
-    stable = 0
-    while stable < 3:  # facts and summaries have no seq: wait for three quiet looks
+_UNEMBEDDED = """
+    SELECT (SELECT count(*) FROM interactions) + (SELECT count(*) FROM facts)
+        + (SELECT count(*) FROM summaries) - (SELECT count(*) FROM vectors)
+"""  # the turns, facts and summaries still without a vector
+
+
+def _unembedded(database: Path) -> int:
+    with closing(sqlite3.connect(database)) as db:
+        left: int = db.execute(_UNEMBEDDED).fetchone()[0]
+    return left
+
+
+async def _embedded(client: Client, last_seq: int, database: Path) -> None:
+    """Wait until the embed observer has every turn, and the store a vector for every fact
+    and summary: the observer embeds those in the room its batches of turns leave and shows
+    "idle" while it does, so its status alone cannot say when they are done."""
+    while True:
         status = await client.get("/v1/status")
         embed = next(o for o in status["observers"] if o["name"] == "embed")
-        quiet = embed["watermark"] >= last_seq and embed["state"] == "idle"
-        stable = stable + 1 if quiet else 0
+        if embed["watermark"] >= last_seq and _unembedded(database) == 0:
+            return
         await trio.sleep(POLL)  # another process: no event to wait on
 
 
@@ -98,7 +113,7 @@ async def locomo(repo: Path, conversations: int | None, work: Path) -> dict[str,
         first = answer["last_seq"] - len(pushed) + 1
         ids = {i["id"]: first + n for n, i in enumerate(pushed)}
         await wait_drained(client, answer["last_seq"])
-        await _embedded(client, answer["last_seq"])
+        await _embedded(client, answer["last_seq"], work / "forged.db")
         out["embed_s"] = time.perf_counter() - started
         out["turns"] = len(pushed)
         out["meaning"] = await _ask(client, convs, evidence, ids)
@@ -129,7 +144,7 @@ async def multilingual(work: Path) -> dict[str, dict[str, float]]:
             first = answer["last_seq"] - len(pushed) + 1
             await wait_drained(client, answer["last_seq"])
             if sections:
-                await _embedded(client, answer["last_seq"])
+                await _embedded(client, answer["last_seq"], work / mode / "forged.db")
             hits: dict[str, list[bool]] = {}
             for n, (language, _, own, english) in enumerate(MEMORIES):
                 for key, q in ((language, own), (f"{language}, asked in English", english)):
