@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import msgspec
 
 from forged.models import MemoryItem, MemoryType
-from forged.recall.packing import content_words
+from forged.recall.packing import FIRST_KEPT, content_words
 from forged.recall.periods import Period, within
 from forged.text.grounding import stem
 
 __all__ = [
     "COVERAGE_WEIGHT",
+    "COVERED",
     "FUSION_TIES",
     "FUSION_WEIGHT",
     "RRF_K",
@@ -21,6 +22,7 @@ __all__ = [
     "WHEN_BOOST",
     "WORDS_LEAST",
     "by_coverage",
+    "covered_first",
     "fuse",
     "fused_top",
     "hybrid",
@@ -34,6 +36,7 @@ WHEN_BOOST = 1.5  # fused score multiplier of an item dated within a time the qu
 COVERAGE_WEIGHT = 1.0  # a block's candidate scores (1 + this x the share of the query it holds)
 WORDS_LEAST = 0.3  # the words' least share of a fused score by words and meaning (`hybrid`)
 SHARE_FROM = 3  # the best items by words whose hold on the query sets the words' share
+COVERED = 20  # a fused answer's first items, reordered by coverage (`covered_first`)
 
 
 def fuse(
@@ -209,6 +212,26 @@ def by_coverage(items: list[MemoryItem], query: str) -> list[MemoryItem]:
         for i in items
     ]
     return sorted(scored, key=lambda i: -i.score)  # stable: ties keep the fused order
+
+
+def covered_first(
+    items: list[MemoryItem], query: str, placed: Collection[int] = ()
+) -> list[MemoryItem]:
+    """Search's fused answer with its places FIRST_KEPT to COVERED in `by_coverage`'s order.
+    Fused by rank alone, a fact holding one word of the question (a name) stood level with a
+    turn holding all of them, and took a place among the ten best. The first few stay as
+    fused, so that a context block, which weighs its own candidates (on the passages it packs)
+    and holds search's first few (packing.kept_first), still holds these; so does a turn of
+    `placed` (their seqs: those the neighbour rule put after the turn they answer, sharing no
+    word with the question to hold a place by). Only the first twenty are weighed: reading a
+    hundred long turns' words costs as much as the rest of a search."""
+
+    def stays(n: int, item: MemoryItem) -> bool:
+        return n < FIRST_KEPT or (item.type == "interaction" and item.id in placed)
+
+    head = items[:COVERED]
+    moved = iter(by_coverage([i for n, i in enumerate(head) if not stays(n, i)], query))
+    return [i if stays(n, i) else next(moved) for n, i in enumerate(head)] + items[COVERED:]
 
 
 def _held(item: MemoryItem, wanted: set[str]) -> float:

@@ -14,7 +14,7 @@ from forged.models import MEMORY_TYPES, MemoryItem, MemoryType, Turn
 from forged.recall import indexed
 from forged.recall.dense import DenseQuery
 from forged.recall.fulltext import ranked, turn_text
-from forged.recall.fusion import fused_top, hybrid, plain
+from forged.recall.fusion import covered_first, fused_top, hybrid, plain
 from forged.recall.neighbours import with_neighbours
 from forged.recall.periods import periods
 from forged.recall.query import SearchQuery, julian_now, kind_type
@@ -48,11 +48,14 @@ def searches(
     now: float | None = None,
     index: TurnIndex | None = None,
     dense: DenseQuery | None = None,
+    follows: dict[int, int] | None = None,
 ) -> list[list[MemoryItem]]:
     """The best items of one scope for each of `limits` (each type ranked by BM25 times recency
     decay, and by meaning with `dense`; the lists merged by reciprocal rank fusion): each the
     answer of a search asking that many, from one ranking of each type (`query.limit` is at
-    least the largest). With an `index` up to date, turns are ranked through it."""
+    least the largest). With an `index` up to date, turns are ranked through it. `follows`,
+    when given, is told which turn the neighbour rule put after which (its seq to the
+    asking turn's)."""
     now = julian_now() if now is None else now
     wanted = query.types if query.kind is None else (kind_type(query.kind),)
     types = [t for t in MEMORY_TYPES if t in wanted]
@@ -77,7 +80,9 @@ def searches(
         if table != "interaction":
             return with_meaning(table, found)
         if limit not in expanded:
-            expanded[limit] = with_neighbours(conn, with_meaning(table, found), query)
+            expanded[limit] = with_neighbours(
+                conn, with_meaning(table, found), query, follows=follows
+            )
         return expanded[limit]
 
     def ranking(table: MemoryType, limit: int) -> list[MemoryItem] | None:
@@ -119,8 +124,12 @@ def search(
     index: TurnIndex | None = None,
     dense: DenseQuery | None = None,
 ) -> list[MemoryItem]:
-    """The best `query.limit` items of one scope, with their sources when asked."""
-    (found,) = searches(conn, query, half_life_days, [query.limit], now, index, dense)
+    """The best `query.limit` items of one scope, with their sources when asked: fused, then
+    weighed by how much of the question each holds (fusion.covered_first), each turn the
+    neighbour rule brought kept in its place."""
+    follows: dict[int, int] = {}
+    (found,) = searches(conn, query, half_life_days, [query.limit], now, index, dense, follows)
+    found = covered_first(found, query.q, follows)
     if query.sources:
         found = [with_sources(conn, i) for i in found]
     return found

@@ -260,9 +260,12 @@ def test_a_turn_the_store_no_longer_holds_is_never_found(tmp_path: Path) -> None
     register_functions(conn)  # the log's triggers call them
     index = _index_of(conn, tmp_path / "ix")
     query = SearchQuery(q="w3z w40z", scope="u", limit=10, types=("interaction",))
-    best = [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index)]
+    # the fused ranking, before search weighs its later places by coverage
+    (fused,) = recall_sqlite.searches(conn, query, 30.0, [10], index=index)
+    best = [i.id for i in fused]
     conn.execute("DELETE FROM interactions WHERE seq IN (?, ?)", best[:2])
-    through = [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index)]
+    (fused,) = recall_sqlite.searches(conn, query, 30.0, [10], index=index)
+    through = [i.id for i in fused]
     assert through == best[2:] + through[8:] and len(through) == 10
 
 

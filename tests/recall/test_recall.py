@@ -27,9 +27,17 @@ from forged.models import MEMORY_TYPES, Fact, MemoryItem, normalise
 from forged.recall import engine, fulltext
 from forged.recall.engine import Recall
 from forged.recall.fulltext import RECENCY_FLOOR, SELECTIVE_MIN_ROWS, ranked, recency_decay
-from forged.recall.fusion import COVERAGE_WEIGHT, RRF_K, by_coverage, fuse
+from forged.recall.fusion import (
+    COVERAGE_WEIGHT,
+    COVERED,
+    RRF_K,
+    by_coverage,
+    covered_first,
+    fuse,
+)
 from forged.recall.listing import Page, list_facts
 from forged.recall.packing import (
+    FIRST_KEPT,
     FRAME_TOKENS,
     NOVELTY_MIN,
     TURNS_HEADING,
@@ -39,8 +47,10 @@ from forged.recall.packing import (
     pack,
 )
 from forged.recall.periods import periods
+from forged.recall.postgres import searches as postgres_searches
 from forged.recall.query import SearchQuery, fts_query, julian_now, query_phrases
 from forged.recall.sqlite import search
+from forged.recall.sqlite import searches as sqlite_searches
 from forged.store.readers import reading_for
 from forged.store.records import BatchOutcome, ScopeResult
 from forged.store.sqlite import Store
@@ -48,6 +58,7 @@ from forged.store.sqlite_schema import MIGRATIONS, migrate
 from forged.text.grounding import stem
 from forged.text.tokens import estimate_tokens
 from forged.timestamps import julian_day, utc_text
+from tests.conftest import StoreOpener
 from tests.support.daemons import (
     running_daemon,
     socket_client,
@@ -1189,6 +1200,53 @@ async def test_context_ranks_by_how_much_of_the_question_an_item_holds(
     assert [i["text"] for i in answer["items"]] == [f"Joanna: {said_[1][1]}"]
 
 
+async def test_search_weighs_its_places_after_the_first_three_by_coverage(
+    open_store: StoreOpener,
+) -> None:
+    """On both stores: search's answer is the fused one with its places after the first three
+    weighed by how much of the question each holds; here an old turn holding most of it moves
+    up past recent turns matching only the name."""
+    store = open_store()
+    said_ = [f"His app helps families find dog walkers, week {n}." for n in range(3)]
+    said_ += [f"Nate: Nate will find it, Nate {n}!" for n in range(3)]
+    said_ += [
+        "Joanna: We talked a long while over lunch, first about the app, then about her dog,"
+        " the rain that kept coming back all week, the new bakery on the corner, the train"
+        " strike, and at the very end about the walkers she had met in the park last spring."
+    ]
+    said_ += [f"The weather was nice on day {n}." for n in range(5)]
+    turns = [new(text, scope="u") for text in said_]
+    old = "2025-11-29T17:00:00.000Z"  # a year before the rest: it keeps half its score
+    turns[6] = msgspec.structs.replace(turns[6], timestamp=old, received_at=old)
+    await store.append([turns])
+    q = "Which app did Nate find for dog walkers?"
+    query = SearchQuery(q=q, scope="u", limit=10, types=("interaction",))
+    fuses = postgres_searches if store.backend == "postgresql" else sqlite_searches
+    try:
+        found = await Recall(store, RecallConfig()).search(query)
+        (fused,) = await store.read(
+            lambda conn: fuses(conn, query, RecallConfig().half_life_days, [10]), scope="u"
+        )
+    finally:
+        store.close()
+    assert [i.id for i in found] == [i.id for i in covered_first(fused, q)]
+    assert [i.id for i in found] != [i.id for i in fused]
+    assert found[FIRST_KEPT].text.endswith(said_[6])
+
+
+def test_search_keeps_its_first_three_and_a_neighbours_place() -> None:
+    """covered_first weighs places FIRST_KEPT to COVERED by coverage; the first three, a turn
+    the neighbour rule placed, and everything past COVERED keep their places."""
+    question = "Which app did Nate build for dog walkers?"
+    texts = ["Hi.", "Hello.", "Hey.", "Fine.", "Sure.", "Nate's app finds dog walkers."]
+    texts += [f"Ok {n}." for n in range(COVERED - len(texts))] + ["Nate's app for dog walkers."]
+    items = [msgspec.structs.replace(said(n, t), score=1.0 / (n + 1)) for n, t in enumerate(texts)]
+    found = [i.id for i in covered_first(items, question, placed={4})]
+    assert found[:FIRST_KEPT] == [0, 1, 2]
+    assert found[FIRST_KEPT:6] == [5, 4, 3]
+    assert found[COVERED:] == [COVERED]
+
+
 def _turn(n: int, text: str, score: float) -> MemoryItem:
     at = stamp(0)
     return MemoryItem(
@@ -1642,7 +1700,7 @@ def test_lists_read_only_as_deep_as_fusion_reaches_give_the_same_answer(
     rows: list[tuple[Any, list[str], float]], words: list[str], limit: int, named: bool
 ) -> None:
     """Whatever the lists' lengths, and with a time named or not, search answers what fusing
-    every type's best `limit` answers."""
+    every type's best `limit` answers (its first few by their coverage of the question)."""
     conn = connect(":memory:", isolation_level=None)
     migrate(conn)
     for n, (table, text, days) in enumerate(rows):
@@ -1653,7 +1711,7 @@ def test_lists_read_only_as_deep_as_fusion_reaches_give_the_same_answer(
     q = " ".join(words) + (f" in {stamp(30)[:7]}" if named else "")
     query = SearchQuery(q=q, scope="a", limit=limit)
     every = [ranked(conn, t, query, HALF_LIFE, NOW_JD) for t in MEMORY_TYPES]
-    expected = fuse(every, limit, periods(q))
+    expected = covered_first(fuse(every, limit, periods(q)), q)
     found = search(conn, query, HALF_LIFE, NOW_JD)
     assert [(i.type, i.id, i.score) for i in found] == [(i.type, i.id, i.score) for i in expected]
     conn.close()
