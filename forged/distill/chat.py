@@ -147,8 +147,7 @@ def _quoting(text: str, depth: int) -> int:
     which way they go."""
     for at, char in enumerate(text):
         if char == '"':
-            opens = (at == 0 or text[at - 1] in _OPENS) and text[at + 1 : at + 2].strip() != ""
-            depth = depth + 1 if opens else max(depth - 1, 0)
+            depth = depth + 1 if _opens(text, at) else max(depth - 1, 0)
         elif char in "\u201c\u201d":
             depth = depth + 1 if char == "\u201c" else max(depth - 1, 0)
     return depth
@@ -157,13 +156,15 @@ def _quoting(text: str, depth: int) -> int:
 def _opening(text: str) -> int | None:
     """Where the first quotation of `text` opens (as `_quoting` reads quotes), if one does."""
     for at, char in enumerate(text):
-        if char == "\u201c" or (
-            char == '"'
-            and (at == 0 or text[at - 1] in _OPENS)
-            and text[at + 1 : at + 2].strip() != ""
-        ):
+        if char == "\u201c" or (char == '"' and _opens(text, at)):
             return at
     return None
+
+
+def _opens(text: str, at: int) -> bool:
+    """Whether the straight quote at `at` opens a quotation: at the start or after a space, a
+    colon or a bracket, before a word."""
+    return (at == 0 or text[at - 1] in _OPENS) and text[at + 1 : at + 2].strip() != ""
 
 
 def _quoted(sentence: str) -> str:

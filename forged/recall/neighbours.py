@@ -51,12 +51,12 @@ def with_neighbours(
     turns: list[MemoryItem],
     query: SearchQuery,
     hits: int = NEIGHBOUR_HITS,
-    follows: dict[int, int] | None = None,
+    placed: set[int] | None = None,
 ) -> list[MemoryItem]:
     """The turns, best first, with the next turn of each of the first `hits` that asks a question
     put right after it and scored as it (moved up when listed lower; left where it is when
-    listed higher). `follows`, when given, is told which turn each one put so follows (its
-    seq: the asking turn's): search keeps those in their places (fusion.covered_first)."""
+    listed higher). `placed`, when given, is told the seq of each turn so put: search keeps
+    those in their places (fusion.covered_first)."""
     sql, out = portable(conn), list(turns)
     for hit in turns[:hits]:
         if not any(mark in hit.text for mark in QUESTION_MARKS):
@@ -69,6 +69,6 @@ def with_neighbours(
         if following.id in listed:
             following = out.pop(listed[following.id])
         out.insert(at + 1, msgspec.structs.replace(following, score=hit.score))
-        if follows is not None:
-            follows[following.id] = hit.id
+        if placed is not None:
+            placed.add(following.id)
     return out

@@ -106,7 +106,7 @@ def searches(
     now: float | None = None,
     index: TurnIndex | None = None,
     dense: DenseQuery | None = None,
-    follows: dict[int, int] | None = None,
+    placed: set[int] | None = None,
 ) -> list[list[MemoryItem]]:
     """The best items of one scope for each of `limits`, as `recall.sqlite.searches` gives them on
     SQLite: each type ranked once, to `query.limit` (at least the largest); with the turn
@@ -139,7 +139,7 @@ def searches(
         if meant:  # each type's list by words fused with its list by meaning (fusion.hybrid)
             found = [hybrid(f, meant[t], query.q) for t, f in zip(types, found, strict=True)]
         found = [  # each best turn followed by its session's next (forged.recall.neighbours)
-            with_neighbours(conn, f, query, follows=follows) if t == "interaction" else f
+            with_neighbours(conn, f, query, placed=placed) if t == "interaction" else f
             for t, f in zip(types, found, strict=True)
         ]
         answers.append(fuse([f[:limit] for f in found], limit, periods(query.q)))
@@ -155,9 +155,9 @@ def search(
     dense: DenseQuery | None = None,
 ) -> list[MemoryItem]:
     """The best `query.limit` items of one scope, as `recall.sqlite.search` ranks them on SQLite."""
-    follows: dict[int, int] = {}
-    (found,) = searches(conn, query, half_life_days, [query.limit], now, index, dense, follows)
-    found = covered_first(found, query.q, follows)
+    placed: set[int] = set()
+    (found,) = searches(conn, query, half_life_days, [query.limit], now, index, dense, placed)
+    found = covered_first(found, query.q, placed)
     if query.sources:
         found = [with_sources(Portable(conn), i) for i in found]  # type: ignore[arg-type]
     return found

@@ -48,14 +48,14 @@ def searches(
     now: float | None = None,
     index: TurnIndex | None = None,
     dense: DenseQuery | None = None,
-    follows: dict[int, int] | None = None,
+    placed: set[int] | None = None,
 ) -> list[list[MemoryItem]]:
     """The best items of one scope for each of `limits` (each type ranked by BM25 times recency
     decay, and by meaning with `dense`; the lists merged by reciprocal rank fusion): each the
     answer of a search asking that many, from one ranking of each type (`query.limit` is at
-    least the largest). With an `index` up to date, turns are ranked through it. `follows`,
-    when given, is told which turn the neighbour rule put after which (its seq to the
-    asking turn's)."""
+    least the largest). With an `index` up to date, turns are ranked through it. `placed`,
+    when given, is told the seqs of the turns the neighbour rule put after the turn they
+    answer."""
     now = julian_now() if now is None else now
     wanted = query.types if query.kind is None else (kind_type(query.kind),)
     types = [t for t in MEMORY_TYPES if t in wanted]
@@ -81,7 +81,7 @@ def searches(
             return with_meaning(table, found)
         if limit not in expanded:
             expanded[limit] = with_neighbours(
-                conn, with_meaning(table, found), query, follows=follows
+                conn, with_meaning(table, found), query, placed=placed
             )
         return expanded[limit]
 
@@ -127,9 +127,9 @@ def search(
     """The best `query.limit` items of one scope, with their sources when asked: fused, then
     weighed by how much of the question each holds (fusion.covered_first), each turn the
     neighbour rule brought kept in its place."""
-    follows: dict[int, int] = {}
-    (found,) = searches(conn, query, half_life_days, [query.limit], now, index, dense, follows)
-    found = covered_first(found, query.q, follows)
+    placed: set[int] = set()
+    (found,) = searches(conn, query, half_life_days, [query.limit], now, index, dense, placed)
+    found = covered_first(found, query.q, placed)
     if query.sources:
         found = [with_sources(conn, i) for i in found]
     return found

@@ -18,9 +18,10 @@ __all__ = ["ABBREVIATIONS", "sentences"]
 ABBREVIATIONS = frozenset(  # words a stop follows inside a sentence, before a small letter
     {"etc", "vs", "cf", "approx", "incl", "esp", "dept", "fig", "mr", "mrs", "ms", "dr", "st"}
 )  # and any word holding a stop ("e.g", "a.m") or of one letter
+_CJK_STOPS = "\u3002\uff01\uff1f"  # full stop, full-width ! and ?: space after or not
 _CANDIDATE = re.compile(  # a stop, what closes after it, then space or a CJK stop's end
     r"(?:[.!?][\"'\u201d\u2019)\]]*(?=\s+[\"'\u201c\u2018(\[]*(\S))"
-    r"|[\u3002\uff01\uff1f][\u300d\u300f\uff09\u201d]*(?=\s*(\S)))"
+    rf"|[{_CJK_STOPS}][\u300d\u300f\uff09\u201d]*(?=\s*(\S)))"
 )
 _WORD_BEFORE = 12  # characters read back from a stop for the word it ends (abbreviations are short)
 
@@ -28,7 +29,7 @@ _WORD_BEFORE = 12  # characters read back from a stop for the word it ends (abbr
 def _ends(text: str, stop: int, start: str) -> bool:
     """Whether the stop at `stop`, followed by a sentence whose first character is `start`,
     ends a sentence."""
-    if text[stop] in "\u3002\uff01\uff1f" or not start.islower():
+    if text[stop] in _CJK_STOPS or not start.islower():
         return True  # a CJK stop, or before a capital, a digit, a quote or a caseless letter
     if text[stop] != ".":
         return True  # "?" or "!" before a small letter: "what's up? sounds good"
