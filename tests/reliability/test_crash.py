@@ -75,10 +75,12 @@ async def test_sigkill_loop_loses_and_doubles_nothing(short_tmp: Path, fake_llm:
         with trio.fail_after((60 * scaled(1) + 60) * starts):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(pusher.run)
-                for _ in range(KILLS):
+                for n in range(KILLS):
                     await daemon.start()
                     pusher.up.set()
                     await trio.sleep(rng.uniform(*KILL_AFTER))  # the chaos clock: a random moment
+                    if n == KILLS - 1 and not mid_batch:  # no random moment fell mid-call
+                        await fake_llm.wait_until(lambda llm: llm.in_flight > 0)
                     pusher.up = trio.Event()
                     mid_batch += fake_llm.in_flight > 0
                     await daemon.kill()

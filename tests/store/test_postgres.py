@@ -136,9 +136,11 @@ async def test_two_daemons_distil_every_acknowledged_push_once(
                 await daemon.start()
             for pusher in pushers:
                 nursery.start_soon(pusher.run)
-            for _ in range(KILLS):
+            for n in range(KILLS):
                 await trio.sleep(rng.uniform(*KILL_AFTER))
                 holder = await _lease_holder(*pair)
+                if n == KILLS - 1 and not mid_batch:  # no random moment fell mid-call
+                    await fake_llm.wait_until(lambda llm: llm.in_flight > 0)
                 mid_batch += fake_llm.in_flight > 0
                 await holder.kill()
                 holder.log_path.write_text("")  # its lease_taken lines died with it
