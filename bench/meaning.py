@@ -55,8 +55,8 @@ def _unembedded(database: Path) -> int:
 
 async def _embedded(client: Client, last_seq: int, database: Path) -> None:
     """Wait until the embed observer has every turn, and the store a vector for every fact
-    and summary: the observer embeds those in the room its batches of turns leave and shows
-    "idle" while it does, so its status alone cannot say when they are done."""
+    and summary: the observer counts facts in its backlog only once it has looked for them
+    (each second at most), so its status alone cannot say when the last ones are done."""
     while True:
         status = await client.get("/v1/status")
         embed = next(o for o in status["observers"] if o["name"] == "embed")

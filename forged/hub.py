@@ -190,6 +190,7 @@ class Progress:
         self._changed = changed
         self.metrics = metrics or Metrics()
         self._batch_started = 0.0  # monotonic time the batch in flight began
+        self.pending = 0  # work waiting besides the turns past the watermark (facts to embed)
 
     @property
     def name(self) -> str:
@@ -235,8 +236,9 @@ class Progress:
         self.set_state("distilling")
 
     def refreshed(self, last_seq: int) -> ObserverStatus:
-        """The status as of now: the backlog behind `last_seq`, the age of the batch in flight."""
-        self.status.backlog = max(0, last_seq - self.status.watermark)
+        """The status as of now: the backlog (the turns behind `last_seq` and what else is
+        `pending`), the age of the batch in flight."""
+        self.status.backlog = max(0, last_seq - self.status.watermark) + self.pending
         if self.status.batch is not None:
             self.status.batch.elapsed_s = round(time.monotonic() - self._batch_started, 1)
         return self.status

@@ -1,5 +1,6 @@
-"""The embed observer: a vector for every stored turn, and for every fact and summary as it is
-written, stored with the observer's progress in one transaction (docs/embed.md).
+"""The embed observer: a vector for every stored turn (what its people said), and for every
+fact and summary as it is written, stored with the observer's progress in one transaction
+(docs/embed.md).
 
 Turns arrive in seq order through the observer's own bounded channel and are drained in batches;
 facts and summaries are read from the store past the last id embedded (ids are never reused).
@@ -32,24 +33,37 @@ _WRITTEN = {  # facts and summaries past the last one embedded, oldest first
     "fact": "SELECT id, text FROM facts WHERE id > ? ORDER BY id LIMIT ?",
     "summary": "SELECT id, text FROM summaries WHERE id > ? ORDER BY id LIMIT ?",
 }
+_UNEMBEDDED = {  # how many facts and summaries are past the last one embedded
+    "fact": "SELECT count(*) FROM facts WHERE id > ?",
+    "summary": "SELECT count(*) FROM summaries WHERE id > ?",
+}
 _PROGRESS = "SELECT item, last_id FROM embed_progress WHERE observer = ?"
 
 log = structlog.get_logger(__name__)
 
 
 def turn_lines(interaction: StoredInteraction) -> str:
-    """A turn as it is embedded: one "speaker: text" line per message, as it is indexed."""
-    return speaker_lines(interaction.messages)
+    """A turn as it is embedded: one "speaker: text" line per message of a person (the user's,
+    and other named speakers'), as it is indexed; the assistant's, system's and tool's only in
+    a turn without one. What the user says is the memory, and an agent's answer of hundreds of
+    lines would fill most of the 512 tokens the model reads (docs/embed.md has the figures)."""
+    people = [m for m in interaction.messages if m.role == "user"]
+    return speaker_lines(people or interaction.messages)
 
 
-def _written(conn: Any, progress: dict[str, int], limit: int) -> list[tuple[str, int, str]]:
-    """Facts and summaries not yet embedded: (item, id, text), at most `limit` of each."""
+def _written(
+    conn: Any, progress: dict[str, int], limit: int
+) -> tuple[list[tuple[str, int, str]], int]:
+    """Facts and summaries not yet embedded: (item, id, text), at most `limit` of each; and how
+    many there are in all (the status counts them in the backlog)."""
     sql = portable(conn)
-    return [
+    found = [
         (item, int(key), text)
         for item, query in _WRITTEN.items()
         for key, text in sql.execute(query, (progress.get(item, 0), limit)).fetchall()
     ]
+    left = sum(sql.execute(q, (progress.get(i, 0),)).fetchone()[0] for i, q in _UNEMBEDDED.items())
+    return found, int(left)
 
 
 def _progress(conn: Any, observer: str) -> dict[str, int]:
@@ -93,7 +107,9 @@ class EmbedObserver:
             with trio.move_on_after(IDLE_POLL):
                 turns = await batcher.next()
             room = max(0, self._config.batch - len(turns))
-            written = await self._store.read(_written, done, room) if room else []
+            written: list[tuple[str, int, str]] = []
+            if room:
+                written, progress.pending = await self._store.read(_written, done, room)
             if turns or written:
                 await self._embed(model, progress, turns, written[:room], done)
 
@@ -109,6 +125,8 @@ class EmbedObserver:
         items = [("interaction", t.seq, turn_lines(t)) for t in turns] + written
         if turns:
             progress.start_batch(turns)
+        else:  # facts and summaries only: busy all the same
+            progress.set_state("distilling")
         started = time.monotonic()
         vectors = await trio.to_thread.run_sync(
             model.passages, [text for _, _, text in items], limiter=self._limiter
@@ -125,4 +143,5 @@ class EmbedObserver:
         if batch.watermark is not None:
             progress.follow(batch.watermark)
         progress.status.items_per_s = round(rate, 1)
+        progress.pending = max(0, progress.pending - len(written))
         progress.set_state("idle")

@@ -3,6 +3,7 @@ the watermark; bad input; a model that fails to load; erasure; hybrid search on 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,7 +15,7 @@ import trio
 from forged.config import EmbedConfig, RecallConfig
 from forged.embed.observer import EmbedObserver
 from forged.hub import Hub
-from forged.models import EMBED_OBSERVER, Fact
+from forged.models import EMBED_OBSERVER, Fact, Message
 from forged.recall import fusion
 from forged.recall.engine import Recall
 from forged.recall.fusion import hybrid
@@ -22,7 +23,7 @@ from forged.recall.meaning import Meaning
 from forged.recall.query import SearchQuery
 from forged.store.backend import Backend
 from forged.store.portable import portable
-from forged.store.records import BatchOutcome, ScopeResult
+from forged.store.records import BatchOutcome, NewInteraction, ScopeResult
 from forged.vectors.codec import decode, encode, sign_codes
 from forged.vectors.model import DIMENSIONS, MAX_TOKENS, Embedder, EmbedderUnavailable, clean
 from tests.conftest import StoreOpener
@@ -268,4 +269,94 @@ async def test_hostile_turns_get_vectors_and_hostile_queries_answer(
             assert {i.id for i in found} <= {1, 2, 3, 4}
         nursery.cancel_scope.cancel()
     assert await _vectors(store) == [("interaction", n, "s") for n in range(1, 5)]
+    store.close()
+
+
+class _Gated(Embedder):
+    """The model, each call waiting for a permit: a test sees the observer mid-batch."""
+
+    def __init__(self, threads: int) -> None:
+        super().__init__(threads)
+        self.permits = threading.Semaphore(0)
+
+    def passages(self, texts: list[str]) -> Any:
+        self.permits.acquire()
+        return super().passages(texts)
+
+
+async def test_the_status_counts_facts_waiting_for_vectors_and_shows_work(
+    open_store: StoreOpener,
+) -> None:
+    """A distilled batch's facts are in the backlog until embedded, and the observer is busy,
+    not idle, while it embeds facts alone."""
+    store = open_store()
+    await store.append([[new(TURNS[1])]])
+    facts = [Fact("state", f"The printer on floor {n} jams.", sources=[1]) for n in (1, 2, 3)]
+    await store.commit_batch(
+        "distill", BatchOutcome([ScopeResult("b1", "s", None, "", facts, 1, 1)], [], [], None)
+    )
+    models: list[_Gated] = []
+
+    def gated(threads: int) -> Embedder:
+        models.append(_Gated(threads))
+        return models[-1]
+
+    hub = Hub(store, [EmbedObserver(store, msgspec.structs.replace(CONFIG, batch=2), gated)], 64)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(hub.serve)
+        progress = hub.progress[EMBED_OBSERVER]
+
+        async def busy(turns: bool) -> bool:
+            status = progress.status
+            return status.state == "distilling" and (status.batch is not None) == turns
+
+        try:
+            await _until(hub, lambda: busy(True))  # the turn and one fact, in the model
+            assert progress.refreshed(1).backlog == 1 + 3
+            models[0].permits.release()
+            await _until(hub, lambda: busy(False))  # the two facts left, no turn
+            assert progress.refreshed(1).backlog == 2
+            models[0].permits.release()
+            await _until(hub, lambda: _has(store, 4))
+            await _until(hub, lambda: _idle(progress.status))
+            assert progress.refreshed(1).backlog == 0
+        finally:  # a failed check must not leave the model's thread waiting for ever
+            for model in models:
+                model.permits.release(8)
+        nursery.cancel_scope.cancel()
+    store.close()
+
+
+async def _idle(status: Any) -> bool:
+    return bool(status.state == "idle")
+
+
+async def test_a_turn_is_embedded_by_what_its_people_said(
+    open_store: StoreOpener, model: Embedder
+) -> None:
+    """An agent's long answer is left out of its turn's vector: the vector is the user's words
+    alone. A turn the assistant alone speaks in keeps its own words."""
+    said = Message("user", "We planted two apple trees in the backyard.", name="Ana")
+    answer = "\n".join(f"## Step {n}: review the quarterly budget spreadsheet" for n in range(40))
+    note = Message("assistant", "Reminder: the printer on the third floor jams.")
+    stamp = "2026-11-29T17:00:00.000Z"
+    turns = [
+        NewInteraction(None, "s", None, stamp, stamp, 9, msgspec.json.encode(messages), None)
+        for messages in ([said, Message("assistant", answer)], [note])
+    ]
+    store = open_store()
+    await store.append([turns])
+    hub = Hub(store, [EmbedObserver(store, CONFIG)], 64)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(hub.serve)
+        await _until(hub, lambda: _has(store, 2))
+        nursery.cancel_scope.cancel()
+    sql = "SELECT vector FROM vectors ORDER BY item_id"
+    rows = await store.read(lambda c: portable(c).execute(sql).fetchall())
+    stored = decode([bytes(vector) for (vector,) in rows])
+    alone = model.passages([f"Ana: {said.text}", f"assistant: {note.text}"])
+    whole = model.passages([f"Ana: {said.text}\nassistant: {answer}"])
+    assert all(float(v @ a) > 0.99 for v, a in zip(stored, alone, strict=True))
+    assert float(stored[0] @ whole[0]) < 0.95
     store.close()
