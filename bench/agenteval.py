@@ -34,7 +34,7 @@ from bench.quality import (
     content_words,
     raw_item,
 )
-from bench.runner import running, wait_drained
+from bench.runner import running, wait_drained, wait_embedded
 from forged.models import MemoryItem
 from forged.recall.packing import cost, pack
 from forged.recall.query import fts_query, query_phrases
@@ -161,15 +161,20 @@ def _spanned(result: dict[str, Any], first: int) -> set[int]:
     return {a} if a == b else set()
 
 
-async def _forged(chats: list[AgentChat], work: Path) -> list[tuple[str, set[int]]]:
-    """Push every chat, distil it offline, ask each question: forged's block and the exchanges
-    its ten best search results come from."""
+async def _forged(
+    chats: list[AgentChat], work: Path, embed: dict[str, Any] | None
+) -> list[tuple[str, set[int]]]:
+    """Push every chat, distil it offline (and embed it, with an `[embed]` section), ask each
+    question: forged's block and the exchanges its ten best search results come from."""
     out: list[tuple[str, set[int]]] = []
-    async with running(work, NO_SERVER, distiller=NO_MODEL[DISTILLER]) as daemon:
+    sections = {"distiller": NO_MODEL[DISTILLER]} | ({"embed": embed} if embed else {})
+    async with running(work, NO_SERVER, **sections) as daemon:
         client = await daemon.client()
         pushed = [i for c in chats for i in c.interactions]
         answer = await client.push(ndjson(pushed), "application/x-ndjson")
         await wait_drained(client, answer["last_seq"])
+        if embed:
+            await wait_embedded(client, answer["last_seq"], work / "forged.db")
         first = answer["last_seq"] - len(pushed) + 1
         for chat in chats:
             for q in chat.questions:
@@ -185,9 +190,12 @@ async def _forged(chats: list[AgentChat], work: Path) -> list[tuple[str, set[int
     return out
 
 
-async def measure(chats: list[AgentChat], work: Path) -> list[Answered]:
-    """Every question of every chat, answered by forged and both baselines."""
-    forged = iter(await _forged(chats, work))
+async def measure(
+    chats: list[AgentChat], work: Path, embed: dict[str, Any] | None = None
+) -> list[Answered]:
+    """Every question of every chat, answered by forged (recalling by meaning too, with an
+    `[embed]` section) and the baselines."""
+    forged = iter(await _forged(chats, work, embed))
     out = []
     for chat in chats:
         base = Baselines(chat)

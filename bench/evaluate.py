@@ -243,7 +243,8 @@ def _meaning(work: Path) -> str:
     started = time.perf_counter()
     figures = trio.run(meaning.locomo, REPO, None, work / "meaning")
     languages = trio.run(meaning.multilingual, work / "meaning" / "multilingual")
-    table = meaning.report(figures, languages)
+    agent = trio.run(meaning.agent, REPO, meaning.AGENT_CHATS, work / "meaning" / "agent")
+    table = meaning.report(figures, languages, agent)
     minutes = (time.perf_counter() - started) / 60
     section = (
         f"{MEANING_SECTION}\n\n{MEANING_NOTES} Measured in {minutes:.1f} minutes.\n\n{table}\n"

@@ -17,52 +17,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import statistics
 import time
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import trio
 
+from bench import agenteval, agenttraffic
 from bench.corpus import locomo_samples, ndjson
 from bench.multilingual_set import DISTRACTORS, MEMORIES
 from bench.quality import BUDGET, CATEGORIES, NO_MODEL, NO_SERVER, Conversation, _conversation
 from bench.quality import content_words as answer_words
-from bench.runner import Client, running, wait_drained
+from bench.runner import Client, running, wait_drained, wait_embedded
 
-__all__ = ["locomo", "main", "multilingual"]
+__all__ = ["AGENT_CHATS", "agent", "locomo", "main", "multilingual"]
 
 TOP = 10  # search results whose turns count for evidence recall
 TOP_MULTILINGUAL = 5  # search results in which a multilingual memory must be
 EMBED = {"enabled": True, "threads": 2, "batch": 32, "query_timeout_ms": 30_000}  # never late
-POLL = 0.5  # seconds between two looks at the embed observer's progress
-
-
-_UNEMBEDDED = """
-    SELECT (SELECT count(*) FROM interactions) + (SELECT count(*) FROM facts)
-        + (SELECT count(*) FROM summaries) - (SELECT count(*) FROM vectors)
-"""  # the turns, facts and summaries still without a vector
-
-
-def _unembedded(database: Path) -> int:
-    with closing(sqlite3.connect(database)) as db:
-        left: int = db.execute(_UNEMBEDDED).fetchone()[0]
-    return left
-
-
-async def _embedded(client: Client, last_seq: int, database: Path) -> None:
-    """Wait until the embed observer has every turn, and the store a vector for every fact
-    and summary: the observer counts facts in its backlog only once it has looked for them
-    (each second at most), so its status alone cannot say when the last ones are done."""
-    while True:
-        status = await client.get("/v1/status")
-        embed = next(o for o in status["observers"] if o["name"] == "embed")
-        if embed["watermark"] >= last_seq and _unembedded(database) == 0:
-            return
-        await trio.sleep(POLL)  # another process: no event to wait on
+AGENT_CHATS = 3  # agent-traffic chats embedded (each about 120 exchanges: a minute or two)
 
 
 def _evidence(sample: dict[str, Any]) -> list[list[str]]:
@@ -113,7 +88,7 @@ async def locomo(repo: Path, conversations: int | None, work: Path) -> dict[str,
         first = answer["last_seq"] - len(pushed) + 1
         ids = {i["id"]: first + n for n, i in enumerate(pushed)}
         await wait_drained(client, answer["last_seq"])
-        await _embedded(client, answer["last_seq"], work / "forged.db")
+        await wait_embedded(client, answer["last_seq"], work / "forged.db")
         out["embed_s"] = time.perf_counter() - started
         out["turns"] = len(pushed)
         out["meaning"] = await _ask(client, convs, evidence, ids)
@@ -126,6 +101,44 @@ async def locomo(repo: Path, conversations: int | None, work: Path) -> dict[str,
         await client.aclose()
     out["questions"] = len(out["words"][1])
     return out
+
+
+async def agent(repo: Path, chats: int, work: Path) -> dict[str, Any]:
+    """Agent traffic's first `chats` chats (bench.agenttraffic), measured as bench.agenteval
+    does, by a daemon recalling by words and by one embedding them too; none without LoCoMo."""
+    made = agenttraffic.chats(repo, chats)
+    if not made:
+        return {}
+    words = await agenteval.measure(made, work / "words")
+    meant = await agenteval.measure(made, work / "meaning", EMBED)
+    out: dict[str, Any] = {"chats": len(made), "questions": len(words)}
+    for measure in ("evidence", "recall"):
+        out[measure] = {
+            "turns": statistics.fmean(getattr(a, measure)["turns"] for a in words),
+            "words": statistics.fmean(getattr(a, measure)["forged"] for a in words),
+            "meaning": statistics.fmean(getattr(a, measure)["forged"] for a in meant),
+        }
+    return out
+
+
+def _agent_rows(agent: dict[str, Any]) -> list[str]:
+    """The agent-traffic table: forged by words and with meaning, beside whole-turn BM25."""
+    if not agent:
+        return []
+    lines = [
+        "",
+        f"| agent traffic, first {agent['chats']} chats ({agent['questions']} questions)"
+        " | whole-turn BM25 | by words | by words and meaning |",
+        "|---|---|---|---|",
+    ]
+    names = {"evidence": f"evidence@{TOP} of search", "recall": f"answer words, {BUDGET} tokens"}
+    for measure, name in names.items():
+        f = agent[measure]
+        lines.append(
+            f"| {name} | {f['turns']:.3f} | {f['words']:.3f} ({f['words'] / f['turns']:.2f} x)"
+            f" | {f['meaning']:.3f} ({f['meaning'] / f['turns']:.2f} x) |"
+        )
+    return lines
 
 
 async def multilingual(work: Path) -> dict[str, dict[str, float]]:
@@ -144,7 +157,7 @@ async def multilingual(work: Path) -> dict[str, dict[str, float]]:
             first = answer["last_seq"] - len(pushed) + 1
             await wait_drained(client, answer["last_seq"])
             if sections:
-                await _embedded(client, answer["last_seq"], work / mode / "forged.db")
+                await wait_embedded(client, answer["last_seq"], work / mode / "forged.db")
             hits: dict[str, list[bool]] = {}
             for n, (language, _, own, english) in enumerate(MEMORIES):
                 for key, q in ((language, own), (f"{language}, asked in English", english)):
@@ -163,8 +176,10 @@ def _p(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def report(figures: dict[str, Any], languages: dict[str, dict[str, float]]) -> str:
-    """The two tables, as docs/embed.md shows them."""
+def report(
+    figures: dict[str, Any], languages: dict[str, dict[str, float]], agent: dict[str, Any]
+) -> str:
+    """The three tables, as docs/embed.md shows them."""
     lines = ["| LoCoMo, offline distiller | by words | by words and meaning |", "|---|---|---|"]
     if figures:
         words, meaning = figures["words"], figures["meaning"]
@@ -184,6 +199,7 @@ def report(figures: dict[str, Any], languages: dict[str, dict[str, float]]) -> s
             f" {figures['turns']} turns; pushing, distilling and embedding them took"
             f" {figures['embed_s']:.0f} s."
         )
+    lines += _agent_rows(agent)
     lines += ["", f"| multilingual set, R@{TOP_MULTILINGUAL} | by words | by words and meaning |"]
     lines.append("|---|---|---|")
     for key in languages["words"]:
@@ -207,9 +223,11 @@ def main() -> None:
     async def run() -> str:
         figures = {} if args.skip_locomo else await locomo(repo, args.conversations, args.work)
         languages = await multilingual(args.work / "multilingual")
+        chats = 0 if args.skip_locomo else AGENT_CHATS
+        agents = await agent(repo, chats, args.work / "agent")
         if figures:
             json.dump(figures, (args.work / "locomo.json").open("w"))
-        return report(figures, languages)
+        return report(figures, languages, agents)
 
     print(trio.run(run))
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,31 @@ async def wait_drained(client: Client, last_seq: int) -> dict[str, Any]:
     while (status := await distill_status(client))["watermark"] < last_seq:  # noqa: ASYNC110 - another process: no event to wait on
         await trio.sleep(STATUS_POLL)  # the daemon is another process: re-ask shortly
     return status
+
+
+_UNEMBEDDED = """
+    SELECT (SELECT count(*) FROM interactions) + (SELECT count(*) FROM facts)
+        + (SELECT count(*) FROM summaries) - (SELECT count(*) FROM vectors)
+"""  # the turns, facts and summaries still without a vector
+EMBED_POLL = 0.5  # seconds between two looks at the embed observer's progress
+
+
+def _unembedded(database: Path) -> int:
+    with closing(sqlite3.connect(database)) as db:
+        left: int = db.execute(_UNEMBEDDED).fetchone()[0]
+    return left
+
+
+async def wait_embedded(client: Client, last_seq: int, database: Path) -> None:
+    """Wait until the embed observer has every turn, and the store a vector for every fact
+    and summary: the observer counts facts in its backlog only once it has looked for them
+    (each second at most), so its status alone cannot say when the last ones are done."""
+    while True:
+        status = await client.get("/v1/status")
+        embed = next(o for o in status["observers"] if o["name"] == "embed")
+        if embed["watermark"] >= last_seq and _unembedded(database) == 0:
+            return
+        await trio.sleep(EMBED_POLL)  # another process: no event to wait on
 
 
 def cpu_seconds(pids: set[int]) -> float:
