@@ -11,6 +11,7 @@ crash loses nothing: the keeper starts again after that seq.
 from __future__ import annotations
 
 import math
+import re
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,6 +38,11 @@ WRITER_THREADS = 1  # the daemon's event loop and readers keep the other core
 _ANALYZER = "forged"  # the text field's analyzer, registered under this name
 FIELDNORM_EXACT = 40  # tantivy stores a turn's length exactly up to this many terms...
 FIELDNORM_CODES = 256  # ...and in one byte in all: past it, eight lengths per doubling step
+# Characters handed to the analyzer at once: it holds the GIL while it runs (the event loop
+# waited 0.65 s on a 7 MB turn's), so a long text goes in pieces of at most this many.
+MAX_ANALYZED = 65_536
+# Where a piece may end: a space or ASCII punctuation ends a word for the tokenizer too.
+_BETWEEN_WORDS = re.compile(r"[\s!-/:-@\[-`{-~]")
 _WATERMARK = "watermark"  # the `kind` of the one document holding the last seq indexed
 _TURN = "turn"
 
@@ -94,9 +100,25 @@ def _analyzer() -> tantivy.TextAnalyzer:
 _TERMS = _analyzer()
 
 
+def _pieces(text: str) -> list[str]:
+    """The text cut in pieces of MAX_ANALYZED characters at most, each after a space or
+    punctuation in its second half when there is one (else where it must: one word of 32,768
+    characters without a space or ASCII punctuation may count as two)."""
+    pieces, start = [], 0
+    while len(text) - start > MAX_ANALYZED:
+        half = start + MAX_ANALYZED // 2
+        found = _BETWEEN_WORDS.search(text, half, start + MAX_ANALYZED)
+        end = found.end() if found else start + MAX_ANALYZED
+        pieces.append(text[start:end])
+        start = end
+    pieces.append(text[start:])
+    return pieces
+
+
 def terms(text: str) -> list[str]:
-    """The terms the index holds for `text`, in order, repeats kept (linear in its length)."""
-    return _TERMS.analyze(text)
+    """The terms the index holds for `text`, in order, repeats kept (linear in its length;
+    analyzed a piece at a time, so that the GIL is let go between pieces)."""
+    return [term for piece in _pieces(text) for term in _TERMS.analyze(piece)]
 
 
 def _fieldnorms() -> list[int]:

@@ -18,6 +18,7 @@ import trio
 
 from forged.config import Config, load_config
 from forged.daemon.runner import Running
+from forged.index import turns
 from forged.index.turns import SCHEMA_VERSION, TurnIndex, TurnText, terms
 from forged.recall import indexed as recall_indexed
 from forged.recall import sqlite as recall_sqlite
@@ -27,6 +28,7 @@ from forged.store.sqlite_schema import register_functions
 from forged.timestamps import julian_day
 from tests.support.daemons import running_daemon, socket_client, write_config
 from tests.support.fakellm import FakeLLM
+from tests.support.hostile_text import SHAPES, hostile
 
 
 def _turn(seq: int, text: str, scope: str = "u", at: float = 2460000.5) -> TurnText:
@@ -125,6 +127,33 @@ def test_an_index_of_another_version_is_started_again(tmp_path: Path) -> None:
     writer.commit()
     index.close()
     assert TurnIndex(tmp_path / "ix").watermark == 0
+
+
+class _Recorder:
+    """The analyzer, recording the length of each text it is handed."""
+
+    def __init__(self, analyzer: tantivy.TextAnalyzer) -> None:
+        self.analyzer, self.lengths = analyzer, list[int]()
+
+    def analyze(self, text: str) -> list[str]:
+        self.lengths.append(len(text))
+        return self.analyzer.analyze(text)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_long_text_is_analyzed_a_piece_at_a_time(
+    shape: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tantivy's analyzer holds the GIL the event loop needs: a megabyte turn (its length is
+    counted as it is indexed, a tail turn's terms at every search) is handed to it in pieces,
+    and its terms are the same as in one call."""
+    text = hostile(shape, 1_000_000, 3)
+    whole = turns._TERMS.analyze(text)
+    recorder = _Recorder(turns._TERMS)
+    monkeypatch.setattr(turns, "_TERMS", recorder)
+    assert terms(text) == whole
+    assert max(recorder.lengths) <= turns.MAX_ANALYZED
+    assert sum(recorder.lengths) == len(text)
 
 
 def test_a_long_turns_bm25_is_over_its_exact_length(tmp_path: Path) -> None:
