@@ -258,12 +258,12 @@ class Store(SqlStore):
         return {}
 
     async def read_log(self, after: int, limit: int) -> list[StoredInteraction]:
-        """Up to `limit` interactions with seq greater than `after`, in seq order."""
-        rows = await trio.to_thread.run_sync(
+        """Up to `limit` interactions with seq greater than `after`, in seq order, decoded in
+        the reader's thread (a chunk of the log may hold many megabytes)."""
+        return await trio.to_thread.run_sync(
             self._call,
-            lambda c: c.execute(READ_LOG, (after, limit)).fetchall(),
+            lambda c: [row_to_interaction(r) for r in c.execute(READ_LOG, (after, limit))],
             self._reader,
             (),
             limiter=self._read_limiter,
         )
-        return [row_to_interaction(r) for r in rows]
