@@ -65,8 +65,11 @@ _ACCEPTS = re.compile(  # a user's message that accepts what the assistant propo
     re.IGNORECASE,
 )
 _OPENS = " \t\n:([\u2014"  # what a straight quote that opens a quotation follows
-_ATTRIBUTION = re.compile(  # words before a quotation that only say who speaks ("Then Gina said:")
-    r"^\W*(?:[\w'-]+\W+){0,3}?(?:said|says|asked|asks|replied|replies|wrote|writes|added|"
+# Words before a quotation that only say who speaks ("Then Gina said:"). Possessive: quotes and
+# dashes are both word and not, and backtracking over each way to cut a run of them into words
+# grew as a power of its length.
+_ATTRIBUTION = re.compile(
+    r"^\W*+(?:[\w'-]++\W++){0,3}?(?:said|says|asked|asks|replied|replies|wrote|writes|added|"
     r"answered|told me|tells me)\W*$",
     re.IGNORECASE,
 )

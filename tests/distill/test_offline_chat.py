@@ -196,3 +196,15 @@ def test_a_quotation_within_a_quotation_keeps_it_open() -> None:
         ' every race. I ran 3 marathons this year."',
         "I moved to Berlin last year for a new job.",
     ]
+
+
+def test_words_before_a_quotation_are_read_in_one_pass() -> None:
+    """The words saying who speaks are matched without trying every way to cut quotes and
+    dashes into words: 40 of them before words that name no speaker took 4 s, 50 apostrophes
+    19 s, a few more twice that, past the worker's deadline (the batch is split and run again,
+    every scope's distillation waiting)."""
+    marks = "'-" * 500_000
+    known = f'{marks} Gina said: "See you then. Bye!" I bought a new bike in Porto last week.'
+    unknown = f'{marks} My old friend from the gym said: "See you then." I bought a new bike.'
+    assert statements(known, frozenset({"Ana"})) == ["I bought a new bike in Porto last week."]
+    assert statements(unknown, frozenset({"Ana"})) == [unknown]
