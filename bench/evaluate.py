@@ -49,7 +49,10 @@ of search's ten best turns (the share of the turns LoCoMo cites as a question's 
 the answer words of a 400-token block. The multilingual set (`bench.multilingual_set`): 48
 memories in Chinese, Japanese, Korean, German, French and Spanish among 20 English
 distractors, each asked for in other words in its language and in English; the share found in
-search's five best turns. docs/embed.md says what the figures mean for `[embed] enabled`."""
+search's five best turns. Agent traffic (`bench.agenttraffic`, its first three chats, measured
+as in the section above): search's evidence@10 and the block's answer words, by a daemon
+recalling by words and by one embedding the chats too. docs/embed.md says what the figures
+mean for `[embed] enabled`."""
 BUNDLED_NOTE = """\
 `make eval` (`python -m bench.evaluate`; `--bundled-sessions N` for the first N sessions only,
 `--bundled-only` for this section alone): the bundled model, SmolLM2-135M-Instruct in the

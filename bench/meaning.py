@@ -10,7 +10,10 @@ The multilingual set (`bench.multilingual_set`): memories in Chinese, Japanese, 
 French and Spanish among English distractors, each asked for in its own language in other words
 and in English; the share found in search's five best turns, by words and by words and meaning.
 
-`python -m bench.meaning` prints both tables (`--conversations N` for fewer of LoCoMo's).
+Agent traffic (`bench.agenttraffic`): its first AGENT_CHATS chats, measured as bench.agenteval
+measures them, by a daemon recalling by words and by one embedding them too.
+
+`python -m bench.meaning` prints the three tables (`--conversations N` for fewer of LoCoMo's).
 """
 
 from __future__ import annotations
