@@ -28,7 +28,12 @@ def said_in(fact: str, turn: str) -> bool:
     """Whether a fact's text is its turn's own words: in the turn's text as it stands, or, for a
     line kept as "speaker: sentence", the sentence in the turn and the speaker one of its own
     (both with whitespace collapsed: `plain`)."""
-    fact, turn = plain(fact), plain(turn)
+    return _said_in(plain(fact), plain(turn))
+
+
+def _said_in(fact: str, turn: str) -> bool:
+    """`said_in` of texts already collapsed (a turn of megabytes is collapsed once, not once
+    for each of its facts listed)."""
     if fact in turn:
         return True
     who, mark, sentence = fact.partition(SPEAKER_MARK)
@@ -40,19 +45,21 @@ def said_in(fact: str, turn: str) -> bool:
 
 def one_per_turn(items: list[MemoryItem], limit: int) -> list[MemoryItem]:
     """The first `limit` items, best first, without a fact below its own turn that holds its
-    words, or such a turn below the fact."""
-    turns: dict[int, str] = {}  # the turns kept, by seq: their text
+    words, or such a turn below the fact (each text collapsed once: `plain`)."""
+    turns: dict[int, str] = {}  # the turns kept, by seq: their text, collapsed
     facts: dict[int, list[str]] = {}  # the texts of kept facts taken from one turn, by its seq
     out: list[MemoryItem] = []
     for item in items:
         if item.type == "interaction":
-            if any(said_in(text, item.text) for text in facts.get(item.id, ())):
+            said = plain(item.text)
+            if any(_said_in(text, said) for text in facts.get(item.id, ())):
                 continue
-            turns[item.id] = item.text
+            turns[item.id] = said
         elif item.type == "fact" and item.first_seq == item.last_seq:
-            if item.first_seq in turns and said_in(item.text, turns[item.first_seq]):
+            fact = plain(item.text)
+            if item.first_seq in turns and _said_in(fact, turns[item.first_seq]):
                 continue
-            facts.setdefault(item.first_seq, []).append(item.text)
+            facts.setdefault(item.first_seq, []).append(fact)
         out.append(item)
         if len(out) == limit:
             break

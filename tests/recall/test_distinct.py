@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from forged.config import RecallConfig
 from forged.models import Fact, MemoryItem
+from forged.recall import distinct
 from forged.recall.distinct import one_per_turn, said_in
 from forged.recall.engine import Recall
+from forged.recall.fusion import plain
 from forged.recall.query import SearchQuery
 from forged.store.records import BatchOutcome, ScopeResult
 from tests.conftest import StoreOpener
@@ -64,6 +67,27 @@ def test_a_sentence_is_its_turns_own_words_only_as_its_own_speakers() -> None:
     assert said_in("assistant: Rest and drink water.", turn)
     assert not said_in("Evan: I had gastritis last week.", turn)
     assert not said_in("Sam: I had the flu last week.", turn)
+
+
+@pytest.mark.parametrize("turn_first", [True, False])
+def test_a_long_turns_text_is_read_once_however_many_of_its_facts_are_listed(
+    turn_first: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One turn of megabytes distilled offline gives hundreds of facts, all listed beside it by
+    a search that finds its words: each item's text is collapsed once, not the turn's once a
+    fact (199 facts and a 4 MB turn took 12 s, after the store's time budget)."""
+    turn = recalled(1, "Sam: " + "garden silver market " * 20_000, AT, type="interaction")
+    facts = [recalled(100 + n, f"Sam: fact number {n}", AT, first=1) for n in range(199)]
+    found = [turn, *facts] if turn_first else [*facts, turn]
+    collapsed = list[int]()
+
+    def counted(text: str) -> str:
+        collapsed.append(len(text))
+        return plain(text)
+
+    monkeypatch.setattr(distinct, "plain", counted)
+    assert len(one_per_turn(found, 200)) == 200
+    assert sum(collapsed) <= sum(len(i.text) for i in found)
 
 
 def test_two_facts_of_one_turn_and_a_batchs_fact_all_stay() -> None:
