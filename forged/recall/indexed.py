@@ -38,7 +38,15 @@ from forged.store.cjk import cjk_grams
 from forged.store.portable import portable
 from forged.timestamps import julian_day
 
-__all__ = ["BM25_B", "CANDIDATES_PER_RESULT", "MAX_DEPTH", "bm25", "exact_bm25", "ranked"]
+__all__ = [
+    "BM25_B",
+    "CANDIDATES_PER_RESULT",
+    "MAX_DEPTH",
+    "MAX_TAIL_BYTES",
+    "bm25",
+    "exact_bm25",
+    "ranked",
+]
 
 BM25_B = 0.75  # FTS5's bm25() length normalisation
 CANDIDATES_PER_RESULT = 10  # the index is asked for this many best matches per result at first
@@ -50,6 +58,10 @@ MAX_WINDOWS = 12  # windows asked at most, narrower or deeper each (two, at 300,
 # the store compares timestamps as text (both UTC to the millisecond), and the rows of the
 # winners decide.
 PERIOD_SLACK = 1 / 1440
+# Bytes of stored messages the turns the index does not hold yet may take and still be scored
+# at each search (of every scope: a client's burst of long turns made every other client's
+# searches a thousand times slower); past it, the store's own index answers.
+MAX_TAIL_BYTES = 4_000_000
 # The turns the index does not hold yet: they count in BM25's statistics, and those of the
 # scope are every one a candidate.
 _TAIL = "SELECT seq, scope, timestamp, messages FROM interactions WHERE seq > :after"
@@ -198,12 +210,15 @@ class _Ranking:
 
 def _tail(
     conn: Any, index: TurnIndex, scope: str
-) -> tuple[list[list[str]], list[tuple[int, str, list[str]]]]:
+) -> tuple[list[list[str]], list[tuple[int, str, list[str]]]] | None:
     """The terms of every turn the index does not hold yet, and the scope's such turns as
-    (seq, timestamp, terms)."""
+    (seq, timestamp, terms); None when they hold more than MAX_TAIL_BYTES."""
     rows = portable(conn).execute(_TAIL, {"after": index.watermark})
-    every, mine = [], []
+    every, mine, held_bytes = [], [], 0
     for seq, in_scope, at, messages in rows:
+        held_bytes += len(messages)
+        if held_bytes > MAX_TAIL_BYTES:
+            return None
         held = terms(cjk_grams(turn_text(messages)[1]))
         every.append(held)
         if in_scope == scope:
@@ -219,8 +234,8 @@ def ranked(
     now: float,
 ) -> list[MemoryItem] | None:
     """The scope's best turns for the query, by BM25 times recency decay; None for a query
-    whose winners the store turns down again and again, or that asks too many windows (the
-    store's own index answers).
+    whose winners the store turns down again and again, that asks too many windows, or while
+    the turns the index does not hold yet are too long (the store's own index answers).
 
     The turns the index does not hold yet (keeper.MAX_TAIL at most) are every one scored. The
     index gives the best `depth` matches by BM25 in a window of time (at first the query's
@@ -232,7 +247,9 @@ def ranked(
     store turns down (a filter the index does not apply exactly, a turn erased since the
     index's last commit) takes its turn out of the candidates, and the windows are asked again.
     """
-    every, mine = _tail(conn, index, query.scope)
+    if (tail := _tail(conn, index, query.scope)) is None:
+        return None  # too much text to analyse at every search
+    every, mine = tail
     stats = _with_tail(index.stats(), every)
     weights = _weights(index, searched_words(query), stats, every)
     if not weights:

@@ -356,6 +356,43 @@ def test_turns_the_index_does_not_hold_yet_are_searched(tmp_path: Path) -> None:
     assert recall_sqlite.search(conn, elsewhere, 30.0, index=index) == []
 
 
+def test_a_tail_of_megabytes_is_left_to_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turns the index does not hold yet are analysed at every search, of every scope: past
+    MAX_TAIL_BYTES of them (another scope's 10 turns of 4 MB made each search take 3 s, not
+    3 ms) the store's own index answers, and none of their text is analysed."""
+    db = tmp_path / "f.db"
+    _store_of(db, 40, seed=1)
+    conn = sqlite3.connect(db)
+    register_functions(conn)
+    index = TurnIndex(tmp_path / "ix")
+    rows = conn.execute("SELECT seq, scope, timestamp, messages FROM interactions WHERE seq <= 40")
+    index.add(
+        TurnText(s, sc, julian_day(at), recall_sqlite.turn_text(m)[1]) for s, sc, at, m in rows
+    )
+    index.commit(40)
+    text = "garden " * (recall_indexed.MAX_TAIL_BYTES // 7)
+    conn.execute(
+        "INSERT INTO interactions (client_id, scope, session, timestamp, received_at, tokens,"
+        " messages, metadata) VALUES ('big', 'v', NULL, '2026-01-01T00:00:00.000Z',"
+        " '2026-01-01T00:00:00.000Z', 1, ?, x'7b7d')",
+        (msgspec.json.encode([{"role": "user", "text": text}]),),
+    )
+    analysed = list[int]()
+
+    def counted(text: str) -> list[str]:
+        analysed.append(len(text))
+        return terms(text)
+
+    monkeypatch.setattr(recall_indexed, "terms", counted)
+    query = SearchQuery(q="garden", scope="u", limit=10, types=("interaction",))
+    assert recall_indexed.ranked(conn, index, query, 30.0, julian_now()) is None
+    assert sum(analysed) < recall_indexed.MAX_TAIL_BYTES
+    exact = [i.id for i in recall_sqlite.search(conn, query, 30.0)]
+    assert [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index)] == exact
+
+
 @pytest.fixture
 def shared_pg(short_tmp: Path) -> Path:
     """A directory for two daemons' sockets and indexes; on PostgreSQL they share the test's
