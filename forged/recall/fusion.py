@@ -11,6 +11,7 @@ from forged.models import MemoryItem, MemoryType
 from forged.recall.packing import FIRST_KEPT, content_words
 from forged.recall.periods import Period, within
 from forged.text.grounding import stem
+from forged.text.sentences import sentences
 
 __all__ = [
     "COVERAGE_WEIGHT",
@@ -18,6 +19,7 @@ __all__ = [
     "FUSION_TIES",
     "FUSION_WEIGHT",
     "RRF_K",
+    "SHARE_CHARS",
     "SHARE_FROM",
     "WHEN_BOOST",
     "WORDS_LEAST",
@@ -36,6 +38,7 @@ WHEN_BOOST = 1.5  # fused score multiplier of an item dated within a time the qu
 COVERAGE_WEIGHT = 1.0  # a block's candidate scores (1 + this x the share of the query it holds)
 WORDS_LEAST = 0.3  # the words' least share of a fused score by words and meaning (`hybrid`)
 SHARE_FROM = 3  # the best items by words whose hold on the query sets the words' share
+SHARE_CHARS = 4096  # of each, the start whose sentences are read: a user's message, bounded
 COVERED = 20  # a fused answer's first items, reordered by coverage (`covered_first`)
 
 
@@ -67,10 +70,15 @@ def fuse(
 
 
 def _words_share(lexical: list[MemoryItem], query: str) -> float:
-    """How much a fused score owes to the words: WORDS_LEAST when the best few by words hold
-    none of the query's content words, all of it when one holds them all (`hybrid`)."""
+    """How much a fused score owes to the words: WORDS_LEAST when no sentence of the best few
+    by words holds any of the query's content words, all of it when one sentence holds them all
+    (`hybrid`). A sentence, not the item: an agent's exchange (a user's paragraph, a long
+    answer) holds most words of any question somewhere, and meaning then never counted."""
     wanted = _stems(query)
-    held = max((_held(i, wanted) for i in lexical[:SHARE_FROM]), default=0.0) if wanted else 0.0
+    if not wanted:
+        return WORDS_LEAST
+    starts = (i.text[:SHARE_CHARS] for i in lexical[:SHARE_FROM])
+    held = max((_held(s, wanted) for text in starts for s in sentences(text)), default=0.0)
     return WORDS_LEAST + (1 - WORDS_LEAST) * held
 
 
@@ -208,7 +216,7 @@ def by_coverage(items: list[MemoryItem], query: str) -> list[MemoryItem]:
     if not wanted:
         return items
     scored = [
-        msgspec.structs.replace(i, score=i.score * (1 + COVERAGE_WEIGHT * _held(i, wanted)))
+        msgspec.structs.replace(i, score=i.score * (1 + COVERAGE_WEIGHT * _held(i.text, wanted)))
         for i in items
     ]
     return sorted(scored, key=lambda i: -i.score)  # stable: ties keep the fused order
@@ -234,11 +242,11 @@ def covered_first(
     return [i if stays(n, i) else next(moved) for n, i in enumerate(head)] + items[COVERED:]
 
 
-def _held(item: MemoryItem, wanted: set[str]) -> float:
-    """The share of the query's content stems (`wanted`) the item's text holds. A stem of two
-    letters or more begins as its word does: only the words that begin as a wanted stem are
-    stemmed (a hundred candidates hold thousands of words)."""
-    words = content_words(item.text)
+def _held(text: str, wanted: set[str]) -> float:
+    """The share of the query's content stems (`wanted`) the text holds. A stem of two letters
+    or more begins as its word does: only the words that begin as a wanted stem are stemmed (a
+    hundred candidates hold thousands of words)."""
+    words = content_words(text)
     if min(map(len, wanted)) >= 2:
         starts = {s[:2] for s in wanted}
         words = {w for w in words if w[:2] in starts}

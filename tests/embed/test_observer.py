@@ -130,6 +130,20 @@ def test_hybrid_lets_words_decide_when_the_best_hold_the_whole_query() -> None:
     assert fused[0].id == 3
 
 
+def test_hybrid_reads_the_words_hold_sentence_by_sentence() -> None:
+    """An agent's long exchange holds every word of a question, one in each of its sentences:
+    that earns the words no more than one sentence's share, and the exchange meaning ranks
+    first comes first. The same words in one sentence leave the words' order standing."""
+    scattered = "We planted them in May. The apple ones came from Ana. Trees need water."
+    lexical = [_scored(n, f"{scattered} {n}", 10.0 - n) for n in range(1, 4)]
+    dense = [_scored(3, "", 0.95), _scored(1, "", 0.5), _scored(2, "", 0.4)]
+    assert hybrid(lexical, dense, "apple trees planted")[0].id == 3
+    together = [_scored(n, f"We planted apple trees. {n}", 10.0 - n) for n in range(1, 4)]
+    assert [i.id for i in hybrid(together, dense, "apple trees planted")] == [1, 2, 3]
+    hostile = [_scored(n, ". " * 500_000 + "apple trees planted", 10.0 - n) for n in (1, 2)]
+    assert hybrid(hostile, dense, "apple trees planted")[0].id == 3  # its start alone is read
+
+
 async def _vectors(store: Backend) -> list[tuple[Any, ...]]:
     sql = "SELECT item, item_id, scope FROM vectors ORDER BY item, item_id"
     return await store.read(lambda c: [tuple(r) for r in portable(c).execute(sql).fetchall()])
