@@ -33,10 +33,9 @@ _WRITTEN = {  # facts and summaries past the last one embedded, oldest first
     "fact": "SELECT id, text FROM facts WHERE id > ? ORDER BY id LIMIT ?",
     "summary": "SELECT id, text FROM summaries WHERE id > ? ORDER BY id LIMIT ?",
 }
-_UNEMBEDDED = {  # how many facts and summaries are past the last one embedded
-    "fact": "SELECT count(*) FROM facts WHERE id > ?",
-    "summary": "SELECT count(*) FROM summaries WHERE id > ?",
-}
+_UNEMBEDDED = """
+    SELECT (SELECT count(*) FROM facts WHERE id > ?) + (SELECT count(*) FROM summaries WHERE id > ?)
+"""  # how many facts and summaries are past the last one embedded
 _PROGRESS = "SELECT item, last_id FROM embed_progress WHERE observer = ?"
 
 log = structlog.get_logger(__name__)
@@ -62,7 +61,9 @@ def _written(
         for item, query in _WRITTEN.items()
         for key, text in sql.execute(query, (progress.get(item, 0), limit)).fetchall()
     ]
-    left = sum(sql.execute(q, (progress.get(i, 0),)).fetchone()[0] for i, q in _UNEMBEDDED.items())
+    (left,) = sql.execute(
+        _UNEMBEDDED, (progress.get("fact", 0), progress.get("summary", 0))
+    ).fetchone()
     return found, int(left)
 
 
