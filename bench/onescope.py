@@ -26,7 +26,7 @@ from bench.runner import Client, index_ready, running
 from bench.sizes import Context
 from bench.stores import BARE, bare_turn_index, cached, directory_mb
 from forged.config import RecallConfig
-from forged.index.turns import TurnIndex
+from forged.index.turns import IndexView, TurnIndex
 from forged.models import IndexStatus
 from forged.recall import Recall, indexed
 from forged.recall.fulltext import ranked
@@ -137,7 +137,7 @@ def _asks(
     return {"bare": _bare_top(bare), "search": search, "context": context}
 
 
-def overlap(path: Path, queries: list[str], index: TurnIndex | None = None) -> float:
+def overlap(path: Path, queries: list[str], index: IndexView | None = None) -> float:
     """The mean share of the turns' top ten (through the turn `index`, if given) that ranking
     every match of the scope also has."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -251,8 +251,8 @@ class _Settled:
     def __init__(self, index: TurnIndex) -> None:
         self.index = index
 
-    def usable(self, last_seq: int) -> TurnIndex:
-        return self.index
+    def usable(self, last_seq: int) -> IndexView:
+        return self.index.view
 
     def status(self) -> IndexStatus:
         return IndexStatus("ready", self.index.watermark, 0, None)
@@ -343,7 +343,7 @@ async def measure(ctx: Context) -> list[Row]:
         Row("one scope: turns' top-10 overlap, FTS5", share, "share", "ranking every match", 1.0)
     )
     index = TurnIndex(directory)
-    share = overlap(path, checked, index)
+    share = overlap(path, checked, index.view)
     index.close()
     rows.append(
         Row(

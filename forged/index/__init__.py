@@ -10,6 +10,7 @@ from forged.surface import lazy_surface
 _SURFACE: dict[str, str | None] = {
     "IndexKeeper": "keeper",
     "IndexStats": "turns",
+    "IndexView": "turns",
     "Matches": "turns",
     "TurnIndex": "turns",
     "rounded_lengths": "turns",
@@ -18,6 +19,7 @@ _SURFACE: dict[str, str | None] = {
 __all__ = [
     "IndexKeeper",
     "IndexStats",
+    "IndexView",
     "Matches",
     "TurnIndex",
     "rounded_lengths",

@@ -24,7 +24,7 @@ import structlog
 import trio
 
 from forged.backoff import Backoff
-from forged.index.turns import TurnIndex, TurnText
+from forged.index.turns import IndexView, TurnIndex, TurnText
 from forged.models import IndexStatus, StoredInteraction, speaker_lines
 from forged.store.backend import Backend
 from forged.store.cjk import cjk_grams
@@ -135,13 +135,14 @@ class IndexKeeper:
         self._moved.set()
         self._moved = trio.Event()
 
-    def usable(self, last_seq: int) -> TurnIndex | None:
-        """The index, if recall may read it with the log up to `last_seq`: it lags by at most
-        MAX_TAIL turns, which recall scores from the store (forged.recall.indexed)."""
-        index = self.index
-        if index is None or last_seq - index.watermark > MAX_TAIL:
+    def usable(self, last_seq: int) -> IndexView | None:
+        """The index's last commit, if recall may read it with the log up to `last_seq`: it
+        lags by at most MAX_TAIL turns, which recall scores from the store
+        (forged.recall.indexed)."""
+        view = None if self.index is None else self.index.view
+        if view is None or last_seq - view.watermark > MAX_TAIL:
             return None
-        return index
+        return view
 
     async def moved(self) -> None:
         """Return at the keeper's next commit or change of state."""
@@ -291,7 +292,7 @@ class IndexKeeper:
             await self.store.refresh_totals()  # its count as the shared table has it
         if self.index.watermark < self.store.last_seq:
             return False  # not caught up: the counts do not compare
-        held = (await self._in_thread(self.index.stats)).turns
+        held = (await self._in_thread(self.index.view.stats)).turns
         if held <= self.store.count:
             return False
         log.info("index_holds_erased_turns", turns=held, log_count=self.store.count)

@@ -24,6 +24,7 @@ import tantivy
 __all__ = [
     "SCHEMA_VERSION",
     "IndexStats",
+    "IndexView",
     "Matches",
     "TurnIndex",
     "TurnText",
@@ -188,6 +189,85 @@ _NOTHING, _NEVER = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
 _NONE = Matches(_NOTHING, _NEVER, _NEVER, _NOTHING)
 
 
+class IndexView:
+    """One commit of the index, as a search reads it from start to end: its watermark, its
+    statistics, each term's turns and the matches all of that commit, however many the keeper
+    makes meanwhile (a turn read from the store's tail by one commit's watermark and counted
+    again in the next one's terms made a term's turns outnumber the turns).
+
+    Every method blocks: call each from a worker thread, never from the event loop.
+    """
+
+    def __init__(self, searcher: tantivy.Searcher, schema: tantivy.Schema, watermark: int) -> None:
+        self._searcher, self._schema = searcher, schema
+        self.watermark = watermark  # the last seq this commit holds
+        self._stats: IndexStats | None = None  # counted on first use
+
+    def stats(self) -> IndexStats:
+        """How many turns the index holds and their average length in terms, counted once per
+        view."""
+        if self._stats is None:
+            query = tantivy.Query.term_query(self._schema, "kind", _TURN)
+            found = self._searcher.aggregate(query, {"n": {"stats": {"field": "terms"}}})
+            counted = found["n"]
+            self._stats = IndexStats(int(counted["count"]), float(counted["avg"] or 0.0))
+        return self._stats
+
+    def documents(self, term: str) -> int:
+        """How many turns hold `term` (turns deleted since the last merge of their segment
+        included, as in FTS5 until it merges)."""
+        return int(self._searcher.doc_freq("text", term))
+
+    def search(
+        self,
+        scope: str,
+        weights: dict[str, float],
+        depth: int,
+        since: float | None,
+        until: float | None,
+        session: str | None = None,
+    ) -> Matches:
+        """The scope's `depth` best turns for any of the terms, each term weighing `weights[t]`
+        in place of tantivy's own IDF (so that the order is BM25's under those weights), among
+        the turns that happened from Julian day `since` (inclusive) to `until` (exclusive), of
+        `session` if given."""
+        if not weights:
+            return _NONE
+        schema, searcher = self._schema, self._searcher
+        turns = searcher.num_docs
+        text = []
+        for term, weight in weights.items():
+            documents = searcher.doc_freq("text", term)
+            own = math.log(1 + (turns - documents + 0.5) / (documents + 0.5))  # tantivy's IDF
+            boosted = tantivy.Query.boost_query(
+                tantivy.Query.term_query(schema, "text", term), weight / max(own, 1e-9)
+            )
+            text.append((tantivy.Occur.Should, boosted))
+        scope_only = tantivy.Query.term_query(schema, "scope", scope)
+        clauses = [
+            (tantivy.Occur.Must, tantivy.Query.const_score_query(scope_only, 0.0)),
+            (tantivy.Occur.Must, tantivy.Query.boolean_query(text)),
+        ]
+        if session is not None:
+            of_session = tantivy.Query.term_query(schema, "session", session)
+            clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(of_session, 0.0)))
+        if since is not None or until is not None:
+            when = tantivy.Query.range_query(
+                schema, "at", tantivy.FieldType.Float, since, until, include_upper=until is None
+            )
+            clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(when, 0.0)))
+        hits = searcher.search(tantivy.Query.boolean_query(clauses), depth, count=False).hits
+        if not hits:
+            return _NONE
+        addresses = [address for _, address in hits]
+        return Matches(
+            np.array(searcher.fast_field_values("seq", addresses), dtype=np.int64),
+            np.array([score for score, _ in hits], dtype=np.float64),
+            np.array(searcher.fast_field_values("at", addresses), dtype=np.float64),
+            np.array(searcher.fast_field_values("terms", addresses), dtype=np.int64),
+        )
+
+
 class TurnIndex:
     """The index in a directory of its own: one writer (the keeper's), any number of searches.
 
@@ -199,8 +279,12 @@ class TurnIndex:
         self._index = _opened(path)
         self._schema = self._index.schema
         self._writer: tantivy.IndexWriter | None = None
-        self.watermark = _recorded(self._index)[0]  # the last seq of the last commit
-        self._stats: tuple[int, IndexStats] | None = None  # (watermark, stats) last counted
+        self.view = IndexView(self._index.searcher(), self._schema, _recorded(self._index)[0])
+
+    @property
+    def watermark(self) -> int:
+        """The last seq of the last commit."""
+        return self.view.watermark
 
     def _writing(self) -> tantivy.IndexWriter:
         if self._writer is None:
@@ -240,78 +324,14 @@ class TurnIndex:
         )
         writer.commit()
         self._index.reload()
-        self.watermark = watermark
-
-    def stats(self) -> IndexStats:
-        """How many turns the index holds and their average length in terms, counted once per
-        commit."""
-        if self._stats is None or self._stats[0] != self.watermark:
-            query = tantivy.Query.term_query(self._schema, "kind", _TURN)
-            found = self._index.searcher().aggregate(query, {"n": {"stats": {"field": "terms"}}})
-            counted = found["n"]
-            stats = IndexStats(int(counted["count"]), float(counted["avg"] or 0.0))
-            self._stats = (self.watermark, stats)
-        return self._stats[1]
-
-    def documents(self, term: str) -> int:
-        """How many turns hold `term` (turns deleted since the last merge of their segment
-        included, as in FTS5 until it merges)."""
-        return int(self._index.searcher().doc_freq("text", term))
-
-    def search(
-        self,
-        scope: str,
-        weights: dict[str, float],
-        depth: int,
-        since: float | None,
-        until: float | None,
-        session: str | None = None,
-    ) -> Matches:
-        """The scope's `depth` best turns for any of the terms, each term weighing `weights[t]`
-        in place of tantivy's own IDF (so that the order is BM25's under those weights), among
-        the turns that happened from Julian day `since` (inclusive) to `until` (exclusive), of
-        `session` if given."""
-        if not weights:
-            return _NONE
-        schema, searcher = self._schema, self._index.searcher()
-        turns = searcher.num_docs
-        text = []
-        for term, weight in weights.items():
-            documents = searcher.doc_freq("text", term)
-            own = math.log(1 + (turns - documents + 0.5) / (documents + 0.5))  # tantivy's IDF
-            boosted = tantivy.Query.boost_query(
-                tantivy.Query.term_query(schema, "text", term), weight / max(own, 1e-9)
-            )
-            text.append((tantivy.Occur.Should, boosted))
-        scope_only = tantivy.Query.term_query(schema, "scope", scope)
-        clauses = [
-            (tantivy.Occur.Must, tantivy.Query.const_score_query(scope_only, 0.0)),
-            (tantivy.Occur.Must, tantivy.Query.boolean_query(text)),
-        ]
-        if session is not None:
-            of_session = tantivy.Query.term_query(schema, "session", session)
-            clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(of_session, 0.0)))
-        if since is not None or until is not None:
-            when = tantivy.Query.range_query(
-                schema, "at", tantivy.FieldType.Float, since, until, include_upper=until is None
-            )
-            clauses.append((tantivy.Occur.Must, tantivy.Query.const_score_query(when, 0.0)))
-        hits = searcher.search(tantivy.Query.boolean_query(clauses), depth, count=False).hits
-        if not hits:
-            return _NONE
-        addresses = [address for _, address in hits]
-        return Matches(
-            np.array(searcher.fast_field_values("seq", addresses), dtype=np.int64),
-            np.array([score for score, _ in hits], dtype=np.float64),
-            np.array(searcher.fast_field_values("at", addresses), dtype=np.float64),
-            np.array(searcher.fast_field_values("terms", addresses), dtype=np.int64),
-        )
+        self.view = IndexView(self._index.searcher(), self._schema, watermark)
 
     def settle(self) -> None:
         """Let the writer finish its merges and search what they merged: a catch-up of many
         commits leaves a segment each, and every search pays for each segment until merged."""
         self.close()
         self._index.reload()
+        self.view = IndexView(self._index.searcher(), self._schema, self.watermark)
 
     def close(self) -> None:
         """Let the writer finish its merges and release the directory's lock."""

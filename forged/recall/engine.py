@@ -14,7 +14,7 @@ import trio
 
 from forged.config import RecallConfig
 from forged.errors import QueryTimeout
-from forged.index.turns import TurnIndex
+from forged.index.turns import IndexView
 from forged.models import (
     ContextAnswer,
     FactAudit,
@@ -48,7 +48,7 @@ KNOWN_LINE_TOKENS = 12  # a known fact's line beside its text: "[fact N] (kind, 
 class TurnIndexSource(Protocol):
     """Where recall finds the turn index (forged.index.keeper): once it is up to date."""
 
-    def usable(self, last_seq: int) -> TurnIndex | None: ...
+    def usable(self, last_seq: int) -> IndexView | None: ...
 
     def status(self) -> IndexStatus: ...
 
@@ -86,7 +86,7 @@ class Recall:
         )
 
     def _distinct(
-        self, conn: Any, query: SearchQuery, index: TurnIndex | None, dense: DenseQuery | None
+        self, conn: Any, query: SearchQuery, index: IndexView | None, dense: DenseQuery | None
     ) -> list[MemoryItem]:
         """Search's answer with one place per turn (forged.recall.distinct): read wider when
         it may hold both facts and turns."""
@@ -102,13 +102,13 @@ class Recall:
         vector = await self.meaning.vector(query.q)
         return None if vector is None else DenseQuery(self.meaning.index, vector)
 
-    def _index(self) -> TurnIndex | None:
+    def _index(self) -> IndexView | None:
         """The turn index, if there is one close enough behind the log (its tail is scored
         from the store: every turn acknowledged so far is searched)."""
         return None if self._turns is None else self._turns.usable(self.store.last_seq)
 
     def _found(
-        self, conn: Any, query: SearchQuery, index: TurnIndex | None, dense: DenseQuery | None
+        self, conn: Any, query: SearchQuery, index: IndexView | None, dense: DenseQuery | None
     ) -> list[MemoryItem]:
         """Search's answer, in the reader's thread, with the user's corrections put ahead of
         what they correct (forged.recall.corrections)."""
@@ -136,7 +136,7 @@ class Recall:
         conn: Any,
         query: SearchQuery,
         budget_tokens: int,
-        index: TurnIndex | None,
+        index: IndexView | None,
         dense: DenseQuery | None,
     ) -> ContextAnswer:
         """The block, read and packed in the reader's thread: weighing a hundred candidates

@@ -2,7 +2,7 @@
 matches by BM25 under FTS5's weights, each match's decay comes from its time in the index, and
 only the winners' rows are read from the store.
 
-tantivy's BM25 is FTS5's once each term weighs FTS5's IDF (turns.TurnIndex.search), but for a
+tantivy's BM25 is FTS5's once each term weighs FTS5's IDF (turns.IndexView.search), but for a
 turn's length: exact to 40 terms, rounded to a byte past that, which `exact_bm25` undoes from
 the exact length the index holds beside it. Top-10 overlap with FTS5's exact
 ranking is measured by `make bench` (onescope). Recency is no part of tantivy's score: the
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from forged.index.turns import IndexStats, Matches, TurnIndex, rounded_lengths, terms
+from forged.index.turns import IndexStats, IndexView, Matches, rounded_lengths, terms
 from forged.models import MemoryItem
 from forged.recall.fulltext import (
     BM25_K1,
@@ -115,7 +115,7 @@ def _with_tail(stats: IndexStats, tail: list[list[str]]) -> IndexStats:
 
 
 def _weights(
-    index: TurnIndex, words: list[str], stats: IndexStats, tail: list[list[str]]
+    index: IndexView, words: list[str], stats: IndexStats, tail: list[list[str]]
 ) -> dict[str, float]:
     """Each searched term with FTS5's IDF, log((N - n + 0.5) / (n + 0.5)) clamped above zero,
     over the index and its `tail` (each turn's terms); in a large index, terms in more than
@@ -127,6 +127,8 @@ def _weights(
         for t in held.intersection(asked):
             documents[t] += 1
     n = stats.turns
+    # a term's turns include those deleted and not merged away yet, which the turns do not
+    documents = {t: min(d, n) for t, d in documents.items()}
     kept = documents
     if n >= SELECTIVE_MIN_ROWS:
         kept = {t: d for t, d in documents.items() if d <= n // 2} or documents
@@ -209,7 +211,7 @@ class _Ranking:
 
 
 def _tail(
-    conn: Any, index: TurnIndex, scope: str
+    conn: Any, index: IndexView, scope: str
 ) -> tuple[list[list[str]], list[tuple[int, str, list[str]]]] | None:
     """The terms of every turn the index does not hold yet, and the scope's such turns as
     (seq, timestamp, terms); None when they hold more than MAX_TAIL_BYTES."""
@@ -228,7 +230,7 @@ def _tail(
 
 def ranked(
     conn: Any,
-    index: TurnIndex,
+    index: IndexView,
     query: SearchQuery,
     half_life: float,
     now: float,
@@ -268,7 +270,7 @@ def ranked(
 
 
 def _searched(
-    index: TurnIndex,
+    index: IndexView,
     ranking: _Ranking,
     query: SearchQuery,
     weights: dict[str, float],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forged.index.turns import TurnIndex
+from forged.index.turns import IndexView
 from forged.models import MEMORY_TYPES, FactsPage, MemoryItem, MemoryType, SummariesPage
 from forged.recall import indexed, listing
 from forged.recall.dense import DenseQuery
@@ -104,7 +104,7 @@ def searches(
     half_life_days: float,
     limits: list[int],
     now: float | None = None,
-    index: TurnIndex | None = None,
+    index: IndexView | None = None,
     dense: DenseQuery | None = None,
     placed: set[int] | None = None,
 ) -> list[list[MemoryItem]]:
@@ -151,7 +151,7 @@ def search(
     query: SearchQuery,
     half_life_days: float,
     now: float | None = None,
-    index: TurnIndex | None = None,
+    index: IndexView | None = None,
     dense: DenseQuery | None = None,
 ) -> list[MemoryItem]:
     """The best `query.limit` items of one scope, as `recall.sqlite.search` ranks them on SQLite."""

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from forged.index.turns import TurnIndex
+from forged.index.turns import IndexView
 from forged.models import MEMORY_TYPES, MemoryItem, MemoryType, Turn
 from forged.recall import indexed
 from forged.recall.dense import DenseQuery
@@ -46,7 +46,7 @@ def searches(
     half_life_days: float,
     limits: list[int],
     now: float | None = None,
-    index: TurnIndex | None = None,
+    index: IndexView | None = None,
     dense: DenseQuery | None = None,
     placed: set[int] | None = None,
 ) -> list[list[MemoryItem]]:
@@ -121,7 +121,7 @@ def search(
     query: SearchQuery,
     half_life_days: float,
     now: float | None = None,
-    index: TurnIndex | None = None,
+    index: IndexView | None = None,
     dense: DenseQuery | None = None,
 ) -> list[MemoryItem]:
     """The best `query.limit` items of one scope, with their sources when asked: fused, then

@@ -37,7 +37,7 @@ def _turn(seq: int, text: str, scope: str = "u", at: float = 2460000.5) -> TurnT
 
 def _seqs(index: TurnIndex, words: list[str], scope: str = "u") -> list[int]:
     wanted = dict.fromkeys((t for w in words for t in terms(w)), 1.0)
-    return sorted(index.search(scope, wanted, 100, None, None).seq.tolist())
+    return sorted(index.view.search(scope, wanted, 100, None, None).seq.tolist())
 
 
 def _terms(directory: Path, field: str, prefix: str) -> list[tuple[str, int]]:
@@ -65,7 +65,7 @@ def test_a_turn_delivered_twice_is_held_once(tmp_path: Path) -> None:
     index.commit(1)
     index.add([_turn(1, "tea")])
     index.commit(1)
-    assert index.stats().turns == 1
+    assert index.view.stats().turns == 1
 
 
 def test_searches_stay_in_their_scope(tmp_path: Path) -> None:
@@ -166,8 +166,8 @@ def test_a_long_turns_bm25_is_over_its_exact_length(tmp_path: Path) -> None:
         for n in lengths
     )
     index.commit(max(lengths))
-    weights, stats = {"xylo": 2.0}, index.stats()
-    matches = index.search("u", weights, len(lengths), None, None)
+    weights, stats = {"xylo": 2.0}, index.view.stats()
+    matches = index.view.search("u", weights, len(lengths), None, None)
     assert sorted(matches.terms.tolist()) == list(lengths)
     rounded = 0  # turns whose score tantivy's rounding alone would put off by 1% or more
     scores = recall_indexed.exact_bm25(matches, stats)
@@ -223,9 +223,9 @@ def _shared(
     """How many of the store's own top results search through the index shares, of how many."""
     shared = total = 0
     for query in queries:
-        assert recall_indexed.ranked(conn, index, query, 30.0, julian_now()) is not None
+        assert recall_indexed.ranked(conn, index.view, query, 30.0, julian_now()) is not None
         exact = [i.id for i in recall_sqlite.search(conn, query, 30.0)]
-        through = [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index)]
+        through = [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index.view)]
         shared += len(set(exact) & set(through))
         total += len(exact)
     return shared, total
@@ -275,7 +275,7 @@ def test_sessions_and_periods_are_searched_through_the_index_as_in_the_store(
     shared, total = _shared(conn, index, queries)
     assert total > 300 and shared / total >= 0.95
     for query in queries:
-        for item in recall_sqlite.search(conn, query, 30.0, index=index):
+        for item in recall_sqlite.search(conn, query, 30.0, index=index.view):
             assert query.session in (None, item.session)
             assert query.since is None or since <= item.first_at <= until
 
@@ -290,10 +290,10 @@ def test_a_turn_the_store_no_longer_holds_is_never_found(tmp_path: Path) -> None
     index = _index_of(conn, tmp_path / "ix")
     query = SearchQuery(q="w3z w40z", scope="u", limit=10, types=("interaction",))
     # the fused ranking, before search weighs its later places by coverage
-    (fused,) = recall_sqlite.searches(conn, query, 30.0, [10], index=index)
+    (fused,) = recall_sqlite.searches(conn, query, 30.0, [10], index=index.view)
     best = [i.id for i in fused]
     conn.execute("DELETE FROM interactions WHERE seq IN (?, ?)", best[:2])
-    (fused,) = recall_sqlite.searches(conn, query, 30.0, [10], index=index)
+    (fused,) = recall_sqlite.searches(conn, query, 30.0, [10], index=index.view)
     through = [i.id for i in fused]
     assert through == best[2:] + through[8:] and len(through) == 10
 
@@ -311,8 +311,8 @@ def test_a_query_whose_matches_the_store_turns_down_is_left_to_the_store(
     index = _index_of(conn, tmp_path / "ix")
     conn.execute("DELETE FROM interactions WHERE seq <= 400")
     query = SearchQuery(q="w1z w2z", scope="u", limit=10, types=("interaction",))
-    assert recall_indexed.ranked(conn, index, query, 30.0, julian_now()) is None
-    assert all(i.id > 400 for i in recall_sqlite.search(conn, query, 30.0, index=index))
+    assert recall_indexed.ranked(conn, index.view, query, 30.0, julian_now()) is None
+    assert all(i.id > 400 for i in recall_sqlite.search(conn, query, 30.0, index=index.view))
 
 
 def test_a_query_asking_too_many_windows_is_left_to_the_store(
@@ -325,11 +325,11 @@ def test_a_query_asking_too_many_windows_is_left_to_the_store(
     conn = sqlite3.connect(db)
     index = _index_of(conn, tmp_path / "ix")
     query = SearchQuery(q=" ".join(f"w{i}z" for i in range(10)), scope="u", limit=10)
-    assert recall_indexed.ranked(conn, index, query, 30.0, julian_now()) is not None
+    assert recall_indexed.ranked(conn, index.view, query, 30.0, julian_now()) is not None
     monkeypatch.setattr(recall_indexed, "MAX_WINDOWS", 1)
-    assert recall_indexed.ranked(conn, index, query, 30.0, julian_now()) is None
+    assert recall_indexed.ranked(conn, index.view, query, 30.0, julian_now()) is None
     exact = [i.id for i in recall_sqlite.search(conn, query, 30.0)]
-    assert [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index)] == exact
+    assert [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index.view)] == exact
 
 
 def test_turns_the_index_does_not_hold_yet_are_searched(tmp_path: Path) -> None:
@@ -351,9 +351,64 @@ def test_turns_the_index_does_not_hold_yet_are_searched(tmp_path: Path) -> None:
     )
     index.commit(40)
     query = SearchQuery(q="aardvark", scope="u", limit=10, types=("interaction",))
-    assert [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index)] == [41]
+    assert [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index.view)] == [41]
     elsewhere = SearchQuery(q="aardvark", scope="v", limit=10, types=("interaction",))
-    assert recall_sqlite.search(conn, elsewhere, 30.0, index=index) == []
+    assert recall_sqlite.search(conn, elsewhere, 30.0, index=index.view) == []
+
+
+def _late_turn(conn: sqlite3.Connection, text: str) -> None:
+    """A turn of scope u the store holds, at the end of its log."""
+    conn.execute(
+        "INSERT INTO interactions (client_id, scope, session, timestamp, received_at, tokens,"
+        " messages, metadata) VALUES (?, 'u', NULL, '2026-01-01T00:00:00.000Z',"
+        " '2026-01-01T00:00:00.000Z', 1, ?, x'7b7d')",
+        (text, msgspec.json.encode([{"role": "user", "text": text}])),
+    )
+
+
+def test_a_search_reads_one_commit_while_the_keeper_makes_the_next(tmp_path: Path) -> None:
+    """A view holds its commit: a turn committed after it is the view's tail, counted once
+    (read by the next commit's counts with the last one's watermark, it was counted twice, a
+    term's turns outnumbered the turns, and search failed on the log of a negative number)."""
+    db = tmp_path / "f.db"
+    _store_of(db, 40, seed=1)
+    conn = sqlite3.connect(db)
+    register_functions(conn)
+    index = _index_of(conn, tmp_path / "ix")
+    for n in range(3):
+        _late_turn(conn, f"every turn says w1z w2z {n}")
+    index.add(
+        TurnText(seq, "u", julian_day("2026-01-01T00:00:00.000Z"), recall_sqlite.turn_text(m)[1])
+        for seq, m in conn.execute("SELECT seq, messages FROM interactions WHERE seq > 40")
+    )
+    view = index.view
+    before = view.watermark, view.stats(), view.documents("w1z")
+    index.commit(43)
+    assert (view.watermark, view.stats(), view.documents("w1z")) == before
+    assert index.view.documents("w1z") == before[2] + 3
+    query = SearchQuery(q="w1z w2z", scope="u", limit=10, types=("interaction",))
+    exact = {i.id for i in recall_sqlite.search(conn, query, 30.0)}
+    for read in (view, index.view):  # the same ten, in an order that may differ by a hair
+        assert {i.id for i in recall_sqlite.search(conn, query, 30.0, index=read)} == exact
+
+
+def test_turns_deleted_from_the_index_still_in_its_counts_are_searched(tmp_path: Path) -> None:
+    """A deleted turn's terms still count in a term's turns until its segment merges, while
+    the index's turns no longer hold it: a term in every turn that is left then had more turns
+    than the index, and search failed."""
+    db = tmp_path / "f.db"
+    Store(str(db)).close()
+    conn = sqlite3.connect(db)
+    register_functions(conn)
+    for n in range(3):
+        _late_turn(conn, f"walrus {n}")
+    index = _index_of(conn, tmp_path / "ix")
+    index.delete([1, 2])
+    index.commit(3)
+    conn.execute("DELETE FROM interactions WHERE seq < 3")
+    assert index.view.documents("walrus") > index.view.stats().turns
+    query = SearchQuery(q="walrus", scope="u", limit=10, types=("interaction",))
+    assert [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index.view)] == [3]
 
 
 def test_a_tail_of_megabytes_is_left_to_the_store(
@@ -387,10 +442,10 @@ def test_a_tail_of_megabytes_is_left_to_the_store(
 
     monkeypatch.setattr(recall_indexed, "terms", counted)
     query = SearchQuery(q="garden", scope="u", limit=10, types=("interaction",))
-    assert recall_indexed.ranked(conn, index, query, 30.0, julian_now()) is None
+    assert recall_indexed.ranked(conn, index.view, query, 30.0, julian_now()) is None
     assert sum(analysed) < recall_indexed.MAX_TAIL_BYTES
     exact = [i.id for i in recall_sqlite.search(conn, query, 30.0)]
-    assert [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index)] == exact
+    assert [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index.view)] == exact
 
 
 @pytest.fixture
