@@ -22,7 +22,6 @@ from forged.models import (
     DEFAULT_SCOPE,
     Correction,
     EditsAnswer,
-    FactAudit,
     NewFact,
     ScopesAnswer,
 )
@@ -142,17 +141,11 @@ async def delete(hub: Hub, prefix: str, item: str, request: Request, params: Par
     return json_response(erased)
 
 
-async def _audit(store: Backend, fact_id: int) -> FactAudit:
-    audit = await store.read(listing.fact_audit, fact_id)
-    assert audit is not None  # written in the transaction that just committed
-    return audit
-
-
 async def add_fact(store: Backend, request: Request, _params: Params) -> Response:
     new = decode_body(request, NewFact)
     at = _moment(new.at)
     new = msgspec.structs.replace(new, text=await _scrubbed(new.text))
-    return json_response(await _audit(store, await store.add_fact(new, at)), 201)
+    return json_response(await store.add_fact(new, at), 201)
 
 
 async def correct(store: Backend, prefix: str, request: Request, params: Params) -> Response:
@@ -160,12 +153,11 @@ async def correct(store: Backend, prefix: str, request: Request, params: Params)
     correction = decode_body(request, Correction)
     at = _moment(correction.at)
     correction = msgspec.structs.replace(correction, text=await _scrubbed(correction.text), at=at)
-    new_id = await store.correct_fact(fact_id, correction, within)
-    return json_response(await _audit(store, new_id), 201)
+    return json_response(await store.correct_fact(fact_id, correction, within), 201)
 
 
 async def pin(store: Backend, prefix: str, request: Request, params: Params) -> Response:
-    """PUT pins the fact, DELETE unpins it; both answer the fact with its audit trail."""
+    """PUT pins the fact, DELETE unpins it; both answer the fact with its audit trail (read in
+    the edit's transaction: forged.store.audit)."""
     fact_id = item_id(request, prefix, "/pin")
-    await store.pin_fact(fact_id, request.method == "PUT", params.scope())
-    return json_response(await _audit(store, fact_id))
+    return json_response(await store.pin_fact(fact_id, request.method == "PUT", params.scope()))

@@ -10,33 +10,22 @@ import msgspec
 
 from forged.models import (
     EditRecord,
-    FactAudit,
-    FactChange,
     FactsPage,
     InteractionsPage,
     LoggedInteraction,
     Message,
     ScopeInfo,
-    StoredFact,
     StoredSummary,
     SummariesPage,
 )
 from forged.recall.query import CURRENT, UNCONDENSED
+from forged.store.audit import FACT_COLUMNS, fact_audit, stored_fact
 from forged.store.portable import portable
 
 __all__ = ["PAGE_DEFAULT", "PAGE_MAX", "Page", "fact_audit", "list_facts", "list_summaries"]
 
 PAGE_DEFAULT = 100  # facts or summaries in a listing page when the request gives no limit
 PAGE_MAX = 1000  # largest listing page a request may ask for
-_FACT_COLUMNS = (
-    "id, kind, scope, session, text, created_at, last_seen_at, seen_count, first_seq, last_seq,"
-    " batch_id, first_at, last_at, first_at, invalid_at, superseded_by, superseded_reason,"
-    " source, pinned"
-)
-_TRAIL = """
-    SELECT action, run_id, reason, created_at, {other} FROM consolidation_changes
-    WHERE {this} = ? AND action != 'condense' ORDER BY id
-"""  # a fact's changes, each with the fact on its other side
 _SUMMARY_COLUMNS = (
     "id, scope, session, text, created_at, first_seq, last_seq, batch_id, observer, first_at,"
     " last_at, condensed_into"
@@ -88,19 +77,14 @@ def _page_where(page: Page, current: str | None = None) -> tuple[str, list[Any]]
     return " AND ".join(clauses), params
 
 
-def _stored_fact(row: tuple[Any, ...]) -> StoredFact:
-    fact = StoredFact(*row)
-    return msgspec.structs.replace(fact, pinned=bool(fact.pinned))  # an integer in both stores
-
-
 def list_facts(conn: sqlite3.Connection, page: Page) -> FactsPage:
     """Facts with id greater than `after`, in id order: a keyset page that new facts never shift."""
     where, params = _page_where(page, CURRENT)
     rows = conn.execute(
-        f"SELECT {_FACT_COLUMNS} FROM facts WHERE {where} ORDER BY id LIMIT ?",
+        f"SELECT {FACT_COLUMNS} FROM facts WHERE {where} ORDER BY id LIMIT ?",
         (*params, page.limit + 1),
     ).fetchall()
-    facts = [_stored_fact(r) for r in rows[: page.limit]]
+    facts = [stored_fact(r) for r in rows[: page.limit]]
     return FactsPage(facts=facts, next=str(facts[-1].id) if len(rows) > page.limit else None)
 
 
@@ -114,31 +98,6 @@ def list_summaries(conn: sqlite3.Connection, page: Page) -> SummariesPage:
     summaries = [StoredSummary(*r) for r in rows[: page.limit]]
     next_cursor = str(summaries[-1].id) if len(rows) > page.limit else None
     return SummariesPage(summaries=summaries, next=next_cursor)
-
-
-def _fact(conn: sqlite3.Connection, fact_id: int) -> StoredFact | None:
-    row = conn.execute(f"SELECT {_FACT_COLUMNS} FROM facts WHERE id = ?", (fact_id,)).fetchone()
-    return None if row is None else _stored_fact(row)
-
-
-def _changes(conn: sqlite3.Connection, fact_id: int, this: str, other: str) -> list[FactChange]:
-    rows = conn.execute(_TRAIL.format(this=this, other=other), (fact_id,)).fetchall()
-    return [
-        FactChange(action, run, reason, at, fact)
-        for action, run, reason, at, other_id in rows
-        if (fact := _fact(conn, other_id)) is not None
-    ]
-
-
-def fact_audit(conn: sqlite3.Connection, fact_id: int) -> FactAudit | None:
-    """A fact with its audit trail: the facts it replaced and the change that retired it."""
-    conn = portable(conn)
-    fact = _fact(conn, fact_id)
-    if fact is None:
-        return None
-    retired = _changes(conn, fact_id, "fact_id", "into_id")
-    replaced = _changes(conn, fact_id, "into_id", "fact_id")
-    return FactAudit(fact, replaced, retired[-1] if retired else None)
 
 
 def list_scopes(conn: sqlite3.Connection) -> list[ScopeInfo]:

@@ -9,6 +9,7 @@ from forged.surface import lazy_surface
 # use (tests/test_architecture.py holds every import across packages to this surface).
 _SURFACE: dict[str, str | None] = {
     "BLOCK_BITS": "sqlite_schema",
+    "FACT_COLUMNS": "audit",
     "Backend": "backend",
     "BatchOutcome": "records",
     "CJK_RUN": "cjk",
@@ -25,16 +26,19 @@ _SURFACE: dict[str, str | None] = {
     "check_store": "backend",
     "cjk_grams": "cjk",
     "consolidation": None,
+    "fact_audit": "audit",
     "open_store": "backend",
     "portable": "portable",
     "reading_for": "readers",
     "restore_backup": "backup",
+    "stored_fact": "audit",
     "take_backup": "backup",
     "to_psycopg": "portable",
 }
 __all__ = [
     "BLOCK_BITS",
     "CJK_RUN",
+    "FACT_COLUMNS",
     "TEXT_SEARCH",
     "Backend",
     "BatchOutcome",
@@ -50,10 +54,12 @@ __all__ = [
     "check_store",
     "cjk_grams",
     "consolidation",
+    "fact_audit",
     "open_store",
     "portable",
     "reading_for",
     "restore_backup",
+    "stored_fact",
     "take_backup",
     "to_psycopg",
 ]

@@ -24,6 +24,7 @@ from forged.models import (
     Deleted,
     Erased,
     Fact,
+    FactAudit,
     Message,
     NewFact,
     ObserverStatus,
@@ -32,6 +33,7 @@ from forged.models import (
     stored_count,
 )
 from forged.store import edits, retire
+from forged.store.audit import fact_audit
 from forged.store.portable import keyed, portable
 from forged.store.records import (
     BatchOutcome,
@@ -350,6 +352,14 @@ def _observer_totals(conn: Any, observer: str) -> ObserverStatus:
     )
 
 
+def _audit(sql: Any, fact_id: int) -> FactAudit:
+    """The fact an edit wrote, with its trail, read in the edit's transaction: read after the
+    commit, it could be what another client made of it since (deleted: the edit answered 500)."""
+    audit = fact_audit(sql, fact_id)
+    assert audit is not None  # the transaction wrote it, and holds it until its end
+    return audit
+
+
 class SqlStore:
     """The store methods both backends share; a backend adds its connections and its log."""
 
@@ -560,26 +570,39 @@ class SqlStore:
         self.count -= erased.deleted.interactions
         return scope, erased
 
+    def _correct_fact(
+        self, conn: Any, fact_id: int, correction: Correction, within: str | None
+    ) -> FactAudit:
+        def corrected(sql: Any, created: str) -> FactAudit:
+            return _audit(sql, edits.correct_fact(sql, fact_id, correction, created))
+
+        return self._edit(conn, "fact", fact_id, within, corrected)
+
     async def correct_fact(
         self, fact_id: int, correction: Correction, within: str | None = None
-    ) -> int:
-        """Supersede a fact by the user's text (reason `user`); return the new fact's id."""
-        return await self._write(
-            self._edit, "fact", fact_id, within, edits.correct_fact, fact_id, correction
-        )
+    ) -> FactAudit:
+        """Supersede a fact by the user's text (reason `user`); answer the new fact, audited."""
+        return await self._write(self._correct_fact, fact_id, correction, within)
 
-    def _add_fact(self, conn: Any, new: NewFact, at: str | None) -> int:
+    def _add_fact(self, conn: Any, new: NewFact, at: str | None) -> FactAudit:
         sql, created = portable(conn), now()
         with self._transaction(conn):
-            return edits.add_fact(sql, new, at or created, created)
+            return _audit(sql, edits.add_fact(sql, new, at or created, created))
 
-    async def add_fact(self, new: NewFact, at: str | None) -> int:
-        """Write a fact by hand (`source` user), dated `at` or now; return its id."""
+    async def add_fact(self, new: NewFact, at: str | None) -> FactAudit:
+        """Write a fact by hand (`source` user), dated `at` or now; answer it, audited."""
         return await self._write(self._add_fact, new, at)
 
-    async def pin_fact(self, fact_id: int, pinned: bool, within: str | None = None) -> None:
-        """Pin a fact (consolidation never retires it) or unpin it."""
-        await self._write(self._edit, "fact", fact_id, within, edits.pin_fact, fact_id, pinned)
+    def _pin_fact(self, conn: Any, fact_id: int, pinned: bool, within: str | None) -> FactAudit:
+        def pinning(sql: Any, created: str) -> FactAudit:
+            edits.pin_fact(sql, fact_id, pinned, created)
+            return _audit(sql, fact_id)
+
+        return self._edit(conn, "fact", fact_id, within, pinning)
+
+    async def pin_fact(self, fact_id: int, pinned: bool, within: str | None = None) -> FactAudit:
+        """Pin a fact (consolidation never retires it) or unpin it; answer it, audited."""
+        return await self._write(self._pin_fact, fact_id, pinned, within)
 
     async def watermark(self, observer: str) -> int:
         """Every seq up to this one is done for the observer."""

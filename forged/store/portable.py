@@ -41,8 +41,9 @@ class Portable:
 
 
 def portable(conn: Any) -> Any:
-    """A connection of either store that runs portable SQL: SQLite's as it is."""
-    return conn if isinstance(conn, sqlite3.Connection) else Portable(conn)
+    """A connection of either store that runs portable SQL: SQLite's (or one already
+    portable) as it is."""
+    return conn if isinstance(conn, (sqlite3.Connection, Portable)) else Portable(conn)
 
 
 def keyed(sql: Any, text: str) -> str:

@@ -120,7 +120,7 @@ async def test_a_fact_resting_on_two_turns_loses_the_deleted_one_as_a_source(
         ("Amberfalcon and Copperlynx.", 2, 3),
         ("Written by hand.", 0, 0),
     ]
-    assert page.facts[1].id == hand
+    assert page.facts[1].id == hand.fact.id
 
 
 async def test_a_deleted_turn_leaves_the_index_and_the_file(
@@ -517,3 +517,41 @@ async def test_the_command_line_edits(
         "fact",
         "summary",
     }
+
+
+@pytest.mark.parametrize("edit", ["add", "correct", "pin"])
+async def test_an_edit_answers_what_it_wrote_when_another_client_deletes_it_at_once(
+    edited: tuple[Config, Running, httpx.AsyncClient],
+    monkeypatch: pytest.MonkeyPatch,
+    edit: str,
+) -> None:
+    """Another client's delete that commits right after the edit: the edit still answers the
+    fact as its transaction wrote it (read after the commit, the fact was gone and the edit
+    answered 500), and the fact is gone after."""
+    _, api, client = edited
+    old = _by_word(await _facts(client))[SECRET]
+    method = {"add": "add_fact", "correct": "correct_fact", "pin": "pin_fact"}[edit]
+    written = getattr(api.store, method)
+
+    async def then_deleted(*args: Any) -> Any:
+        answer = await written(*args)
+        newest = max(f["id"] for f in await _facts(client))  # what the edit wrote or pinned
+        await api.hub.delete("fact", old["id"] if edit == "pin" else newest)
+        return answer
+
+    monkeypatch.setattr(api.store, method, then_deleted)
+    text = "Mia keeps a ledger of Bluequartz colours."
+    response = {
+        "add": lambda: client.post("/v1/facts", json={"text": text, "scope": "ed"}),
+        "correct": lambda: client.post(
+            f"/v1/facts/{old['id']}/correct", json={"text": text}, params=ED
+        ),
+        "pin": lambda: client.put(f"/v1/facts/{old['id']}/pin", params=ED),
+    }[edit]
+    answer = await response()
+    assert answer.status_code == (200 if edit == "pin" else 201), answer.text
+    fact = answer.json()["fact"]
+    assert fact["text"] == (old["text"] if edit == "pin" else text)
+    assert fact["pinned"] is (edit == "pin")
+    gone = await client.get(f"/v1/facts/{fact['id']}", params=ED)
+    assert gone.status_code == 404

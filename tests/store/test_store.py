@@ -429,7 +429,7 @@ async def test_the_longest_scope_session_and_id_pass_every_index(open_store: Sto
     async with store.lease("distill", ignore):
         outcome = BatchOutcome([result], [DeadLetter(2, "too long")], [run], watermark=2)
         await store.commit_batch("distill", outcome)
-    written = await store.add_fact(NewFact(text=wide(FACT_CHARS, 8), scope=scope), None)
+    written = (await store.add_fact(NewFact(text=wide(FACT_CHARS, 8), scope=scope), None)).fact.id
     merge = ConsolidationChange("merge", written, 1, "the same")
     await store.commit_consolidation(
         "consolidate", ConsolidationRun("r1", "m", scope, 2, written, [merge], Usage(calls=1))
