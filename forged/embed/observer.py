@@ -21,6 +21,7 @@ from forged.config import EmbedConfig
 from forged.hub import Batcher, Feed, Progress
 from forged.models import EMBED_OBSERVER, StoredInteraction, speaker_lines
 from forged.store.backend import Backend
+from forged.store.cursors import past_ids
 from forged.store.portable import portable
 from forged.store.records import StoredVector, VectorBatch
 from forged.vectors.codec import encode
@@ -56,14 +57,15 @@ def _written(
     """Facts and summaries not yet embedded: (item, id, text), at most `limit` of each; and how
     many there are in all (the status counts them in the backlog)."""
     sql = portable(conn)
-    found = [
-        (item, int(key), text)
-        for item, query in _WRITTEN.items()
-        for key, text in sql.execute(query, (progress.get(item, 0), limit)).fetchall()
-    ]
-    (left,) = sql.execute(
-        _UNEMBEDDED, (progress.get("fact", 0), progress.get("summary", 0))
-    ).fetchone()
+    with past_ids(conn):  # no smaller id commits after these are read (PostgreSQL)
+        found = [
+            (item, int(key), text)
+            for item, query in _WRITTEN.items()
+            for key, text in sql.execute(query, (progress.get(item, 0), limit)).fetchall()
+        ]
+        (left,) = sql.execute(
+            _UNEMBEDDED, (progress.get("fact", 0), progress.get("summary", 0))
+        ).fetchone()
     return found, int(left)
 
 

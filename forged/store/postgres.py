@@ -5,7 +5,8 @@ Observer progress across daemons (see docs/architecture.md, "Many daemons, one m
 - The log barrier. Every append holds a shared advisory lock on the log until it commits; a
   feeder reads the log only while holding that lock exclusively. So every seq allocated before a
   read is committed (or rolled back) when the read looks, and every seq allocated after it is
-  larger than any it sees: a watermark never passes a seq that commits later.
+  larger than any it sees: a watermark never passes a seq that commits later. Facts and
+  summaries have one too (forged.store.cursors), for the embed observer that follows their ids.
 - Observer leases. An observer runs in one daemon at a time: the one whose connection holds the
   observer's session advisory lock. A daemon that dies releases it with its session; another
   takes it and starts at the stored watermark, so an unfinished batch is done again, once.

@@ -18,6 +18,7 @@ from forged.timestamps import now
 
 __all__ = [
     "BTREE_ROW_BYTES",
+    "MEMORY_LOCK",
     "MIGRATIONS",
     "MIGRATION_LOCK",
     "SEARCH_FALLBACK_CHARS",
@@ -28,6 +29,9 @@ __all__ = [
 ]
 
 MIGRATION_LOCK = 0x666F7267  # advisory lock: one daemon at a time migrates a shared database
+# Advisory lock keys of the memory barrier: every insert of facts or summaries holds it shared
+# until it commits, a read past the last id read holds it alone (forged.store.cursors).
+MEMORY_LOCK = (0x666F726A, 0)
 TEXT_SEARCH = "english"  # stemming and stop words, as FTS5's porter tokenizer does
 _ID = "id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"  # never reused: cursors stay valid
 BTREE_ROW_BYTES = 2704  # the largest row a btree index takes (a third of an 8 KiB page)
@@ -341,6 +345,22 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE facts ADD COLUMN search tsvector GENERATED ALWAYS AS
             ({SEARCH_FUNCTION}(text)) STORED;
         CREATE INDEX facts_search ON facts USING gin (search);
+        """,
+    ),
+    (
+        "facts and summaries inserted behind the memory barrier: their ids are read in order",
+        f"""
+        -- An id is taken at the insert and seen at the commit: without the barrier a smaller
+        -- one could commit after a larger one was read, and a reader past it never saw it.
+        CREATE FUNCTION memory_barrier() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_advisory_xact_lock_shared({MEMORY_LOCK[0]}, {MEMORY_LOCK[1]});
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER facts_barrier BEFORE INSERT ON facts
+            FOR EACH STATEMENT EXECUTE FUNCTION memory_barrier();
+        CREATE TRIGGER summaries_barrier BEFORE INSERT ON summaries
+            FOR EACH STATEMENT EXECUTE FUNCTION memory_barrier();
         """,
     ),
 )

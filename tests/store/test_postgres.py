@@ -16,11 +16,18 @@ import trio
 
 from forged.config import StoreConfig, load_config
 from forged.consolidate.observer import NAME
+from forged.embed.observer import EmbedObserver
 from forged.errors import QueryTimeout, StoreError
-from forged.models import ConsolidationChange, ConsolidationRun, Fact, Usage
+from forged.hub import Hub
+from forged.models import ConsolidationChange, ConsolidationRun, Fact, NewFact, Usage
+from forged.store import edits
+from forged.store.portable import portable
 from forged.store.postgres import _INSERT_INTERACTION, LOG_LOCK, PostgresStore
 from forged.store.postgres_schema import MIGRATIONS as PG_MIGRATIONS
 from forged.store.records import BatchOutcome, ScopeResult
+from forged.timestamps import now
+from tests.embed.test_observer import CONFIG as EMBED
+from tests.embed.test_observer import _until
 from tests.support import daemons
 from tests.support.daemons import (
     DaemonProcess,
@@ -446,3 +453,54 @@ async def test_status_totals_come_from_the_shared_store(shared: Path, fake_llm: 
                 distill = next(o for o in status["observers"] if o["name"] == "distill")
                 assert (distill["watermark"], distill["backlog"]) == (last, 0)
                 assert await daemon.stop() == 0
+
+
+def _hold_fact(url: str, text: str) -> tuple[psycopg.Connection[Any], int]:
+    """Write a fact by hand as the store does and leave it uncommitted: its id is taken."""
+    conn = psycopg.connect(url)
+    at = now()
+    return conn, edits.add_fact(portable(conn), NewFact(text, scope="s"), at, at)
+
+
+async def _embedded_facts(store: PostgresStore) -> tuple[int, list[int]]:
+    """The embed observer's progress through the facts, and the facts that have a vector."""
+    progress = "SELECT coalesce(max(last_id), 0) FROM embed_progress WHERE item = 'fact'"
+    vectors = "SELECT item_id FROM vectors WHERE item = 'fact' ORDER BY item_id"
+
+    def read(conn: Any) -> tuple[int, list[int]]:
+        (done,) = conn.execute(progress).fetchone()
+        return int(done), [int(i) for (i,) in conn.execute(vectors)]
+
+    return await store.read(read)
+
+
+async def test_facts_committed_out_of_id_order_are_all_embedded(shared: Path) -> None:
+    """A fact whose id was taken first commits after a later one (two daemons: one distils, the
+    other takes a user's fact): the embed observer waits for it. It read past the later id, and
+    the earlier one never had a vector."""
+    url = daemons.STORE_URL
+    assert url is not None
+    store = PostgresStore(StoreConfig(url=url))
+    held, first = await trio.to_thread.run_sync(_hold_fact, url, "The sister is a nurse.")
+    try:
+        later = (await store.add_fact(NewFact("The printer jams.", scope="s"), None)).fact.id
+        assert first < later
+        hub = Hub(store, [EmbedObserver(store, EMBED)], 64)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(hub.serve)
+            with trio.fail_after(120):
+                while not await trio.to_thread.run_sync(_lock_waiters, url):
+                    if later in (await _embedded_facts(store))[1]:
+                        break  # it did not wait
+                    await trio.sleep(0.05)  # a lock table sends no event
+                await trio.to_thread.run_sync(held.commit)
+                await _until(hub, lambda: _progressed(store, later))
+            nursery.cancel_scope.cancel()
+        assert await _embedded_facts(store) == (later, [first, later])
+    finally:
+        held.close()
+        store.close()
+
+
+async def _progressed(store: PostgresStore, fact_id: int) -> bool:
+    return (await _embedded_facts(store))[0] >= fact_id
