@@ -4,8 +4,9 @@ a query's nearest items, their codes' best candidates scored again with the stor
 The index follows the `vectors` table by its ids (never reused), so it sees what any daemon
 embedded, on SQLite or PostgreSQL, by reading only what is new before a search. It holds 56
 bytes per vector (a million take 56 MB); the stored int8 vectors are read for the candidates
-alone. A deleted item's codes stay until the next start, but its vector is gone from the store:
-rescoring finds nothing for it, so it is never returned.
+alone. A deleted item's codes stay until a search finds its vector gone from the store (deleted
+here, or forgotten by another daemon on a shared store): it is never returned, and its codes
+leave then, so that they never take the candidates' places from what is stored.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ __all__ = ["CANDIDATES", "CATCH_UP_ROWS", "DenseIndex", "DenseQuery"]
 
 CANDIDATES = 256  # items per list whose stored vectors are scored, best codes first
 CATCH_UP_ROWS = 8192  # vectors read from the store per step of a catch-up
+# Times a search asks for candidates again after dropping codes whose vectors are gone: each
+# time drops up to CANDIDATES of them, and a search after it goes on where it stopped.
+MAX_ROUNDS = 4
 _NEW = """SELECT id, item, item_id, scope, vector FROM vectors WHERE id > ? ORDER BY id LIMIT ?"""
 _STORED = "SELECT item_id, vector FROM vectors WHERE item = :item AND item_id IN ({ids})"
 
@@ -48,6 +52,13 @@ class _Codes:
         if not self.ids:
             return np.zeros(0, np.int64), np.zeros((0, CODE_WORDS), np.uint64)
         return self.ids[0], self.codes[0]
+
+    def drop(self, gone: list[int]) -> int:
+        """Take out the codes of these ids; return how many went."""
+        ids, codes = self.joined()
+        kept = ~np.isin(ids, np.array(gone, dtype=np.int64))
+        self.ids, self.codes = [ids[kept]], [codes[kept]]
+        return int(len(ids) - kept.sum())
 
 
 class DenseIndex:
@@ -85,6 +96,13 @@ class DenseIndex:
             for key in [k for k in self._lists if k[0] == scope]:
                 self.size -= sum(len(i) for i in self._lists.pop(key).ids)
 
+    def _drop(self, scope: str, table: str, gone: list[int]) -> None:
+        """Drop the codes of items whose vectors the store no longer holds (ids are never
+        reused: they are gone for good)."""
+        with self._lock:
+            if (codes := self._lists.get((scope, table))) is not None:
+                self.size -= codes.drop(gone)
+
     def _candidates(self, scope: str, table: str, query: npt.NDArray[np.float32]) -> list[int]:
         """The ids whose codes are nearest the query's, at most CANDIDATES, nearest first."""
         with self._lock:
@@ -98,6 +116,28 @@ class DenseIndex:
             ids, distance = ids[best], distance[best]
         return [int(i) for i in ids[np.argsort(distance, kind="stable")]]
 
+    def _stored(
+        self, conn: Any, table: str, scope: str, query: npt.NDArray[np.float32]
+    ) -> dict[int, bytes]:
+        """The stored vectors of the candidates, by id. A candidate whose vector is gone (its
+        item deleted since its codes were read) leaves the index, and the candidates are asked
+        again: a scope's deleted items, nearest the query, took every place, and what the store
+        holds was never found by meaning."""
+        sql = portable(conn)
+        stored: dict[int, bytes] = {}
+        for _ in range(MAX_ROUNDS):
+            candidates = [c for c in self._candidates(scope, table, query) if c not in stored]
+            if not candidates:
+                break
+            named = {f"i{n}": i for n, i in enumerate(candidates)}
+            ids = ", ".join(f":{name}" for name in named)
+            found = sql.execute(_STORED.format(ids=ids), {"item": table, **named}).fetchall()
+            stored |= {int(k): bytes(v) for k, v in found}
+            if not (gone := [c for c in candidates if c not in stored]):
+                break
+            self._drop(scope, table, gone)
+        return stored
+
     def ranked(
         self,
         conn: Any,
@@ -107,16 +147,13 @@ class DenseIndex:
     ) -> list[MemoryItem]:
         """The type's items nearest the query vector that pass the query's filters, best
         first, at most `query.limit`, each scored by its cosine similarity."""
-        candidates = self._candidates(query.scope, table, vector)
-        if not candidates:
-            return []
-        sql, named = portable(conn), {f"i{n}": i for n, i in enumerate(candidates)}
-        ids = ", ".join(f":{name}" for name in named)
-        stored = dict(sql.execute(_STORED.format(ids=ids), {"item": table, **named}).fetchall())
+        stored = self._stored(conn, table, query.scope, vector)
         if not stored:
             return []
+        sql, named = portable(conn), {f"i{n}": i for n, i in enumerate(stored)}
+        ids = ", ".join(f":{name}" for name in named)
         keys = list(stored)
-        similarity = decode([bytes(stored[k]) for k in keys]) @ vector
+        similarity = decode([stored[k] for k in keys]) @ vector
         params: dict[str, Any] = {"scope": query.scope, **named}
         select, key = item_rows(table)
         where = f" WHERE {key} IN ({ids}) AND {key.split('.')[0]}.scope = :scope"

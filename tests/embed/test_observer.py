@@ -16,14 +16,20 @@ from forged.config import EmbedConfig, RecallConfig
 from forged.embed.observer import EmbedObserver
 from forged.hub import Hub
 from forged.models import EMBED_OBSERVER, Fact, Message
-from forged.recall import fusion
+from forged.recall import dense, fusion
 from forged.recall.engine import Recall
 from forged.recall.fusion import hybrid
 from forged.recall.meaning import Meaning
 from forged.recall.query import SearchQuery
 from forged.store.backend import Backend
 from forged.store.portable import portable
-from forged.store.records import BatchOutcome, NewInteraction, ScopeResult
+from forged.store.records import (
+    BatchOutcome,
+    NewInteraction,
+    ScopeResult,
+    StoredVector,
+    VectorBatch,
+)
 from forged.vectors.codec import decode, encode, sign_codes
 from forged.vectors.model import DIMENSIONS, MAX_TOKENS, Embedder, EmbedderUnavailable, clean
 from tests.conftest import StoreOpener
@@ -374,3 +380,45 @@ async def test_a_turn_is_embedded_by_what_its_people_said(
     assert all(float(v @ a) > 0.99 for v, a in zip(stored, alone, strict=True))
     assert float(stored[0] @ whole[0]) < 0.95
     store.close()
+
+
+def _ignore(_watermark: int) -> None:
+    pass
+
+
+async def test_deleted_items_never_take_the_candidates_places(
+    open_store: StoreOpener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turns deleted after the index read their codes were nearest the query and took every
+    candidate's place: the turn the store still holds was never found by meaning. Their codes
+    leave once their vectors are found gone, and it is."""
+    monkeypatch.setattr(dense, "CANDIDATES", 2)
+    store = open_store()
+    await store.append([[new(f"turn {n}") for n in (1, 2, 3)]])
+    rng = np.random.default_rng(11)
+    near = rng.normal(size=DIMENSIONS).astype(np.float32)
+    near /= np.linalg.norm(near)
+    further = near + rng.normal(size=DIMENSIONS).astype(np.float32) * 0.05
+    further /= np.linalg.norm(further)
+    vectors = encode(np.stack([near, near, further]))
+    async with store.lease(EMBED_OBSERVER, _ignore):
+        stored = [StoredVector("interaction", n, vectors[n - 1]) for n in (1, 2, 3)]
+        await store.commit_vectors(EMBED_OBSERVER, VectorBatch(stored, None, {}))
+    index = dense.DenseIndex()
+    query = SearchQuery(q="turn", scope="s", limit=10, types=("interaction",))
+
+    async def found() -> list[int]:
+        def ranked(conn: Any) -> list[int]:
+            index.catch_up(conn)
+            return [i.id for i in index.ranked(conn, "interaction", query, near)]
+
+        return await store.read(ranked)
+
+    try:
+        assert await found() == [1, 2]  # the third, further away, is no candidate
+        for seq in (1, 2):
+            await store.delete("interaction", seq)
+        assert await found() == [3]
+        assert index.size == 1
+    finally:
+        store.close()
