@@ -61,34 +61,46 @@ class _Codes:
         return int(len(ids) - kept.sum())
 
 
+def _grouped(
+    rows: list[tuple[Any, ...]],
+) -> dict[tuple[str, str], tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]]:
+    """Rows read from the vectors table as codes, by scope and type: (ids, codes) each."""
+    codes = sign_codes(decode([bytes(r[4]) for r in rows]))
+    groups: dict[tuple[str, str], list[int]] = {}
+    for n, (_, item, _, scope, _) in enumerate(rows):
+        groups.setdefault((scope, item), []).append(n)
+    return {
+        key: (np.array([rows[n][2] for n in members], dtype=np.int64), codes[members])
+        for key, members in groups.items()
+    }
+
+
 class DenseIndex:
     """The sign codes of every stored vector; thread-safe (searches run in reader threads)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the codes: held for work in memory alone
+        self._reading = threading.Lock()  # one catch-up at a time reads the store
         self._last = 0  # the id of the last vector read from the store
         self._lists: dict[tuple[str, str], _Codes] = {}
         self.size = 0
 
     def catch_up(self, conn: Any) -> None:
-        """Read the vectors stored since the last call."""
-        with self._lock:
-            sql = portable(conn)
+        """Read the vectors stored since the last call. The store is read without holding the
+        codes: a forget (called from the event loop) waited for a whole catch-up, seconds at a
+        start with a million vectors, and every request with it. Codes of a scope forgotten
+        while its vectors were being read leave when a search finds them gone (`_stored`)."""
+        sql = portable(conn)
+        with self._reading:
             while rows := sql.execute(_NEW, (self._last, CATCH_UP_ROWS)).fetchall():
-                self._add(rows)
+                groups = _grouped(rows)
+                with self._lock:
+                    for key, (ids, codes) in groups.items():
+                        self._lists.setdefault(key, _Codes()).add(ids, codes)
+                    self.size += len(rows)
                 self._last = int(rows[-1][0])
                 if len(rows) < CATCH_UP_ROWS:
                     break
-
-    def _add(self, rows: list[tuple[Any, ...]]) -> None:
-        codes = sign_codes(decode([bytes(r[4]) for r in rows]))
-        groups: dict[tuple[str, str], list[int]] = {}
-        for n, (_, item, _, scope, _) in enumerate(rows):
-            groups.setdefault((scope, item), []).append(n)
-        for key, members in groups.items():
-            ids = np.array([rows[n][2] for n in members], dtype=np.int64)
-            self._lists.setdefault(key, _Codes()).add(ids, codes[members])
-        self.size += len(rows)
 
     def forget(self, scope: str) -> None:
         """Drop a forgotten scope's codes."""

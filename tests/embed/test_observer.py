@@ -3,8 +3,10 @@ the watermark; bad input; a model that fails to load; erasure; hybrid search on 
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -30,6 +32,7 @@ from forged.store.records import (
     StoredVector,
     VectorBatch,
 )
+from forged.store.sqlite import Store
 from forged.vectors.codec import decode, encode, sign_codes
 from forged.vectors.model import DIMENSIONS, MAX_TOKENS, Embedder, EmbedderUnavailable, clean
 from tests.conftest import StoreOpener
@@ -421,4 +424,45 @@ async def test_deleted_items_never_take_the_candidates_places(
         assert await found() == [3]
         assert index.size == 1
     finally:
+        store.close()
+
+
+class _SlowReader(sqlite3.Connection):
+    """A reader whose reads of new vectors wait until `go` is set (a catch-up in flight), or
+    SLOW_READ_CAP seconds; `read` is set once one went on."""
+
+    entered: threading.Event
+    go: threading.Event
+    read: threading.Event
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if "FROM vectors WHERE id >" in sql:
+            self.entered.set()
+            self.go.wait(SLOW_READ_CAP)
+            self.read.set()
+        return super().execute(sql, *args)
+
+
+SLOW_READ_CAP = 10.0  # seconds a held read waits at most: a failing test ends, never hangs
+
+
+def test_forgetting_a_scope_never_waits_for_a_catch_up_reading_the_store(
+    tmp_path: Path,
+) -> None:
+    """A forget (called on the event loop) while a search's catch-up reads new vectors: it
+    returns at once. It waited for the whole catch-up, every request with it."""
+    store = Store(str(tmp_path / "f.db"))
+    reader = sqlite3.connect(store.path, factory=_SlowReader, check_same_thread=False)
+    reader.entered, reader.go, reader.read = threading.Event(), threading.Event(), threading.Event()
+    index = dense.DenseIndex()
+    catching_up = threading.Thread(target=index.catch_up, args=(reader,))
+    catching_up.start()
+    try:
+        assert reader.entered.wait(SLOW_READ_CAP)
+        index.forget("s")
+        assert not reader.read.is_set()  # returned while the catch-up still read
+    finally:
+        reader.go.set()
+        catching_up.join()
+        reader.close()
         store.close()
