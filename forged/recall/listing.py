@@ -21,6 +21,7 @@ from forged.models import (
 from forged.recall.query import CURRENT, UNCONDENSED
 from forged.store.audit import FACT_COLUMNS, fact_audit, stored_fact
 from forged.store.portable import portable
+from forged.store.snapshot import one_state
 
 __all__ = ["PAGE_DEFAULT", "PAGE_MAX", "Page", "fact_audit", "list_facts", "list_summaries"]
 
@@ -102,8 +103,8 @@ def list_summaries(conn: sqlite3.Connection, page: Page) -> SummariesPage:
 
 def list_scopes(conn: sqlite3.Connection) -> list[ScopeInfo]:
     """Every scope holding anything, most recently active first."""
-    conn = portable(conn)
-    logged, facts, summaries = (conn.execute(q).fetchall() for q in _SCOPE_COUNTS)
+    with one_state(conn):  # a forget between the counts: a scope with facts and no turns
+        logged, facts, summaries = (portable(conn).execute(q).fetchall() for q in _SCOPE_COUNTS)
     spans = {r[0]: r[1:] for r in logged}
     fact_counts, summary_counts = dict(facts), dict(summaries)
     scopes = []

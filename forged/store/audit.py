@@ -10,6 +10,7 @@ import msgspec
 
 from forged.models import FactAudit, FactChange, StoredFact
 from forged.store.portable import portable
+from forged.store.snapshot import one_state
 
 __all__ = ["FACT_COLUMNS", "fact_audit", "stored_fact"]
 
@@ -46,9 +47,10 @@ def _changes(sql: Any, fact_id: int, this: str, other: str) -> list[FactChange]:
 def fact_audit(conn: Any, fact_id: int) -> FactAudit | None:
     """A fact with its audit trail: the facts it replaced and the change that retired it."""
     sql = portable(conn)
-    fact = _fact(sql, fact_id)
-    if fact is None:
-        return None
-    retired = _changes(sql, fact_id, "fact_id", "into_id")
-    replaced = _changes(sql, fact_id, "into_id", "fact_id")
+    with one_state(conn):  # a correction committed between the reads: a current fact retired
+        fact = _fact(sql, fact_id)
+        if fact is None:
+            return None
+        retired = _changes(sql, fact_id, "fact_id", "into_id")
+        replaced = _changes(sql, fact_id, "into_id", "fact_id")
     return FactAudit(fact, replaced, retired[-1] if retired else None)

@@ -32,6 +32,11 @@ class Portable:
     def __init__(self, conn: Any) -> None:
         self._conn = conn
 
+    @property
+    def connection(self) -> Any:
+        """The psycopg connection it runs on."""
+        return self._conn
+
     def execute(self, sql: str, params: Any = ()) -> Any:
         return self._conn.execute(to_psycopg(sql), params)
 
