@@ -20,6 +20,7 @@ from forged.models import (
 )
 from forged.recall.query import CURRENT, UNCONDENSED
 from forged.store.audit import FACT_COLUMNS, fact_audit, stored_fact
+from forged.store.cursors import past_ids
 from forged.store.portable import portable
 from forged.store.snapshot import one_state
 
@@ -81,10 +82,11 @@ def _page_where(page: Page, current: str | None = None) -> tuple[str, list[Any]]
 def list_facts(conn: sqlite3.Connection, page: Page) -> FactsPage:
     """Facts with id greater than `after`, in id order: a keyset page that new facts never shift."""
     where, params = _page_where(page, CURRENT)
-    rows = conn.execute(
-        f"SELECT {FACT_COLUMNS} FROM facts WHERE {where} ORDER BY id LIMIT ?",
-        (*params, page.limit + 1),
-    ).fetchall()
+    with past_ids(conn):  # no fact of a smaller id commits after the page (PostgreSQL)
+        rows = conn.execute(
+            f"SELECT {FACT_COLUMNS} FROM facts WHERE {where} ORDER BY id LIMIT ?",
+            (*params, page.limit + 1),
+        ).fetchall()
     facts = [stored_fact(r) for r in rows[: page.limit]]
     return FactsPage(facts=facts, next=str(facts[-1].id) if len(rows) > page.limit else None)
 
@@ -92,10 +94,11 @@ def list_facts(conn: sqlite3.Connection, page: Page) -> FactsPage:
 def list_summaries(conn: sqlite3.Connection, page: Page) -> SummariesPage:
     """Summaries with id greater than `after`, in id order."""
     where, params = _page_where(msgspec.structs.replace(page, kind=None), UNCONDENSED)
-    rows = conn.execute(
-        f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE {where} ORDER BY id LIMIT ?",
-        (*params, page.limit + 1),
-    ).fetchall()
+    with past_ids(conn):
+        rows = conn.execute(
+            f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE {where} ORDER BY id LIMIT ?",
+            (*params, page.limit + 1),
+        ).fetchall()
     summaries = [StoredSummary(*r) for r in rows[: page.limit]]
     next_cursor = str(summaries[-1].id) if len(rows) > page.limit else None
     return SummariesPage(summaries=summaries, next=next_cursor)

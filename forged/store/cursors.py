@@ -7,7 +7,8 @@ past the larger never saw it. Every insert of facts or summaries holds the memor
 until it commits (a trigger: postgres_schema); `past_ids` holds it alone while it reads, so
 every id taken before the read is committed or rolled back when it looks, and every id taken
 after is larger than any it sees, as the log's barrier does for seqs (forged.store.postgres).
-SQLite has one writer at a time: its ids commit in order.
+SQLite has one writer at a time: its ids commit in order. The listings page by id too
+(`GET /v1/facts?after=`): a page past a late id would leave it out of every later one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from forged.store.portable import Portable
 from forged.store.postgres_schema import MEMORY_LOCK
 
 __all__ = ["past_ids"]
@@ -24,10 +26,12 @@ __all__ = ["past_ids"]
 
 @contextmanager
 def past_ids(conn: Any) -> Iterator[None]:
-    """Hold the block's reads of facts and summaries past an id behind the memory barrier."""
-    if isinstance(conn, sqlite3.Connection):
+    """Hold the block's reads of facts and summaries past an id behind the memory barrier
+    (`conn`: either store's, or a portable one)."""
+    raw = conn.connection if isinstance(conn, Portable) else conn
+    if isinstance(raw, sqlite3.Connection):
         yield
         return
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", MEMORY_LOCK)
+    with raw.transaction():
+        raw.execute("SELECT pg_advisory_xact_lock(%s, %s)", MEMORY_LOCK)
         yield

@@ -20,6 +20,8 @@ from forged.embed.observer import EmbedObserver
 from forged.errors import QueryTimeout, StoreError
 from forged.hub import Hub
 from forged.models import ConsolidationChange, ConsolidationRun, Fact, NewFact, Usage
+from forged.recall.listing import Page
+from forged.recall.postgres import list_facts
 from forged.store import edits
 from forged.store.portable import portable
 from forged.store.postgres import _INSERT_INTERACTION, LOG_LOCK, PostgresStore
@@ -504,3 +506,37 @@ async def test_facts_committed_out_of_id_order_are_all_embedded(shared: Path) ->
 
 async def _progressed(store: PostgresStore, fact_id: int) -> bool:
     return (await _embedded_facts(store))[0] >= fact_id
+
+
+async def test_a_listing_paged_by_id_waits_for_a_fact_committing_late(shared: Path) -> None:
+    """A fact whose id was taken first commits after a later one: a listing read page by page
+    past the later one waits for it. It answered the later one alone, and the next page, after
+    it, never held the first."""
+    url = daemons.STORE_URL
+    assert url is not None
+    store = PostgresStore(StoreConfig(url=url))
+    held, first = await trio.to_thread.run_sync(_hold_fact, url, "The sister is a nurse.")
+    listed: list[int] = []
+
+    async def every_page() -> None:
+        after: int | None = 0
+        while after is not None:
+            page = await store.read(list_facts, Page(scope="s", after=after, limit=1))
+            listed.extend(f.id for f in page.facts)
+            after = None if page.next is None else int(page.next)
+
+    try:
+        later = (await store.add_fact(NewFact("The printer jams.", scope="s"), None)).fact.id
+        assert first < later
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(every_page)
+                while not await trio.to_thread.run_sync(_lock_waiters, url):
+                    if listed:
+                        break  # it did not wait
+                    await trio.sleep(0.05)  # a lock table sends no event
+                await trio.to_thread.run_sync(held.commit)
+        assert listed == [first, later]
+    finally:
+        held.close()
+        store.close()
