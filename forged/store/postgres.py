@@ -11,8 +11,9 @@ Observer progress across daemons (see docs/architecture.md, "Many daemons, one m
   observer's session advisory lock. A daemon that dies releases it with its session; another
   takes it and starts at the stored watermark, so an unfinished batch is done again, once.
 - Fencing. A commit that moves a watermark locks the watermark row and checks, in the same
-  transaction, that this daemon still holds the lease; a new holder reads the row after taking
-  the lease, so it sees every commit its predecessor made.
+  transaction, that this daemon still holds the lease; a new holder locks the row once after
+  taking the lease, so it waits for a commit its predecessor still had in flight and reads the
+  row after it: it sees every commit its predecessor made.
 - Scope locks. Retiring facts (consolidation, supersession at distillation) takes the scope's
   transaction advisory lock first, so two daemons never both retire facts of one scope from
   what each read before the other committed.
@@ -139,6 +140,18 @@ def _read_log(conn: psycopg.Connection[Any], after: int, limit: int) -> list[Sto
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOG_LOCK)
         rows = conn.execute(to_psycopg(READ_LOG), (after, limit)).fetchall()
     return [row_to_interaction(r) for r in rows]
+
+
+def _settled(conn: psycopg.Connection[Any], observer: str) -> None:
+    """Wait for the commit the observer's last holder may have in flight: its fence locked the
+    watermark row before it checked the lease, so one that passed holds the row still. A new
+    holder that read the watermark without waiting started from the one before that commit and
+    wrote the batch's results a second time."""
+    with conn.transaction():
+        conn.execute(
+            "INSERT INTO watermarks VALUES (%s, 0) ON CONFLICT (observer) DO NOTHING", (observer,)
+        )
+        conn.execute("SELECT seq FROM watermarks WHERE observer = %s FOR UPDATE", (observer,))
 
 
 def _totals(conn: psycopg.Connection[Any]) -> tuple[int, int, dict[str, int]]:
@@ -331,6 +344,7 @@ class PostgresStore(SqlStore):
                 follow(await self.watermark(observer))
                 await trio.sleep(LEASE_POLL)
             self._holders[observer] = conn.info.backend_pid
+            await self.read(_settled, observer)  # no write of this daemon waits meanwhile
             log.info("lease_taken", observer=observer)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._keep, conn)

@@ -24,7 +24,13 @@ from forged.recall.listing import Page
 from forged.recall.postgres import list_facts
 from forged.store import edits
 from forged.store.portable import portable
-from forged.store.postgres import _INSERT_INTERACTION, LOG_LOCK, PostgresStore
+from forged.store.postgres import (
+    _INSERT_INTERACTION,
+    LEASE_CLASS,
+    LOG_LOCK,
+    PostgresStore,
+    _key,
+)
 from forged.store.postgres_schema import MIGRATIONS as PG_MIGRATIONS
 from forged.store.records import BatchOutcome, ScopeResult
 from forged.timestamps import now
@@ -539,4 +545,50 @@ async def test_a_listing_paged_by_id_waits_for_a_fact_committing_late(shared: Pa
         assert listed == [first, later]
     finally:
         held.close()
+        store.close()
+
+
+def _fenced_commit_in_flight(url: str, observer: str) -> psycopg.Connection[Any]:
+    """An observer's commit as its holder makes it, past its fence (the watermark row locked,
+    the lease held then) and not yet committed; the holder's lease session gone after it."""
+    lease = psycopg.connect(url, autocommit=True)
+    lease.execute("SELECT pg_advisory_lock(%s, %s)", (LEASE_CLASS, _key(observer)))
+    conn = psycopg.connect(url)
+    conn.execute("SELECT seq FROM watermarks WHERE observer = %s FOR UPDATE", (observer,))
+    conn.execute("UPDATE watermarks SET seq = 5 WHERE observer = %s", (observer,))
+    lease.close()  # its session ends, and the lease with it
+    return conn
+
+
+async def test_a_new_lease_holder_waits_for_the_commit_its_predecessor_had_in_flight(
+    shared: Path,
+) -> None:
+    """The holder's lease went after its commit passed the fence: the next holder starts from
+    that commit's watermark. It read the one before, and distilled the batch again."""
+    url = daemons.STORE_URL
+    assert url is not None
+    store = PostgresStore(StoreConfig(url=url))
+    started: list[int] = []
+
+    async def take_over() -> None:
+        async with store.lease("distill", lambda _: None):
+            started.append(await store.watermark("distill"))
+
+    try:
+        async with store.lease("distill", lambda _: None):
+            await store.set_watermark("distill", 1)  # the row, as any earlier commit leaves it
+        in_flight = await trio.to_thread.run_sync(_fenced_commit_in_flight, url, "distill")
+        try:
+            with trio.fail_after(60):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(take_over)
+                    while not await trio.to_thread.run_sync(_lock_waiters, url):
+                        if started:
+                            break  # it did not wait
+                        await trio.sleep(0.05)  # a lock table sends no event
+                    await trio.to_thread.run_sync(in_flight.commit)
+        finally:
+            in_flight.close()
+        assert started == [5]
+    finally:
         store.close()
