@@ -499,11 +499,17 @@ class SqlStore:
     async def set_watermark(self, observer: str, seq: int) -> None:
         await self._write(self._set_watermark, observer, seq)
 
+    def _scope_end(self, conn: Any, scope: str) -> int:
+        """The scope's last seq (0: none), with no append in flight that may take a smaller one:
+        on SQLite, this daemon's writer is the only one, and writes nothing meanwhile."""
+        query = "SELECT coalesce(max(seq), 0) FROM interactions WHERE scope = ?"
+        (through,) = portable(conn).execute(query, (scope,)).fetchone()
+        return int(through)
+
     def _forget(self, conn: Any, scope: str, observers: list[str]) -> Forgotten:
         sql = portable(conn)
+        through = self._scope_end(conn, scope)
         with self._transaction(conn):
-            query = "SELECT coalesce(max(seq), 0) FROM interactions WHERE scope = ?"
-            (through,) = sql.execute(query, (scope,)).fetchone()
             erased = {
                 table: sql.execute(f"DELETE FROM {table} WHERE scope = ?", (scope,)).rowcount
                 for table in SCOPE_TABLES

@@ -312,6 +312,14 @@ class PostgresStore(SqlStore):
         ):
             raise StoreError(f"this daemon no longer holds the lease of observer {observer!r}")
 
+    def _scope_end(self, conn: psycopg.Connection[Any], scope: str) -> int:
+        """The scope's last seq, read behind the log barrier: an append in flight when a forget
+        read it (a seq taken before, committed after) left a turn of the scope in the log,
+        below what the observers then skipped as forgotten, never distilled nor embedded."""
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOG_LOCK)
+            return super()._scope_end(conn, scope)
+
     def _lock_scope(self, conn: psycopg.Connection[Any], scope: str) -> None:
         """Daemons retire a scope's facts one transaction at a time: each reads what the last
         one committed (read committed takes a new snapshot per statement)."""

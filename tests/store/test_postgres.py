@@ -592,3 +592,34 @@ async def test_a_new_lease_holder_waits_for_the_commit_its_predecessor_had_in_fl
         assert started == [5]
     finally:
         store.close()
+
+
+async def test_a_forget_waits_for_an_append_of_the_scope_in_flight(shared: Path) -> None:
+    """A turn of the scope whose seq was taken before the forget and committed after it: the
+    forget erases it too. It stayed in the log, below the seq the observers then skip as
+    forgotten, and was never distilled nor embedded."""
+    url = daemons.STORE_URL
+    assert url is not None
+    store = PostgresStore(StoreConfig(url=url))
+    held, early = await trio.to_thread.run_sync(_hold_append, url, "early PostgreSQL")
+    forgotten: list[int] = []
+
+    async def forget() -> None:
+        forgotten.append((await store.forget("user:alice")).through)
+
+    try:
+        await store.append([[new("late PostgreSQL", scope="user:alice")]])
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(forget)
+                while not await trio.to_thread.run_sync(_lock_waiters, url):
+                    if forgotten:
+                        break  # it did not wait
+                    await trio.sleep(0.05)  # a lock table sends no event
+                await trio.to_thread.run_sync(held.commit)
+        (through,) = forgotten
+        left = rows(url, "SELECT seq FROM interactions WHERE scope = 'user:alice'")
+        assert early <= through and left == []
+    finally:
+        held.close()
+        store.close()
