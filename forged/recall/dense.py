@@ -93,14 +93,18 @@ class DenseIndex:
         sql = portable(conn)
         with self._reading:
             while rows := sql.execute(_NEW, (self._last, CATCH_UP_ROWS)).fetchall():
-                groups = _grouped(rows)
-                with self._lock:
-                    for key, (ids, codes) in groups.items():
-                        self._lists.setdefault(key, _Codes()).add(ids, codes)
-                    self.size += len(rows)
+                self._add(rows)
                 self._last = int(rows[-1][0])
                 if len(rows) < CATCH_UP_ROWS:
                     break
+
+    def _add(self, rows: list[tuple[Any, ...]]) -> None:
+        """Hold the codes of rows read from the vectors table (decoded before the lock)."""
+        groups = _grouped(rows)
+        with self._lock:
+            for key, (ids, codes) in groups.items():
+                self._lists.setdefault(key, _Codes()).add(ids, codes)
+            self.size += len(rows)
 
     def forget(self, scope: str) -> None:
         """Drop a forgotten scope's codes."""
