@@ -47,6 +47,9 @@ RESTART_INITIAL = 0.5  # seconds before restarting an observer that raised
 RESTART_MAX = 30.0  # longest wait between restarts
 HEALTHY_RUN = 60.0  # seconds an observer must run before its restart delay resets
 FEED_CHUNK = 256  # log rows a feeder reads per query
+# Characters of messages an observer's queue holds at most (its first turn whatever its size):
+# with a model down, a queue of 256 turns of 12 MB each held 3 GB.
+FEED_CHARS = 64 * 1024 * 1024
 STORAGE_RETRY_INITIAL = 0.1  # seconds before retrying a commit that found the disk full
 STORAGE_RETRY_MAX = 5.0  # longest wait between such retries
 
@@ -121,6 +124,8 @@ class Feed(trio.abc.ReceiveChannel[StoredInteraction]):
         self._handed = 0  # the last seq handed to the observer
         self._skipped = 0  # the last seq skipped
         self.sent = 0  # the last seq the hub put into the queue
+        self._queued_chars = 0  # of the messages in the queue
+        self._taken = trio.Event()  # set when an item leaves the queue
 
     def forget(self, scope: str, through: int) -> None:
         """Skip the scope's interactions with seq up to `through` from now on."""
@@ -141,7 +146,20 @@ class Feed(trio.abc.ReceiveChannel[StoredInteraction]):
         it was read."""
         return item.seq > self._forgotten.get(item.scope, 0) and item.seq not in self._erased
 
+    def queued(self, item: StoredInteraction) -> None:
+        """Count an item the hub put into the queue."""
+        self._queued_chars += _chars(item)
+        self.sent = item.seq
+
+    async def room(self) -> None:
+        """Return once the queue holds fewer than FEED_CHARS characters of messages."""
+        while self._queued_chars >= FEED_CHARS:
+            await self._taken.wait()
+
     def _take(self, item: StoredInteraction) -> bool:
+        self._queued_chars -= _chars(item)
+        self._taken.set()
+        self._taken = trio.Event()
         if self.wanted(item):
             self._handed = item.seq
             return True
@@ -172,6 +190,10 @@ class Feed(trio.abc.ReceiveChannel[StoredInteraction]):
 
     async def aclose(self) -> None:
         await self._receive.aclose()
+
+
+def _chars(item: StoredInteraction) -> int:
+    return sum(len(m.text) for m in item.messages)
 
 
 class Progress:
@@ -495,8 +517,9 @@ class Hub:
                         await appended.wait()
                     continue
                 for row in rows:
+                    await feed.room()
                     await _send(send, row)
-                    feed.sent = row.seq
+                    feed.queued(row)
                     self._notify_changed()  # each: the next send may block for long
                 cursor = rows[-1].seq
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
+from forged import hub
 from forged.config import load_config
 from forged.hub import Batcher, Feed, Progress
 from forged.models import ObserverStatus, StoredInteraction
@@ -144,6 +146,37 @@ async def test_full_channel_blocks_the_feeder_and_drops_nothing(
             while api.hub.backlog():
                 await api.hub.changed()
     assert recorder.seen == list(range(1, 61))
+
+
+async def test_a_stalled_observers_queue_holds_a_bounded_size_of_text(
+    short_tmp: Path, fake_llm: FakeLLM, recorder: type[Recorder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The queue stops taking turns once it holds FEED_CHARS of text, however many slots are
+    free (a model down, 256 turns of 12 MB took 3 GB); the observer later sees every one."""
+    monkeypatch.setattr(hub, "FEED_CHARS", 10_000)
+    config = load_config(
+        write_config(
+            short_tmp,
+            fake_llm.base_url,
+            distill={"enabled": False},
+            observers={"recorder": {"class": "tests.support.observers:Recorder"}},
+        ),
+        {},
+    )
+    long = {"messages": [{"role": "user", "text": "x" * 3_000}]}
+    with trio.fail_after(30):
+        async with running_daemon(config) as api, socket_client(config.server.socket) as client:
+            for _ in range(10):
+                assert (await client.post("/v1/interactions", json=long)).status_code == 202
+            feed = api.hub.feeds["recorder"]
+            while feed.sent < 4:  # 9,000 characters queued: room for one more
+                await api.hub.changed()
+            await trio.testing.wait_all_tasks_blocked()
+            assert feed.sent == 4
+            recorder.gate.set()
+            while api.hub.backlog():
+                await api.hub.changed()
+    assert recorder.seen == list(range(1, 11))
 
 
 async def test_interactions_pushed_together_are_distilled_in_full_batches(

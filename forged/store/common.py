@@ -47,11 +47,12 @@ from forged.timestamps import now
 
 __all__ = [
     "LAST_SEQ",
+    "MAX_READ_BYTES",
     "RAW_EXCERPT_CHARS",
-    "READ_LOG",
     "SCOPE_TABLES",
     "SqlStore",
     "new_rows",
+    "read_log",
     "row_to_interaction",
 ]
 
@@ -135,9 +136,14 @@ _EMBED_PROGRESS = """
     INSERT INTO embed_progress VALUES (?, ?, ?) ON CONFLICT (observer, item)
     DO UPDATE SET last_id = greatest(embed_progress.last_id, excluded.last_id)
 """
-READ_LOG = """
+# Bytes of stored messages one read of the log returns at most (its first turn whatever its
+# size): 2,000 turns of 16 MB a read would take 32 GB of memory to decode.
+MAX_READ_BYTES = 32 * 1024 * 1024
+# The sizes first: neither store reads a long blob to give its length.
+_LOG_SIZES = "SELECT seq, length(messages) FROM interactions WHERE seq > ? ORDER BY seq LIMIT ?"
+_READ_LOG = """
     SELECT seq, scope, session, timestamp, tokens, messages FROM interactions
-    WHERE seq > ? ORDER BY seq LIMIT ?
+    WHERE seq > ? AND seq <= ? ORDER BY seq
 """
 # Every table holding a scope's rows, each with the scope in a column: forgetting deletes them
 # all, and a distributed PostgreSQL keeps each delete on one shard. A new table of per-scope rows
@@ -155,6 +161,20 @@ SCOPE_TABLES = (
 )
 _EDITED = {"fact": "facts", "summary": "summaries", "interaction": "interactions"}
 _KEY = {"facts": "id", "summaries": "id", "interactions": "seq"}
+
+
+def read_log(conn: Any, after: int, limit: int) -> list[StoredInteraction]:
+    """Up to `limit` interactions with seq greater than `after`, in seq order, while they hold
+    MAX_READ_BYTES of messages in all (at least one)."""
+    sql, last, held = portable(conn), after, 0
+    for seq, size in sql.execute(_LOG_SIZES, (after, limit)).fetchall():
+        held += size
+        if held > MAX_READ_BYTES and last > after:
+            break
+        last = seq
+    if last == after:
+        return []
+    return [row_to_interaction(r) for r in sql.execute(_READ_LOG, (after, last))]
 
 
 def row_to_interaction(row: tuple[Any, ...]) -> StoredInteraction:

@@ -37,8 +37,8 @@ import trio
 from forged.config import StoreConfig
 from forged.errors import QueryTimeout, StorageFull, StoreError
 from forged.models import StoredInteraction
-from forged.store.common import READ_LOG, SqlStore, new_rows, row_to_interaction
-from forged.store.portable import TEXT_KEY, to_psycopg
+from forged.store.common import SqlStore, new_rows, read_log
+from forged.store.portable import TEXT_KEY
 from forged.store.postgres_schema import migrate
 from forged.store.readers import Readers, ReadWaits, asking
 from forged.store.records import NewInteraction
@@ -138,8 +138,7 @@ def _read_log(conn: psycopg.Connection[Any], after: int, limit: int) -> list[Sto
     """The log after `after`, read behind the barrier: no append is in flight below what it sees."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOG_LOCK)
-        rows = conn.execute(to_psycopg(READ_LOG), (after, limit)).fetchall()
-    return [row_to_interaction(r) for r in rows]
+        return read_log(conn, after, limit)
 
 
 def _settled(conn: psycopg.Connection[Any], observer: str) -> None:

@@ -20,7 +20,7 @@ import trio
 from forged.errors import StorageFull, StoreError
 from forged.models import StoredInteraction
 from forged.store.backup import DatabaseLock
-from forged.store.common import READ_LOG, SqlStore, new_rows, row_to_interaction
+from forged.store.common import SqlStore, new_rows, read_log
 from forged.store.readers import Readers, ReadWaits, asking, within
 from forged.store.records import NewInteraction
 from forged.store.sqlite_schema import FILL_BLOCKS, migrate, register_functions
@@ -262,7 +262,7 @@ class Store(SqlStore):
         the reader's thread (a chunk of the log may hold many megabytes)."""
         return await trio.to_thread.run_sync(
             self._call,
-            lambda c: [row_to_interaction(r) for r in c.execute(READ_LOG, (after, limit))],
+            lambda c: read_log(c, after, limit),
             self._reader,
             (),
             limiter=self._read_limiter,

@@ -139,6 +139,23 @@ async def test_the_log_is_decoded_off_the_event_loop(
     assert threads and threading.get_ident() not in threads
 
 
+async def test_a_read_of_the_log_holds_a_bounded_size_of_messages(
+    open_store: StoreOpener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read stops before the turn that takes it past MAX_READ_BYTES, and a turn larger than
+    that is read alone: 2,000 turns of 16 MB a read would need 32 GB to decode."""
+    monkeypatch.setattr(common, "MAX_READ_BYTES", 10_000)
+    store = open_store()
+    await store.append([[new("a" * 4_000) for _ in range(3)], [new("b" * 20_000), new("c")]])
+    assert [i.seq for i in await store.read_log(0, 100)] == [1, 2]
+    assert [i.seq for i in await store.read_log(2, 100)] == [3]
+    assert [i.seq for i in await store.read_log(3, 100)] == [4]
+    assert [i.seq for i in await store.read_log(4, 100)] == [5]
+    assert [i.seq for i in await store.read_log(1, 1)] == [2]
+    assert await store.read_log(5, 100) == []
+    store.close()
+
+
 async def test_interactions_without_id_are_never_duplicates(open_store: StoreOpener) -> None:
     """Only a client id makes a push idempotent: the same text twice is stored twice."""
     store = open_store()
