@@ -302,6 +302,27 @@ def _not_deleted(sql: Any, r: ScopeResult) -> list[Fact]:
     ]
 
 
+def _resolving(sql: Any, outcome: BatchOutcome, created: str) -> tuple[BatchOutcome, list[int]]:
+    """Resolve the dead letters a re-run distilled; the re-run without the results and runs of
+    those another re-run resolved first (two daemons re-running one letter of a shared store
+    wrote two sets of results), and the letters it resolved."""
+    update = "UPDATE dead_letters SET resolved_at = ? WHERE id = ? AND resolved_at IS NULL"
+    resolved = [
+        i for i in outcome.resolved_dead_letters if sql.execute(update, (created, i)).rowcount
+    ]
+    if not (taken := sorted(set(outcome.resolved_dead_letters) - set(resolved))):
+        return outcome, resolved
+    marks = ", ".join("?" * len(taken))
+    query = f"SELECT seq FROM dead_letters WHERE id IN ({marks})"
+    done = {int(seq) for (seq,) in sql.execute(query, taken).fetchall()}
+    outcome = msgspec.structs.replace(
+        outcome,
+        results=[r for r in outcome.results if r.first_seq not in done],
+        runs=[r for r in outcome.runs if r.first_seq not in done],
+    )
+    return outcome, resolved
+
+
 def _write_results(sql: Any, observer: str, outcome: BatchOutcome, created: str) -> None:
     for r in outcome.results:
         first_at, last_at = _span(sql, r.scope, r.first_seq, r.last_seq)
@@ -424,13 +445,8 @@ class SqlStore:
             for scope in sorted(replacing):  # always in one order: no two commits deadlock
                 self._lock_scope(conn, scope)
             outcome = _still_logged(sql, outcome)
+            outcome, resolved = _resolving(sql, outcome, created)
             _write_results(sql, observer, outcome, created)
-            update = "UPDATE dead_letters SET resolved_at = ? WHERE id = ? AND resolved_at IS NULL"
-            resolved = [
-                i
-                for i in outcome.resolved_dead_letters
-                if sql.execute(update, (created, i)).rowcount
-            ]
             if outcome.watermark is not None:
                 sql.execute(_SET_WATERMARK, (observer, outcome.watermark))
         return msgspec.structs.replace(outcome, resolved_dead_letters=resolved)

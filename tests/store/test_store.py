@@ -477,3 +477,25 @@ async def test_a_turn_whose_words_overflow_a_tsvector_is_stored_with_its_group(
         assert (rows("", matches, start), rows("", matches, past)) == ([(1,)], [(0,)])
     store.close()
     assert stored == [(2, 1)]
+
+
+async def test_a_dead_letter_redistilled_twice_at_once_has_one_set_of_results(
+    open_store: StoreOpener,
+) -> None:
+    """Two re-runs read the same open dead letter (two daemons of a shared store, each asked
+    to redistill) and commit one after the other: the second's results are left out. Both
+    were written, each re-run's own words a fact of its own."""
+    store = open_store()
+    await store.append([[new("Alice prefers tea.")]])
+    async with store.lease("distill", ignore):
+        outcome = BatchOutcome([], [DeadLetter(1, "too long")], [], watermark=1)
+        await store.commit_batch("distill", outcome)
+    (letter,) = await store.open_dead_letters("distill")
+    for n, text in enumerate(("Alice prefers tea.", "Alice likes her tea.")):
+        fact = Fact("preference", text, sources=[1])
+        result = ScopeResult(f"r{n}", "s", None, "Alice and her tea.", [fact], 1, 1)
+        await store.commit_batch("distill", BatchOutcome([result], [], [], None, [letter.id]))
+    facts = rows(store.path, "SELECT text FROM facts")
+    summaries = rows(store.path, "SELECT batch_id FROM summaries")
+    store.close()
+    assert (facts, summaries) == ([("Alice prefers tea.",)], [("r0",)])
