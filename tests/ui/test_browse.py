@@ -27,15 +27,17 @@ CONTROLS = ("#find-scope", "#nav-status", "#filter-kind", "#filter-since", "#fil
 
 async def _two_scopes(client: httpx.AsyncClient) -> None:
     """SCOPE with its three turns over two days and a preference written by hand; OTHER with
-    one turn."""
+    one turn. The preference is written first, so that it is listed before the distilled
+    facts of its day: written after the push, it raced the distiller's commit for the smaller
+    id, and the order of the day's facts changed from run to run."""
+    fact = {"scope": SCOPE, "kind": "preference", "text": PREFERENCE, "at": "2023-05-25T11:00:00Z"}
+    assert (await client.post("/v1/facts", json=fact)).status_code == 201
     pushed = [
         {"scope": SCOPE, "timestamp": at, "messages": [{"role": "user", "name": who, "text": t}]}
         for at, who, t in TURNS
     ]
     pushed.append({"scope": OTHER, "messages": [{"role": "user", "text": "I keep bees."}]})
     await client.post("/v1/interactions", json=pushed)
-    fact = {"scope": SCOPE, "kind": "preference", "text": PREFERENCE, "at": "2023-05-25T11:00:00Z"}
-    assert (await client.post("/v1/facts", json=fact)).status_code == 201
     await wait_for_watermark(client, 4)
 
 
