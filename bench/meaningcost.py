@@ -144,12 +144,19 @@ async def _search(ctx: Context) -> list[Row]:
 
 
 _INDEX_RSS = """
-import json, sys
+import ctypes, gc, json, sys
 from bench.meaningcost import synthetic_vectors
 from forged.recall.dense import CATCH_UP_ROWS, DenseIndex
 from forged.vectors.codec import encode
 
 def rss():
+    # the allocator's free pages handed back first: RSS then counts what is held (without it,
+    # what the allocator kept or let go of a chunk's temporaries moved the figure by tens of
+    # MiB either way, below zero at 10,000 vectors)
+    gc.collect()
+    libc = ctypes.CDLL(None)
+    if hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
     with open("/proc/self/status") as f:
         return {l.split(":")[0]: int(l.split()[1]) / 1024 for l in f if l.startswith("Vm")}
 
