@@ -165,16 +165,23 @@ _KEY = {"facts": "id", "summaries": "id", "interactions": "seq"}
 
 def read_log(conn: Any, after: int, limit: int) -> list[StoredInteraction]:
     """Up to `limit` interactions with seq greater than `after`, in seq order, while they hold
-    MAX_READ_BYTES of messages in all (at least one)."""
-    sql, last, held = portable(conn), after, 0
-    for seq, size in sql.execute(_LOG_SIZES, (after, limit)).fetchall():
-        held += size
-        if held > MAX_READ_BYTES and last > after:
-            break
-        last = seq
-    if last == after:
-        return []
-    return [row_to_interaction(r) for r in sql.execute(_READ_LOG, (after, last))]
+    MAX_READ_BYTES of messages in all (at least one); none only when the log holds none past
+    `after` (a feeder then passes the log's end)."""
+    sql = portable(conn)
+    while True:
+        last, held = after, 0
+        for seq, size in sql.execute(_LOG_SIZES, (after, limit)).fetchall():
+            held += size
+            if held > MAX_READ_BYTES and last > after:
+                break
+            last = seq
+        if last == after:
+            return []
+        if rows := [row_to_interaction(r) for r in sql.execute(_READ_LOG, (after, last))]:
+            return rows
+        # each turn sized was erased before it was read (two statements, two states): the
+        # turns past them are still to read, and a feeder given none passed them for good
+        after = last
 
 
 def row_to_interaction(row: tuple[Any, ...]) -> StoredInteraction:

@@ -13,6 +13,7 @@ import trio
 from forged.models import Correction, NewFact
 from forged.recall import listing
 from forged.store.backend import Backend
+from forged.store.common import read_log
 from forged.store.sqlite import register_functions
 from tests.conftest import StoreOpener
 from tests.support import daemons
@@ -22,12 +23,16 @@ Hook = Callable[[], Awaitable[Any]]
 
 
 class _SqliteReader(sqlite3.Connection):
-    """A reader that runs `hook` on the event loop once a statement holding `after` has read."""
+    """A reader that runs `hook` on the event loop once a statement holding `after` has read
+    (with `before`: just before such a statement runs)."""
 
     after: str = ""
+    before: bool = False
     hook: Hook | None = None
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if self.before:
+            _hooked(self, sql)
         cursor = super().execute(sql, *args)
         _hooked(self, sql)
         return cursor
@@ -37,9 +42,12 @@ class _PostgresReader(psycopg.Connection[Any]):
     """The same on PostgreSQL."""
 
     after: str = ""
+    before: bool = False
     hook: Hook | None = None
 
     def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.before:
+            _hooked(self, str(query))
         cursor = super().execute(query, *args, **kwargs)
         _hooked(self, str(query))
         return cursor
@@ -51,8 +59,11 @@ def _hooked(reader: _SqliteReader | _PostgresReader, sql: str) -> None:
         trio.from_thread.run(hook)
 
 
-def _reader(store: Backend, after: str, hook: Hook) -> _SqliteReader | _PostgresReader:
-    """A connection to the store's database whose read of `after` lets `hook` write first."""
+def _reader(
+    store: Backend, after: str, hook: Hook, *, before: bool = False
+) -> _SqliteReader | _PostgresReader:
+    """A connection to the store's database whose read of `after` lets `hook` write first
+    (with `before`, before that read)."""
     reader: _SqliteReader | _PostgresReader
     if daemons.STORE_URL:
         reader = _PostgresReader.connect(daemons.STORE_URL, autocommit=True)
@@ -61,7 +72,7 @@ def _reader(store: Backend, after: str, hook: Hook) -> _SqliteReader | _Postgres
             store.path, factory=_SqliteReader, isolation_level=None, check_same_thread=False
         )
         register_functions(reader)
-    reader.after, reader.hook = after, hook
+    reader.after, reader.hook, reader.before = after, hook, before
     return reader
 
 
@@ -107,6 +118,29 @@ async def test_the_scopes_are_counted_in_one_state(open_store: StoreOpener) -> N
             ("s", 1, 0),
             ("t", 1, 1),
         ]
+    finally:
+        reader.close()
+        store.close()
+
+
+async def test_a_read_of_the_log_whose_turns_were_erased_reads_past_them(
+    open_store: StoreOpener,
+) -> None:
+    """The log is read in two statements (the turns' sizes, then the turns): turns erased
+    between them are passed, and the read goes on to the turns after. It answered none, which
+    tells a feeder the log holds nothing more, and the feeder passed the turns after for good."""
+    store = open_store()
+    await store.append([[new("one", scope="a"), new("two", scope="a"), new("three", scope="b")]])
+
+    async def erased() -> None:
+        for seq in (1, 2):
+            await store.delete("interaction", seq)
+
+    reader = _reader(store, "AND seq <= ", erased, before=True)
+    try:
+        read = await trio.to_thread.run_sync(read_log, reader, 0, 2)
+        assert reader.hook is None  # the turns went in between
+        assert [t.seq for t in read] == [3]
     finally:
         reader.close()
         store.close()
