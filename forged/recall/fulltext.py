@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from forged.models import MemoryItem, MemoryType, Message, speaker_lines
+from forged.recall.passages import CUT
 from forged.recall.query import ALIAS, SearchQuery, conditions, fts_query, searched
 from forged.store.sqlite_schema import BLOCK_BITS
 from forged.timestamps import julian_day
@@ -40,6 +41,7 @@ __all__ = [
     "ranked",
     "recency_decay",
     "scope_token",
+    "shown_turn",
     "turn_text",
 ]
 
@@ -50,6 +52,11 @@ COUNTS_KEPT = 4096  # phrases whose count of rows is remembered (then forgotten 
 BM25_K1 = 1.2  # FTS5's bm25() term-frequency saturation: a phrase adds under IDF * (k1 + 1)
 RARE_SHARE = 0.5  # a phrase weighing less than this share of the query's heaviest is common
 RECENCY_FLOOR = 0.5  # the least share of its score an item keeps however old it is
+# Characters of one message a recalled turn holds, and of all of them: recall weighs, compares
+# and packs its items' text at every search (twenty turns of 14 MB took a reader 18 s and made
+# a 270 MB answer). The log keeps every turn whole (GET /v1/interactions).
+SHOWN_MESSAGE_CHARS = 16_000
+SHOWN_TURN_CHARS = 64_000
 # What scoring a match costs against stepping over one row of a scope's token in FTS5 (about
 # 7 µs and 0.08 µs, measured): a scope's token in a query makes bm25() count every row of the
 # scope for its weight, however few rows the words match.
@@ -484,6 +491,30 @@ def turn_text(messages: bytes) -> tuple[str, str]:
     return ", ".join(speakers), speaker_lines(decoded)
 
 
+def shown_turn(messages: bytes) -> tuple[str, str]:
+    """A turn as recall holds it: `turn_text`, each message cut to SHOWN_MESSAGE_CHARS and all
+    of them to SHOWN_TURN_CHARS, at a word, and marked where cut."""
+    decoded = _MESSAGES.decode(messages)
+    room, shown = SHOWN_TURN_CHARS, []
+    for message in decoded:
+        allowed = min(room, SHOWN_MESSAGE_CHARS)
+        shown.append(msgspec.structs.replace(message, text=_cut(message.text, allowed)))
+        room -= min(len(message.text), allowed)
+        if room <= 0:
+            break
+    speakers = dict.fromkeys(m.name or m.role for m in decoded)
+    return ", ".join(speakers), speaker_lines(shown)
+
+
+def _cut(text: str, room: int) -> str:
+    """The text, or its first `room` characters up to the last space among them, marked."""
+    if len(text) <= room:
+        return text
+    head = text[:room]
+    at = head.rfind(" ", room // 2)
+    return (head[:at] if at > 0 else head) + " " + CUT
+
+
 def fact_items(sql: Any, ids: Iterable[int]) -> list[MemoryItem]:
     """Facts by id as recall's items, unscored (portable SQL: either store's connection)."""
     query = f"SELECT {_COLUMNS['fact']}, 0.0, {_LATER['fact']} FROM facts AS f WHERE f.id = ?"
@@ -496,7 +527,7 @@ def memory_item(table: MemoryType, row: tuple[Any, ...]) -> MemoryItem:
     superseded_by, invalid_at = row[12:]
     speaker = None
     if table == "interaction":
-        speaker, text = turn_text(text)
+        speaker, text = shown_turn(text)
     return MemoryItem(
         id=id_,
         type=table,

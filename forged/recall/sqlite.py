@@ -13,7 +13,7 @@ from forged.index.turns import IndexView
 from forged.models import MEMORY_TYPES, MemoryItem, MemoryType, Turn
 from forged.recall import indexed
 from forged.recall.dense import DenseQuery
-from forged.recall.fulltext import ranked, turn_text
+from forged.recall.fulltext import ranked, shown_turn
 from forged.recall.fusion import covered_first, fused_top, hybrid, plain
 from forged.recall.neighbours import with_neighbours
 from forged.recall.periods import periods
@@ -36,7 +36,7 @@ def with_sources(conn: sqlite3.Connection, item: MemoryItem) -> MemoryItem:
     if item.type == "interaction":
         return item
     rows = conn.execute(_SOURCES, (item.scope, item.first_seq, item.last_seq)).fetchall()
-    turns = [Turn(seq, session, at, *turn_text(messages)) for seq, session, at, messages in rows]
+    turns = [Turn(seq, session, at, *shown_turn(messages)) for seq, session, at, messages in rows]
     return msgspec.structs.replace(item, sources=turns)
 
 
@@ -111,7 +111,7 @@ def searches(
 
     def said(seqs: list[int]) -> dict[int, str]:
         rows = conn.execute(_SAID, (json.dumps(seqs), query.scope))
-        return {seq: plain(turn_text(messages)[1]) for seq, messages in rows}
+        return {seq: plain(shown_turn(messages)[1]) for seq, messages in rows}
 
     return [fused_top(ranker(limit), types, limit, periods(query.q), said) for limit in limits]
 

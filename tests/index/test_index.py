@@ -22,6 +22,7 @@ from forged.index import turns
 from forged.index.turns import SCHEMA_VERSION, TurnIndex, TurnText, terms
 from forged.recall import indexed as recall_indexed
 from forged.recall import sqlite as recall_sqlite
+from forged.recall.fulltext import turn_text
 from forged.recall.query import SearchQuery, julian_now
 from forged.store.sqlite import Store
 from forged.store.sqlite_schema import register_functions
@@ -210,7 +211,7 @@ def _index_of(conn: sqlite3.Connection, directory: Path) -> TurnIndex:
     index = TurnIndex(directory)
     rows = conn.execute("SELECT seq, scope, session, timestamp, messages FROM interactions")
     index.add(
-        TurnText(seq, scope, julian_day(at), recall_sqlite.turn_text(m)[1], session)
+        TurnText(seq, scope, julian_day(at), turn_text(m)[1], session)
         for seq, scope, session, at, m in rows
     )
     index.commit(conn.execute("SELECT max(seq) FROM interactions").fetchone()[0])
@@ -346,9 +347,7 @@ def test_turns_the_index_does_not_hold_yet_are_searched(tmp_path: Path) -> None:
     )
     index = TurnIndex(tmp_path / "ix")
     rows = conn.execute("SELECT seq, scope, timestamp, messages FROM interactions WHERE seq <= 40")
-    index.add(
-        TurnText(s, sc, julian_day(at), recall_sqlite.turn_text(m)[1]) for s, sc, at, m in rows
-    )
+    index.add(TurnText(s, sc, julian_day(at), turn_text(m)[1]) for s, sc, at, m in rows)
     index.commit(40)
     query = SearchQuery(q="aardvark", scope="u", limit=10, types=("interaction",))
     assert [i.id for i in recall_sqlite.search(conn, query, 30.0, index=index.view)] == [41]
@@ -378,7 +377,7 @@ def test_a_search_reads_one_commit_while_the_keeper_makes_the_next(tmp_path: Pat
     for n in range(3):
         _late_turn(conn, f"every turn says w1z w2z {n}")
     index.add(
-        TurnText(seq, "u", julian_day("2026-01-01T00:00:00.000Z"), recall_sqlite.turn_text(m)[1])
+        TurnText(seq, "u", julian_day("2026-01-01T00:00:00.000Z"), turn_text(m)[1])
         for seq, m in conn.execute("SELECT seq, messages FROM interactions WHERE seq > 40")
     )
     view = index.view
@@ -423,9 +422,7 @@ def test_a_tail_of_megabytes_is_left_to_the_store(
     register_functions(conn)
     index = TurnIndex(tmp_path / "ix")
     rows = conn.execute("SELECT seq, scope, timestamp, messages FROM interactions WHERE seq <= 40")
-    index.add(
-        TurnText(s, sc, julian_day(at), recall_sqlite.turn_text(m)[1]) for s, sc, at, m in rows
-    )
+    index.add(TurnText(s, sc, julian_day(at), turn_text(m)[1]) for s, sc, at, m in rows)
     index.commit(40)
     text = "garden " * (recall_indexed.MAX_TAIL_BYTES // 7)
     conn.execute(

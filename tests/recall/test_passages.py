@@ -7,9 +7,11 @@ import msgspec
 from forged.config import RecallConfig
 from forged.models import MemoryItem, Message, speaker_lines
 from forged.recall.engine import Recall
+from forged.recall.fulltext import SHOWN_MESSAGE_CHARS, SHOWN_TURN_CHARS
 from forged.recall.passages import CUT, PASSAGE_TOKENS, focus, passage
 from forged.recall.query import SearchQuery
 from forged.recall.updates import newest_first
+from forged.store.records import NewInteraction
 from forged.text.tokens import estimate_tokens
 from tests.conftest import StoreOpener
 from tests.support.data import new, recalled
@@ -91,3 +93,35 @@ async def test_a_block_holds_the_passage_of_a_turn_too_long_for_it(
         store.close()
     assert "It made me appreciate what we have" in block.text
     assert "Step one" not in block.text
+
+
+async def test_a_recalled_turn_holds_a_bounded_text(open_store: StoreOpener) -> None:
+    """A turn of megabytes is recalled cut at a word, each message to SHOWN_MESSAGE_CHARS and
+    the turn to SHOWN_TURN_CHARS, marked (twenty turns of 14 MB took a search 18 s and made a
+    270 MB answer); every speaker's opening is kept, and the log keeps the turn whole."""
+    store = open_store()
+    said = "needle " + "hay " * 250_000
+    messages = [
+        Message(role="user", text=said),
+        Message(role="assistant", text="Short answer."),
+        *[Message(role="tool", text=said) for _ in range(6)],
+    ]
+    stamp = "2026-11-29T17:00:00.000Z"
+    encoded = msgspec.json.encode(messages)
+    await store.append([[NewInteraction(None, "s", None, stamp, stamp, 3, encoded, None)]])
+    try:
+        recall = Recall(store, RecallConfig())
+        query = SearchQuery(q="needle", scope="s", limit=10, types=("interaction",))
+        (item,) = await recall.search(query)
+        block = await recall.context(query, 400)
+        (whole,) = await store.read_log(0, 1)
+    finally:
+        store.close()
+    lines = item.text.split("\n")
+    assert lines[0].startswith("user: needle hay") and lines[0].endswith(f"hay {CUT}")
+    assert len(lines[0]) <= len("user: ") + SHOWN_MESSAGE_CHARS
+    assert lines[1] == "assistant: Short answer."
+    kept = [line.split(": ", 1)[1].removesuffix(f" {CUT}") for line in lines]
+    assert sum(map(len, kept)) <= SHOWN_TURN_CHARS and len(lines) == 5
+    assert "needle" in block.text
+    assert [m.text for m in whole.messages] == [m.text for m in messages]
