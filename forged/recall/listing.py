@@ -20,6 +20,7 @@ from forged.models import (
 )
 from forged.recall.query import CURRENT, UNCONDENSED
 from forged.store.audit import FACT_COLUMNS, fact_audit, stored_fact
+from forged.store.common import fitting
 from forged.store.cursors import past_ids
 from forged.store.portable import portable
 from forged.store.snapshot import one_state
@@ -45,11 +46,13 @@ _SCOPE_COUNTS = (
     f"SELECT scope, count(*) FROM facts WHERE {CURRENT} GROUP BY scope",
     f"SELECT scope, count(*) FROM summaries WHERE {UNCONDENSED} GROUP BY scope",
 )
+_LOGGED = "seq, scope, session, timestamp, received_at, messages"
 _INTERACTIONS = """
-    SELECT seq, scope, session, timestamp, received_at, messages FROM interactions
+    SELECT {columns} FROM interactions
     WHERE scope = ? AND (timestamp > ? OR (timestamp = ? AND seq > ?)) {period}
     ORDER BY timestamp, seq LIMIT ?
-"""  # a keyset page by (timestamp, seq): what the interactions are about, in order
+"""  # a keyset page by (timestamp, seq): what the interactions are about, in order (their
+# sizes first: a page holds what one read of the log may, MAX_READ_BYTES)
 
 
 class Page(msgspec.Struct, frozen=True):
@@ -145,14 +148,17 @@ def list_interactions(conn: sqlite3.Connection, page: InteractionPage) -> Intera
         if value is not None:
             period += f" AND {clause}"
             params.append(value)
-    keyset = (page.scope, page.after_at, page.after_at, page.after_seq)
-    sql = _INTERACTIONS.format(period=period)
-    rows = portable(conn).execute(sql, (*keyset, *params, page.limit + 1)).fetchall()
+    sql, where = portable(conn), (page.scope, page.after_at, page.after_at, page.after_seq, *params)
+    sizes = sql.execute(
+        _INTERACTIONS.format(columns="length(messages)", period=period), (*where, page.limit + 1)
+    ).fetchall()
+    count = fitting(size for (size,) in sizes[: page.limit])
+    rows = sql.execute(_INTERACTIONS.format(columns=_LOGGED, period=period), (*where, count))
     found = [
         LoggedInteraction(seq, scope, session, at, received, _MESSAGES.decode(messages))
-        for seq, scope, session, at, received, messages in rows[: page.limit]
+        for seq, scope, session, at, received, messages in rows.fetchall()
     ]
-    last = found[-1] if found and len(rows) > page.limit else None
+    last = found[-1] if found and len(sizes) > count else None
     return InteractionsPage(found, None if last is None else f"{last.seq}@{last.timestamp}")
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "RAW_EXCERPT_CHARS",
     "SCOPE_TABLES",
     "SqlStore",
+    "fitting",
     "new_rows",
     "read_log",
     "row_to_interaction",
@@ -136,8 +137,8 @@ _EMBED_PROGRESS = """
     INSERT INTO embed_progress VALUES (?, ?, ?) ON CONFLICT (observer, item)
     DO UPDATE SET last_id = greatest(embed_progress.last_id, excluded.last_id)
 """
-# Bytes of stored messages one read of the log returns at most (its first turn whatever its
-# size): 2,000 turns of 16 MB a read would take 32 GB of memory to decode.
+# Bytes of stored messages one read of the log or page of turns returns at most (its first
+# turn whatever its size): 2,000 turns of 16 MB a read would take 32 GB of memory to decode.
 MAX_READ_BYTES = 32 * 1024 * 1024
 # The sizes first: neither store reads a long blob to give its length.
 _LOG_SIZES = "SELECT seq, length(messages) FROM interactions WHERE seq > ? ORDER BY seq LIMIT ?"
@@ -164,24 +165,26 @@ _KEY = {"facts": "id", "summaries": "id", "interactions": "seq"}
 
 
 def read_log(conn: Any, after: int, limit: int) -> list[StoredInteraction]:
-    """Up to `limit` interactions with seq greater than `after`, in seq order, while they hold
-    MAX_READ_BYTES of messages in all (at least one); none only when the log holds none past
-    `after` (a feeder then passes the log's end)."""
+    """Up to `limit` interactions with seq greater than `after`, in seq order, as many as
+    `fitting` lets one read return."""
     sql = portable(conn)
-    while True:
-        last, held = after, 0
-        for seq, size in sql.execute(_LOG_SIZES, (after, limit)).fetchall():
-            held += size
-            if held > MAX_READ_BYTES and last > after:
-                break
-            last = seq
-        if last == after:
-            return []
-        if rows := [row_to_interaction(r) for r in sql.execute(_READ_LOG, (after, last))]:
-            return rows
-        # each turn sized was erased before it was read (two statements, two states): the
-        # turns past them are still to read, and a feeder given none passed them for good
-        after = last
+    sizes = sql.execute(_LOG_SIZES, (after, limit)).fetchall()
+    if not (count := fitting(size for _, size in sizes)):
+        return []
+    last = sizes[count - 1][0]
+    return [row_to_interaction(r) for r in sql.execute(_READ_LOG, (after, last))]
+
+
+def fitting(sizes: Iterable[int]) -> int:
+    """How many rows of these sizes of messages, in order, one read returns: those within
+    MAX_READ_BYTES in all, and at least one."""
+    held = count = 0
+    for size in sizes:
+        held += size
+        if held > MAX_READ_BYTES and count:
+            break
+        count += 1
+    return count
 
 
 def row_to_interaction(row: tuple[Any, ...]) -> StoredInteraction:

@@ -19,6 +19,7 @@ from forged.daemon.runner import Running
 from forged.models import Deleted, Fact, NewFact
 from forged.recall import listing
 from forged.recall.listing import Page
+from forged.store import common
 from forged.store.portable import portable
 from forged.store.records import BatchOutcome, ScopeResult
 from forged.timestamps import now
@@ -327,6 +328,26 @@ async def test_scopes_with_counts_and_last_activity(
         "2023-05-13T10:00:00.000Z",
     )
     assert ed["summaries"] >= 1 and ed["last_received_at"] <= scopes[0]["last_received_at"]
+
+
+async def test_a_page_of_turns_holds_a_bounded_size(
+    daemon: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page stops before the turn that takes it past MAX_READ_BYTES, and `next` goes on
+    from there (a page of 1,000 turns of 16 MB would have taken 16 GB to answer)."""
+    monkeypatch.setattr(common, "MAX_READ_BYTES", 10_000)
+    async with socket_client(daemon.server.socket) as client:
+        pushed = [turn(n, "long") for n in (1, 2, 3)]
+        for said in pushed:
+            said["messages"][0]["text"] = "x" * 4_000
+        assert (await client.post("/v1/interactions", json=pushed)).status_code == 202
+        pages, after = [], {}
+        while after is not None:
+            params = {"scope": "ed", "limit": 10, **after}
+            page = (await client.get("/v1/interactions", params=params)).json()
+            pages.append([i["seq"] for i in page["interactions"]])
+            after = None if page["next"] is None else {"after": page["next"]}
+    assert pages == [[1, 2], [3]]
 
 
 async def test_a_scopes_turns_are_listed_by_time_page_by_page(daemon: Config) -> None:
