@@ -166,13 +166,17 @@ _KEY = {"facts": "id", "summaries": "id", "interactions": "seq"}
 
 def read_log(conn: Any, after: int, limit: int) -> list[StoredInteraction]:
     """Up to `limit` interactions with seq greater than `after`, in seq order, as many as
-    `fitting` lets one read return."""
+    `fitting` lets one read return; none only when the log holds none past `after` (a feeder
+    then passes the log's end)."""
     sql = portable(conn)
-    sizes = sql.execute(_LOG_SIZES, (after, limit)).fetchall()
-    if not (count := fitting(size for _, size in sizes)):
-        return []
-    last = sizes[count - 1][0]
-    return [row_to_interaction(r) for r in sql.execute(_READ_LOG, (after, last))]
+    while sizes := sql.execute(_LOG_SIZES, (after, limit)).fetchall():
+        last = sizes[fitting(size for _, size in sizes) - 1][0]
+        if rows := [row_to_interaction(r) for r in sql.execute(_READ_LOG, (after, last))]:
+            return rows
+        # each turn sized was erased before it was read (two statements, two states): the
+        # turns past them are still to read, and a feeder given none passed them for good
+        after = last
+    return []
 
 
 def fitting(sizes: Iterable[int]) -> int:
