@@ -19,11 +19,13 @@ from forged.recall.neighbours import with_neighbours
 from forged.recall.periods import periods
 from forged.recall.query import SearchQuery, julian_now, kind_type
 
-__all__ = ["search", "searches", "with_sources"]
+__all__ = ["MAX_SOURCES", "search", "searches", "with_sources"]
 
-_SOURCES = """
+# A summary condensed from others spans thousands of turns: its first MAX_SOURCES are cited.
+MAX_SOURCES = 32
+_SOURCES = f"""
     SELECT seq, session, timestamp, messages FROM interactions
-    WHERE scope = ? AND seq BETWEEN ? AND ? ORDER BY seq
+    WHERE scope = ? AND seq BETWEEN ? AND ? ORDER BY seq LIMIT {MAX_SOURCES}
 """
 _SAID = """
     SELECT seq, messages FROM interactions
@@ -32,7 +34,7 @@ _SAID = """
 
 
 def with_sources(conn: sqlite3.Connection, item: MemoryItem) -> MemoryItem:
-    """A fact or summary with the interactions it was distilled from."""
+    """A fact or summary with the interactions it was distilled from (the first MAX_SOURCES)."""
     if item.type == "interaction":
         return item
     rows = conn.execute(_SOURCES, (item.scope, item.first_seq, item.last_seq)).fetchall()

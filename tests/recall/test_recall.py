@@ -49,7 +49,7 @@ from forged.recall.packing import (
 from forged.recall.periods import periods
 from forged.recall.postgres import searches as postgres_searches
 from forged.recall.query import SearchQuery, fts_query, julian_now, query_phrases
-from forged.recall.sqlite import search
+from forged.recall.sqlite import MAX_SOURCES, search
 from forged.recall.sqlite import searches as sqlite_searches
 from forged.store.readers import reading_for
 from forged.store.records import BatchOutcome, ScopeResult
@@ -658,6 +658,23 @@ async def test_search_answers_the_design_shape(daemon: tuple[Running, httpx.Asyn
     }
     assert result["score"] > 0
     assert {"created_at", "first_seq", "last_seq"} <= result.keys()
+
+
+async def test_a_summary_spanning_thousands_of_turns_cites_the_first(
+    open_store: StoreOpener,
+) -> None:
+    """A condensed summary spans every turn of what it condenses: sources=true cites its
+    first MAX_SOURCES turns, not all (each read and sent whole, at every search)."""
+    store = open_store()
+    await store.append([[new(f"turn {n}") for n in range(MAX_SOURCES + 8)]])
+    span = ScopeResult("b1", "s", None, "A long month.", [], 1, MAX_SOURCES + 8)
+    await store.commit_batch("distill", BatchOutcome([span], [], [], None))
+    query = SearchQuery(q="month", scope="s", limit=5, types=("summary",), sources=True)
+    try:
+        (summary,) = await Recall(store, RecallConfig()).search(query)
+    finally:
+        store.close()
+    assert [t.seq for t in summary.sources or []] == list(range(1, MAX_SOURCES + 1))
 
 
 async def test_search_traces_memory_to_its_interactions(
