@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -130,9 +129,8 @@ def cmd_backup(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     config = find_config(args.config)[0]
     database = _sqlite_store(args).path
-    info = restore_backup(Path(args.file), database, replace=args.yes)
-    # the turn index beside it was of the database replaced: rebuilt from this one at start
-    shutil.rmtree(config.index.directory(config.store), ignore_errors=True)
+    index = config.index.directory(config.store)  # of the database replaced
+    info = restore_backup(Path(args.file), database, replace=args.yes, derived=index)
     print(f"restored {args.file} into {database}: {info.describe()}")
     return 0
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import sqlite3
 from contextlib import closing, suppress
 from pathlib import Path
@@ -304,9 +305,12 @@ def _exclusive(database: str) -> int:
     return fd
 
 
-def restore_backup(backup: Path, database: str, *, replace: bool) -> BackupInfo:
+def restore_backup(
+    backup: Path, database: str, *, replace: bool, derived: Path | None = None
+) -> BackupInfo:
     """Put the rows of a checked backup, in a fresh schema, in place of the database while no
-    daemon runs."""
+    daemon runs; `derived` (the turn index, rebuilt from the database at start) is removed
+    before a daemon may start: one started as the lock went would open the old one."""
     _refuse_companion(backup, database, "restore from")
     info = inspect_backup(backup)
     target = Path(database)
@@ -330,6 +334,8 @@ def restore_backup(backup: Path, database: str, *, replace: bool) -> BackupInfo:
                 with suppress(FileNotFoundError):
                     os.unlink(f"{database}{stale}")
             _sync_into_place(partial, target)
+            if derived is not None:
+                shutil.rmtree(derived, ignore_errors=True)
         except (OSError, sqlite3.Error) as exc:
             raise BackupError(f"cannot write {database}: {_reason(exc)}") from exc
         finally:

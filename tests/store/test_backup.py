@@ -15,7 +15,8 @@ import pytest
 import trio
 
 from forged.config import DEFAULT_CONFIG_PATH, StoreConfig, load_config
-from forged.errors import BackupError
+from forged.errors import BackupError, StoreError
+from forged.store import backup as backup_module
 from forged.store.backup import (
     DatabaseLock,
     _exclusive,
@@ -164,6 +165,31 @@ def test_a_daemon_does_not_start_during_a_restore(short_tmp: Path) -> None:
         f"forged: {database} is being restored; start forged when that is done\n",
     )
     DatabaseLock(database).release()  # and once it is done, it may
+
+
+def test_a_restore_removes_the_turn_index_before_a_daemon_may_start(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replaced database's turn index goes while the restore still holds the lock: a
+    daemon started as the lock went opened the old index, of other turns under the same seqs."""
+    backup, index = short_tmp / "b.db", short_tmp / "forged.db.index"
+    take_backup(_database(short_tmp / "old", interactions=2), backup)
+    live = _database(short_tmp, interactions=5)
+    index.mkdir()
+    started: list[str] = []
+
+    def removed(path: Path, ignore_errors: bool) -> None:
+        try:
+            DatabaseLock(live.path).release()
+            started.append("a daemon started")
+        except StoreError as exc:
+            started.append(str(exc))
+        path.rmdir()
+
+    monkeypatch.setattr(backup_module.shutil, "rmtree", removed)
+    restore_backup(backup, live.path, replace=True, derived=index)
+    assert started == [f"{live.path} is being restored; start forged when that is done"]
+    assert not index.exists()
 
 
 def test_restore_replaces_only_when_told(short_tmp: Path) -> None:
