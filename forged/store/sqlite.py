@@ -146,6 +146,15 @@ def _size_on_disk(path: str) -> int:
     return sum(f.stat().st_size for f in files if f.exists())
 
 
+# The log's last seq is the last one given, as when it was running: its AUTOINCREMENT mark,
+# not the largest left (with the newest turns deleted, the turn index looked ahead of the log
+# after a restart and was rebuilt whole).
+_TOTALS = """
+    SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'interactions'), 0), count(*)
+    FROM interactions
+"""
+
+
 class Store(SqlStore):
     """The database, opened once: a writer connection behind a `CapacityLimiter(1)`, a few
     readers shared by scope (forged.store.readers), and the observers' own connection to the log.
@@ -167,9 +176,7 @@ class Store(SqlStore):
             self.schema_version = migrate(self._writer)
             self._reader = _connect(path, busy_timeout_ms)  # the log's: feeding waits for no search
             self._readers = Readers([_connect(path, busy_timeout_ms) for _ in range(readers)])
-            self.last_seq, self.count = self._writer.execute(
-                "SELECT coalesce(max(seq), 0), count(*) FROM interactions"
-            ).fetchone()
+            self.last_seq, self.count = self._writer.execute(_TOTALS).fetchone()
         except sqlite3.Error as exc:
             self._claim.release()
             raise _translate(exc) from exc

@@ -156,6 +156,23 @@ async def test_a_read_of_the_log_holds_a_bounded_size_of_messages(
     store.close()
 
 
+@pytest.mark.sqlite_only
+async def test_the_logs_end_survives_a_restart_after_its_newest_turns_are_deleted(
+    open_store: StoreOpener,
+) -> None:
+    """The last seq given stays the log's end after a restart, as it was while running: read
+    as the largest left, it made the turn index look ahead of the log, and rebuilt it whole."""
+    store = open_store()
+    await store.append([[new("a"), new("b"), new("c")]])
+    await store.delete("interaction", 3)
+    running = store.last_seq
+    store.close()
+    store = open_store()
+    assert (store.last_seq, store.count) == (running, 2) == (3, 2)
+    assert await store.append([[new("d")]]) == [1] and store.last_seq == 4
+    store.close()
+
+
 async def test_interactions_without_id_are_never_duplicates(open_store: StoreOpener) -> None:
     """Only a client id makes a push idempotent: the same text twice is stored twice."""
     store = open_store()
