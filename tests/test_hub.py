@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
 from forged import hub
-from forged.config import load_config
+from forged.config import Config, load_config
 from forged.hub import Batcher, Feed, Progress
 from forged.models import ObserverStatus, StoredInteraction
 from forged.store.sqlite import Store
@@ -124,19 +125,23 @@ async def test_batcher_ends_with_the_channel() -> None:
         await Batcher(receive, max_items=2).next()
 
 
+def _recording(short_tmp: Path, fake_llm: FakeLLM, **distill: Any) -> Config:
+    """A daemon's config with the recording observer in place of the distiller."""
+    recorder = {"class": "tests.support.observers:Recorder"}
+    path = write_config(
+        short_tmp,
+        fake_llm.base_url,
+        distill={"enabled": False, **distill},
+        observers={"recorder": recorder},
+    )
+    return load_config(path, {})
+
+
 async def test_full_channel_blocks_the_feeder_and_drops_nothing(
     short_tmp: Path, fake_llm: FakeLLM, recorder: type[Recorder]
 ) -> None:
     """A stalled observer with a 2-slot channel later sees all 60 interactions in order."""
-    config = load_config(
-        write_config(
-            short_tmp,
-            fake_llm.base_url,
-            distill={"enabled": False, "channel_capacity": 2},
-            observers={"recorder": {"class": "tests.support.observers:Recorder"}},
-        ),
-        {},
-    )
+    config = _recording(short_tmp, fake_llm, channel_capacity=2)
     with trio.fail_after(30):
         async with running_daemon(config) as api, socket_client(config.server.socket) as client:
             for _ in range(60):
@@ -154,15 +159,7 @@ async def test_a_stalled_observers_queue_holds_a_bounded_size_of_text(
     """The queue stops taking turns once it holds FEED_CHARS of text, however many slots are
     free (a model down, 256 turns of 12 MB took 3 GB); the observer later sees every one."""
     monkeypatch.setattr(hub, "FEED_CHARS", 10_000)
-    config = load_config(
-        write_config(
-            short_tmp,
-            fake_llm.base_url,
-            distill={"enabled": False},
-            observers={"recorder": {"class": "tests.support.observers:Recorder"}},
-        ),
-        {},
-    )
+    config = _recording(short_tmp, fake_llm)
     long = {"messages": [{"role": "user", "text": "x" * 3_000}]}
     with trio.fail_after(30):
         async with running_daemon(config) as api, socket_client(config.server.socket) as client:
@@ -201,15 +198,7 @@ async def test_failed_observer_restarts_from_its_watermark(
     """A plugin that raises is restarted; it resumes after its last commit, skipping nothing."""
     recorder.gate.set()
     recorder.fail_once_at = 4
-    config = load_config(
-        write_config(
-            short_tmp,
-            fake_llm.base_url,
-            distill={"enabled": False},
-            observers={"recorder": {"class": "tests.support.observers:Recorder"}},
-        ),
-        {},
-    )
+    config = _recording(short_tmp, fake_llm)
     with trio.fail_after(30):
         async with running_daemon(config) as api, socket_client(config.server.socket) as client:
             await client.post("/v1/interactions", json=[ONE] * 8)

@@ -75,6 +75,12 @@ def _grouped(
     }
 
 
+def _named(ids: list[int]) -> tuple[dict[str, int], str]:
+    """Ids as named parameters, and the list of their placeholders for an IN (...)."""
+    named = {f"i{n}": i for n, i in enumerate(ids)}
+    return named, ", ".join(f":{name}" for name in named)
+
+
 class DenseIndex:
     """The sign codes of every stored vector; thread-safe (searches run in reader threads)."""
 
@@ -145,8 +151,7 @@ class DenseIndex:
             candidates = [c for c in self._candidates(scope, table, query) if c not in stored]
             if not candidates:
                 break
-            named = {f"i{n}": i for n, i in enumerate(candidates)}
-            ids = ", ".join(f":{name}" for name in named)
+            named, ids = _named(candidates)
             found = sql.execute(_STORED.format(ids=ids), {"item": table, **named}).fetchall()
             stored |= {int(k): bytes(v) for k, v in found}
             if not (gone := [c for c in candidates if c not in stored]):
@@ -166,8 +171,7 @@ class DenseIndex:
         stored = self._stored(conn, table, query.scope, vector)
         if not stored:
             return []
-        sql, named = portable(conn), {f"i{n}": i for n, i in enumerate(stored)}
-        ids = ", ".join(f":{name}" for name in named)
+        sql, (named, ids) = portable(conn), _named(list(stored))
         keys = list(stored)
         similarity = decode([stored[k] for k in keys]) @ vector
         params: dict[str, Any] = {"scope": query.scope, **named}

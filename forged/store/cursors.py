@@ -18,20 +18,28 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from forged.store.portable import Portable
+from forged.store.portable import native
 from forged.store.postgres_schema import MEMORY_LOCK
 
-__all__ = ["past_ids"]
+__all__ = ["held_alone", "past_ids"]
+
+
+@contextmanager
+def held_alone(conn: Any, lock: tuple[int, int]) -> Iterator[None]:
+    """A PostgreSQL transaction holding a barrier's advisory `lock` alone: every write that
+    holds it shared (an append, an insert of facts) has committed or rolled back."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", lock)
+        yield
 
 
 @contextmanager
 def past_ids(conn: Any) -> Iterator[None]:
     """Hold the block's reads of facts and summaries past an id behind the memory barrier
     (`conn`: either store's, or a portable one)."""
-    raw = conn.connection if isinstance(conn, Portable) else conn
+    raw = native(conn)
     if isinstance(raw, sqlite3.Connection):
         yield
         return
-    with raw.transaction():
-        raw.execute("SELECT pg_advisory_xact_lock(%s, %s)", MEMORY_LOCK)
+    with held_alone(raw, MEMORY_LOCK):
         yield

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["TEXT_KEY", "Portable", "keyed", "portable", "to_psycopg"]
+__all__ = ["TEXT_KEY", "Portable", "keyed", "native", "portable", "to_psycopg"]
 
 _NAMED = re.compile(r"(?<![:\w]):(\w+)")  # a `:name` placeholder, not a `::type` cast
 TEXT_KEY = "text_key"  # PostgreSQL's function of a text its unique indexes hold (a digest)
@@ -49,6 +49,11 @@ def portable(conn: Any) -> Any:
     """A connection of either store that runs portable SQL: SQLite's (or one already
     portable) as it is."""
     return conn if isinstance(conn, (sqlite3.Connection, Portable)) else Portable(conn)
+
+
+def native(conn: Any) -> Any:
+    """The store's own connection (SQLite's or psycopg's) beneath a portable one."""
+    return conn.connection if isinstance(conn, Portable) else conn
 
 
 def keyed(sql: Any, text: str) -> str:

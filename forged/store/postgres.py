@@ -38,6 +38,7 @@ from forged.config import StoreConfig
 from forged.errors import QueryTimeout, StorageFull, StoreError
 from forged.models import StoredInteraction
 from forged.store.common import SqlStore, new_rows, read_log
+from forged.store.cursors import held_alone
 from forged.store.portable import TEXT_KEY
 from forged.store.postgres_schema import migrate
 from forged.store.readers import Readers, ReadWaits, asking
@@ -136,8 +137,7 @@ def _append(conn: psycopg.Connection[Any], requests: list[list[NewInteraction]])
 
 def _read_log(conn: psycopg.Connection[Any], after: int, limit: int) -> list[StoredInteraction]:
     """The log after `after`, read behind the barrier: no append is in flight below what it sees."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOG_LOCK)
+    with held_alone(conn, LOG_LOCK):
         return read_log(conn, after, limit)
 
 
@@ -315,8 +315,7 @@ class PostgresStore(SqlStore):
         """The scope's last seq, read behind the log barrier: an append in flight when a forget
         read it (a seq taken before, committed after) left a turn of the scope in the log,
         below what the observers then skipped as forgotten, never distilled nor embedded."""
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOG_LOCK)
+        with held_alone(conn, LOG_LOCK):
             return super()._scope_end(conn, scope)
 
     def _lock_scope(self, conn: psycopg.Connection[Any], scope: str) -> None:

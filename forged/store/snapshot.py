@@ -16,7 +16,7 @@ from typing import Any
 
 from psycopg.pq import TransactionStatus
 
-from forged.store.portable import Portable
+from forged.store.portable import native
 
 __all__ = ["one_state"]
 
@@ -34,7 +34,7 @@ def _sqlite_snapshot(conn: sqlite3.Connection) -> Iterator[None]:
 @contextmanager
 def one_state(conn: Any) -> Iterator[None]:
     """Hold the block's reads on `conn` (either store's, or a portable one) to one snapshot."""
-    raw = conn.connection if isinstance(conn, Portable) else conn
+    raw = native(conn)
     if isinstance(raw, sqlite3.Connection):
         if raw.in_transaction:
             yield

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -306,6 +306,26 @@ def _lock_waiters(url: str) -> int:
         return int(conn.execute(sql).fetchone()[0])  # type: ignore[index]  # count answers one row
 
 
+async def _commit_once_waited_for(
+    url: str, held: psycopg.Connection[Any], done: Callable[[], Awaitable[bool]]
+) -> None:
+    """Commit `held` once a backend waits for a lock; at once if the code under test is
+    `done` without waiting (the test then fails on what it answered)."""
+    while not await trio.to_thread.run_sync(_lock_waiters, url):
+        if await done():
+            break  # it did not wait
+        await trio.sleep(0.05)  # a lock table sends no event
+    await trio.to_thread.run_sync(held.commit)
+
+
+async def _any(found: list[Any]) -> bool:
+    return bool(found)
+
+
+async def _has_vector(store: PostgresStore, fact_id: int) -> bool:
+    return fact_id in (await _embedded_facts(store))[1]
+
+
 async def _until_waiting(url: str, backends: int) -> None:
     """Return once that many backends wait for a lock (a lock table sends no event)."""
     while True:
@@ -497,11 +517,7 @@ async def test_facts_committed_out_of_id_order_are_all_embedded(shared: Path) ->
         async with trio.open_nursery() as nursery:
             await nursery.start(hub.serve)
             with trio.fail_after(120):
-                while not await trio.to_thread.run_sync(_lock_waiters, url):
-                    if later in (await _embedded_facts(store))[1]:
-                        break  # it did not wait
-                    await trio.sleep(0.05)  # a lock table sends no event
-                await trio.to_thread.run_sync(held.commit)
+                await _commit_once_waited_for(url, held, lambda: _has_vector(store, later))
                 await _until(hub, lambda: _progressed(store, later))
             nursery.cancel_scope.cancel()
         assert await _embedded_facts(store) == (later, [first, later])
@@ -537,11 +553,7 @@ async def test_a_listing_paged_by_id_waits_for_a_fact_committing_late(shared: Pa
         with trio.fail_after(60):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(every_page)
-                while not await trio.to_thread.run_sync(_lock_waiters, url):
-                    if listed:
-                        break  # it did not wait
-                    await trio.sleep(0.05)  # a lock table sends no event
-                await trio.to_thread.run_sync(held.commit)
+                await _commit_once_waited_for(url, held, lambda: _any(listed))
         assert listed == [first, later]
     finally:
         held.close()
@@ -582,11 +594,7 @@ async def test_a_new_lease_holder_waits_for_the_commit_its_predecessor_had_in_fl
             with trio.fail_after(60):
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(take_over)
-                    while not await trio.to_thread.run_sync(_lock_waiters, url):
-                        if started:
-                            break  # it did not wait
-                        await trio.sleep(0.05)  # a lock table sends no event
-                    await trio.to_thread.run_sync(in_flight.commit)
+                    await _commit_once_waited_for(url, in_flight, lambda: _any(started))
         finally:
             in_flight.close()
         assert started == [5]
@@ -612,11 +620,7 @@ async def test_a_forget_waits_for_an_append_of_the_scope_in_flight(shared: Path)
         with trio.fail_after(60):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(forget)
-                while not await trio.to_thread.run_sync(_lock_waiters, url):
-                    if forgotten:
-                        break  # it did not wait
-                    await trio.sleep(0.05)  # a lock table sends no event
-                await trio.to_thread.run_sync(held.commit)
+                await _commit_once_waited_for(url, held, lambda: _any(forgotten))
         (through,) = forgotten
         left = rows(url, "SELECT seq FROM interactions WHERE scope = 'user:alice'")
         assert early <= through and left == []
